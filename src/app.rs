@@ -1,0 +1,96 @@
+//! The application as `engram serve` runs it and as tests start it: store, keys, router,
+//! background workers, and graceful shutdown.
+
+use std::{future::Future, net::SocketAddr, sync::Arc};
+
+use tokio::{net::TcpListener, sync::watch};
+
+use crate::{
+    auth::{Authenticator, KeySource},
+    config::ServeConfig,
+    http::{self, AppState},
+    store::Store,
+    telemetry,
+};
+
+pub struct App {
+    state: AppState,
+    listener: TcpListener,
+}
+
+impl App {
+    /// Connects and migrates the database, loads the keys and binds the listener
+    /// (`ENGRAM_BIND`; port 0 picks a free port, which tests use).
+    pub async fn build(config: ServeConfig) -> anyhow::Result<App> {
+        config.validate()?;
+        let (auth, key_source) = Authenticator::from_config(&config.core)?;
+        if key_source == KeySource::DevelopmentSecret {
+            tracing::warn!(
+                data_dir = %config.core.data_dir.display(),
+                "development mode: no ENGRAM_JWT_SECRET or ENGRAM_JWT_PUBLIC_KEY_FILE, tokens are signed with a \
+                 secret generated into the data directory (use `engram token` to make one)"
+            );
+        }
+        let store = Store::connect(&config.core.database_url(), config.core.db_max_connections).await?;
+        store.migrate().await?;
+        if let Store::Sqlite(_) = store {
+            tracing::info!(database = %config.core.database_url(), "using the embedded SQLite database");
+        } else {
+            tracing::info!("using PostgreSQL");
+        }
+        let listener = TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on ENGRAM_BIND {}: {e}", config.bind))?;
+        let state =
+            AppState { store, auth: Arc::new(auth), config: Arc::new(config), metrics: telemetry::metrics_handle() };
+        Ok(App { state, listener })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, finishes in-flight
+    /// requests, lets the background tasks finish, and closes the database.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        let App { state, listener } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let background = crate::worker::spawn(state.clone(), stop_rx);
+        tracing::info!(address = %listener.local_addr()?, "engram listening");
+        axum::serve(listener, http::router(state.clone())).with_graceful_shutdown(shutdown).await?;
+        let _ = stop_tx.send(true);
+        for task in background {
+            let _ = task.await;
+        }
+        state.store.close().await;
+        tracing::info!("engram stopped");
+        Ok(())
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received");
+}

@@ -1,0 +1,238 @@
+//! Bearer tokens: verification with one pinned algorithm, the `Caller` extractor that
+//! every protected handler takes, scopes, and signing for `engram token`.
+
+use std::{collections::HashSet, time::Duration};
+
+use axum::{extract::FromRequestParts, http::request::Parts};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    config::{CoreConfig, JwtAlgorithm, Secret},
+    error::ApiError,
+    http::AppState,
+};
+
+/// What a route needs. `admin` grants every scope; `rgpd` is only granted by itself or
+/// `admin`, so a memory token can never erase or export a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    MemoryRead,
+    MemoryWrite,
+    Admin,
+    Rgpd,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::MemoryRead => "memory:read",
+            Scope::MemoryWrite => "memory:write",
+            Scope::Admin => "admin",
+            Scope::Rgpd => "rgpd",
+        }
+    }
+}
+
+/// The verified identity of a request. The tenant comes from the token and nowhere else.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant: String,
+    pub sub: Option<String>,
+    pub scopes: HashSet<String>,
+}
+
+impl Caller {
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.scopes.contains("admin") || self.scopes.contains(scope.as_str()) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!("this route needs the `{}` scope", scope.as_str())))
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    tenant: String,
+    exp: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sub: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scope: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    iat: Option<u64>,
+}
+
+/// Verifies tokens (and, in HS256 mode, signs them).
+pub struct Authenticator {
+    decoding: DecodingKey,
+    encoding: Option<EncodingKey>,
+    algorithm: Algorithm,
+    validation: Validation,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator").field("algorithm", &self.algorithm).finish_non_exhaustive()
+    }
+}
+
+/// Where the key came from, so that start-up can say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySource {
+    Secret,
+    PublicKeyFile,
+    /// Generated into the data directory: development only.
+    DevelopmentSecret,
+}
+
+const DEV_SECRET_FILE: &str = "jwt-secret";
+
+impl Authenticator {
+    pub fn from_config(config: &CoreConfig) -> anyhow::Result<(Authenticator, KeySource)> {
+        if let Some(path) = &config.jwt_public_key_file {
+            let pem = std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("cannot read ENGRAM_JWT_PUBLIC_KEY_FILE {}: {e}", path.display()))?;
+            let (algorithm, decoding) = match config.jwt_algorithm.unwrap_or(JwtAlgorithm::Rs256) {
+                JwtAlgorithm::Rs256 => (Algorithm::RS256, DecodingKey::from_rsa_pem(&pem)),
+                JwtAlgorithm::EdDsa => (Algorithm::EdDSA, DecodingKey::from_ed_pem(&pem)),
+                JwtAlgorithm::Hs256 => {
+                    anyhow::bail!("ENGRAM_JWT_ALGORITHM=HS256 needs ENGRAM_JWT_SECRET, not a public key file")
+                }
+            };
+            let decoding =
+                decoding.map_err(|e| anyhow::anyhow!("ENGRAM_JWT_PUBLIC_KEY_FILE is not a valid key: {e}"))?;
+            let auth = Authenticator::new(decoding, None, algorithm, config);
+            return Ok((auth, KeySource::PublicKeyFile));
+        }
+        anyhow::ensure!(
+            matches!(config.jwt_algorithm, None | Some(JwtAlgorithm::Hs256)),
+            "RS256 and EdDSA need ENGRAM_JWT_PUBLIC_KEY_FILE"
+        );
+        let (secret, source) = match &config.jwt_secret {
+            Some(Secret(secret)) => {
+                anyhow::ensure!(secret.len() >= 32, "ENGRAM_JWT_SECRET must be at least 32 bytes");
+                (secret.clone(), KeySource::Secret)
+            }
+            None => (
+                crate::crypto::load_or_create_secret(&config.data_dir.join(DEV_SECRET_FILE))?,
+                KeySource::DevelopmentSecret,
+            ),
+        };
+        let auth = Authenticator::new(
+            DecodingKey::from_secret(secret.as_bytes()),
+            Some(EncodingKey::from_secret(secret.as_bytes())),
+            Algorithm::HS256,
+            config,
+        );
+        Ok((auth, source))
+    }
+
+    fn new(decoding: DecodingKey, encoding: Option<EncodingKey>, algorithm: Algorithm, config: &CoreConfig) -> Self {
+        let mut validation = Validation::new(algorithm);
+        validation.validate_nbf = true;
+        validation.leeway = 30;
+        let mut required = vec!["exp"];
+        if let Some(issuer) = &config.jwt_issuer {
+            validation.set_issuer(&[issuer]);
+            required.push("iss");
+        }
+        match &config.jwt_audience {
+            Some(audience) => {
+                validation.set_audience(&[audience]);
+                required.push("aud");
+            }
+            None => validation.validate_aud = false,
+        }
+        validation.set_required_spec_claims(&required);
+        Authenticator { decoding, encoding, algorithm, validation }
+    }
+
+    /// Checks a bearer token; every failure is the same terse 401 so the answer tells an
+    /// attacker nothing about which check failed.
+    pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| {
+            tracing::debug!(reason = %e, "token rejected");
+            ApiError::Unauthorized("invalid or expired token")
+        })?;
+        let claims = data.claims;
+        if claims.tenant.is_empty() || claims.tenant.len() > 256 {
+            return Err(ApiError::Unauthorized("invalid or expired token"));
+        }
+        let scopes = claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
+        Ok(Caller { tenant: claims.tenant, sub: claims.sub, scopes })
+    }
+
+    /// Signs a token with the configured secret (HS256 only: with a public key the
+    /// private half is not ours).
+    pub fn sign(&self, tenant: &str, scope: &str, sub: Option<&str>, ttl: Duration) -> anyhow::Result<String> {
+        let Some(key) = &self.encoding else {
+            anyhow::bail!("with ENGRAM_JWT_PUBLIC_KEY_FILE, tokens are signed by your identity provider's private key")
+        };
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = Claims {
+            tenant: tenant.to_owned(),
+            exp: now + ttl.as_secs(),
+            sub: sub.map(str::to_owned),
+            scope: Some(scope.to_owned()),
+            iat: Some(now),
+        };
+        Ok(jsonwebtoken::encode(&Header::new(self.algorithm), &claims, key)?)
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, ApiError> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .ok_or(ApiError::Unauthorized("missing bearer token"))?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or(ApiError::Unauthorized("malformed Authorization header"))?;
+        let caller = state.auth.verify(token)?;
+        tracing::Span::current().record("tenant", caller.tenant.as_str());
+        Ok(caller)
+    }
+}
+
+/// Parses a duration like `90s`, `15m`, `1h` or `7d`.
+pub fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("invalid duration `{text}`"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return Err(format!("invalid duration unit in `{text}` (use s, m, h or d)")),
+    };
+    if seconds == 0 {
+        return Err("duration must be positive".into());
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ttls() {
+        assert_eq!(parse_ttl("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_ttl("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_ttl("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_ttl("2d"), Ok(Duration::from_secs(172_800)));
+        assert!(parse_ttl("0s").is_err());
+        assert!(parse_ttl("1y").is_err());
+        assert!(parse_ttl("h").is_err());
+    }
+}

@@ -1,0 +1,139 @@
+//! Per-agent settings: the defaults of API.md and the validation of a partial update.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::ids::AgentId;
+
+/// An agent's whole configuration, as stored and returned.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct AgentConfig {
+    pub agent_id: AgentId,
+    pub memory_enabled: bool,
+    pub min_user_turns: i32,
+    pub max_injected_facts: i32,
+    pub min_confidence: f64,
+    pub extraction_instructions: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The settings without identity and times: what an unconfigured agent gets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub memory_enabled: bool,
+    pub min_user_turns: i32,
+    pub max_injected_facts: i32,
+    pub min_confidence: f64,
+    pub extraction_instructions: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            memory_enabled: false,
+            min_user_turns: 3,
+            max_injected_facts: 10,
+            min_confidence: 0.7,
+            extraction_instructions: None,
+        }
+    }
+}
+
+/// A partial update (`PUT` with any subset of the fields). `extraction_instructions`
+/// distinguishes "absent" (keep) from `null` (clear).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigPatch {
+    pub memory_enabled: Option<bool>,
+    /// 1–100
+    #[schema(minimum = 1, maximum = 100)]
+    pub min_user_turns: Option<i32>,
+    /// 1–100
+    #[schema(minimum = 1, maximum = 100)]
+    pub max_injected_facts: Option<i32>,
+    /// 0–1
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub min_confidence: Option<f64>,
+    /// At most 4000 characters; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>, max_length = 4000)]
+    pub extraction_instructions: Option<Option<String>>,
+}
+
+fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+impl ConfigPatch {
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(n) = self.min_user_turns.filter(|n| !(1..=100).contains(n)) {
+            return Err(format!("min_user_turns must be 1-100, got {n}"));
+        }
+        if let Some(n) = self.max_injected_facts.filter(|n| !(1..=100).contains(n)) {
+            return Err(format!("max_injected_facts must be 1-100, got {n}"));
+        }
+        if let Some(c) = self.min_confidence.filter(|c| !(0.0..=1.0).contains(c)) {
+            return Err(format!("min_confidence must be between 0 and 1, got {c}"));
+        }
+        if let Some(Some(text)) = &self.extraction_instructions
+            && text.chars().count() > 4000
+        {
+            return Err("extraction_instructions must be at most 4000 characters".into());
+        }
+        Ok(())
+    }
+
+    /// The settings after applying this patch to `current`.
+    pub fn apply(&self, current: Settings) -> Settings {
+        Settings {
+            memory_enabled: self.memory_enabled.unwrap_or(current.memory_enabled),
+            min_user_turns: self.min_user_turns.unwrap_or(current.min_user_turns),
+            max_injected_facts: self.max_injected_facts.unwrap_or(current.max_injected_facts),
+            min_confidence: self.min_confidence.unwrap_or(current.min_confidence),
+            extraction_instructions: match &self.extraction_instructions {
+                Some(value) => value.clone(),
+                None => current.extraction_instructions,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn patch(json: &str) -> Result<ConfigPatch, String> {
+        let patch: ConfigPatch = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        patch.validate()?;
+        Ok(patch)
+    }
+
+    #[test]
+    fn rejects_out_of_range_values() {
+        for bad in [
+            r#"{"min_user_turns": 0}"#,
+            r#"{"min_user_turns": 101}"#,
+            r#"{"max_injected_facts": 0}"#,
+            r#"{"min_confidence": 2}"#,
+            r#"{"min_confidence": -0.1}"#,
+            r#"{"memory_enabled": "yes"}"#,
+            r#"{"unknown": 1}"#,
+        ] {
+            assert!(patch(bad).is_err(), "{bad}");
+        }
+        let long = format!(r#"{{"extraction_instructions": "{}"}}"#, "x".repeat(4001));
+        assert!(patch(&long).is_err());
+    }
+
+    #[test]
+    fn absent_keeps_and_null_clears_instructions() {
+        let current = Settings { extraction_instructions: Some("be brief".into()), ..Settings::default() };
+        let kept = patch(r#"{"memory_enabled": true}"#).unwrap().apply(current.clone());
+        assert_eq!(kept.extraction_instructions.as_deref(), Some("be brief"));
+        assert!(kept.memory_enabled);
+        let cleared = patch(r#"{"extraction_instructions": null}"#).unwrap().apply(current);
+        assert_eq!(cleared.extraction_instructions, None);
+    }
+}

@@ -1,0 +1,107 @@
+//! Identifiers that come from clients, parsed once at the edge so that an invalid one
+//! cannot exist past it (inner code never re-validates).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// An agent's id: 1–128 characters of `[A-Za-z0-9._:-]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(try_from = "String", into = "String")]
+#[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "support-bot")]
+pub struct AgentId(String);
+
+impl AgentId {
+    pub fn parse(value: String) -> Result<Self, String> {
+        let valid_chars = value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        if value.is_empty() || value.len() > 128 || !valid_chars {
+            return Err("agent_id must be 1-128 characters of [A-Za-z0-9._:-]".into());
+        }
+        Ok(AgentId(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The end user's id on the caller's channel: 1–256 bytes of printable UTF-8. Personal
+/// data: never logged.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(try_from = "String", into = "String")]
+#[schema(value_type = String, example = "whatsapp:+33612345678")]
+pub struct ExternalRef(String);
+
+impl ExternalRef {
+    pub fn parse(value: String) -> Result<Self, String> {
+        if value.is_empty() || value.len() > 256 || value.chars().any(char::is_control) {
+            return Err("external_ref must be 1-256 bytes of printable UTF-8".into());
+        }
+        Ok(ExternalRef(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Redacted, so that a stray `{:?}` in a log line cannot leak who the user is.
+impl fmt::Debug for ExternalRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ExternalRef(***)")
+    }
+}
+
+macro_rules! string_newtype_conversions {
+    ($($name:ident),*) => {$(
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(value: String) -> Result<Self, String> {
+                Self::parse(value)
+            }
+        }
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )*};
+}
+string_newtype_conversions!(AgentId, ExternalRef);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_ids_follow_the_contract() {
+        for ok in ["a", "support-bot", "team.bot:v2_1", &"x".repeat(128)] {
+            assert!(AgentId::parse(ok.to_string()).is_ok(), "{ok}");
+        }
+        for bad in ["", "a/b", "a b", "é", &"x".repeat(129), "a?b"] {
+            assert!(AgentId::parse(bad.to_string()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn external_refs_are_printable_and_bounded() {
+        for ok in ["u1", "whatsapp:+33 6 12", "élodie@example.com", &"x".repeat(256)] {
+            assert!(ExternalRef::parse(ok.to_string()).is_ok(), "{ok}");
+        }
+        for bad in ["", "a\nb", "tab\there", "\u{7f}", &"x".repeat(257)] {
+            assert!(ExternalRef::parse(bad.to_string()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn external_ref_debug_is_redacted() {
+        let r = ExternalRef::parse("alice@example.com".into()).unwrap();
+        assert!(!format!("{r:?}").contains("alice"));
+    }
+}

@@ -1,0 +1,9 @@
+//! Plain types and pure rules, free of I/O: validation, the duplicate key of a fact,
+//! replay-safe history, the memory prompt block, the extraction decision.
+
+pub mod agent_config;
+pub mod fact_text;
+pub mod history;
+pub mod ids;
+pub mod message;
+pub mod prompt;

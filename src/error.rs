@@ -1,0 +1,153 @@
+//! One error type for the whole API, rendered as the JSON body of API.md's error table.
+//! Internal causes are logged here, inside the request span, and never sent to clients.
+
+use axum::{
+    Json,
+    extract::rejection::{JsonRejection, PathRejection, QueryRejection},
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+tokio::task_local! {
+    /// The current request's id, so that an error body can carry it without every
+    /// handler threading it through.
+    pub static REQUEST_ID: String;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("request body must be application/json")]
+    UnsupportedMediaType,
+    #[error("the database is unavailable; retry later")]
+    Unavailable,
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+/// The error body (`{"error": {...}}`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine-readable code: `invalid_request`, `unauthorized`, `forbidden`,
+    /// `not_found`, `conflict`, `payload_too_large`, `unsupported_media_type`,
+    /// `rate_limited`, `internal`, `unavailable`.
+    pub code: &'static str,
+    pub message: String,
+    pub request_id: String,
+}
+
+impl ApiError {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::InvalidRequest(message.into())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidRequest(_) => "invalid_request",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::UnsupportedMediaType => "unsupported_media_type",
+            ApiError::Unavailable => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// Renders an error body outside of `ApiError` too (e.g. for a caught panic).
+pub fn error_response(status: StatusCode, code: &'static str, message: String) -> Response {
+    let request_id = REQUEST_ID.try_with(Clone::clone).unwrap_or_default();
+    let body = ErrorBody { error: ErrorDetail { code, message, request_id } };
+    (status, Json(body)).into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            ApiError::Internal(cause) => tracing::error!(error = format!("{cause:#}"), "internal error"),
+            ApiError::Unavailable => tracing::warn!("database unavailable"),
+            _ => {}
+        }
+        let mut response = error_response(self.status(), self.code(), self.to_string());
+        if matches!(self, ApiError::Unauthorized(_)) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        match error {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
+                ApiError::Unavailable
+            }
+            other => ApiError::Internal(anyhow::Error::new(other).context("database query failed")),
+        }
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(error: anyhow::Error) -> Self {
+        match error.downcast::<sqlx::Error>() {
+            Ok(sql) => sql.into(),
+            Err(other) => ApiError::Internal(other),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge("request body is too large".into()),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType,
+            _ => ApiError::InvalidRequest(rejection.body_text()),
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::InvalidRequest(rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        ApiError::InvalidRequest(rejection.body_text())
+    }
+}

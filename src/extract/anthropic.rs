@@ -1,0 +1,105 @@
+//! The extractor for Anthropic's Messages API: the wire format of `POST {base_url}/v1/messages`.
+
+use serde::{Deserialize, Serialize};
+
+use super::provider_call::{self, Provider, Reply};
+use super::{ExtractError, Extraction, ExtractionRequest, Usage, prompt};
+
+/// The Messages API version this wire format follows.
+const API_VERSION: &str = "2023-06-01";
+
+/// Room for a few dozen short facts. The API requires a limit; an answer cut off by it fails
+/// to parse and the job is retried.
+const MAX_TOKENS: u32 = 1024;
+
+/// An extractor that talks to Anthropic's Messages API.
+pub struct Anthropic {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+}
+
+impl Anthropic {
+    /// `base_url` is the host without the API version (`https://api.anthropic.com`), as in
+    /// Anthropic's own SDKs. A trailing `/v1` is dropped all the same, because the OpenAI
+    /// extractor's base URL includes it and an operator switching providers may keep it.
+    /// `api_key` is optional so that a gateway that adds the key itself can sit in between.
+    pub fn new(client: reqwest::Client, base_url: String, api_key: Option<String>, model: String) -> Self {
+        let base_url = base_url.trim_end_matches('/');
+        let base_url = base_url.strip_suffix("/v1").unwrap_or(base_url);
+        Self { client, base_url: base_url.to_owned(), api_key, model }
+    }
+
+    /// Asks the model for the facts the user stated in the new messages of `request`.
+    pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
+        let system = prompt::system_prompt(request.instructions.as_deref());
+        let user = prompt::transcript(request);
+        let body = MessagesRequest {
+            model: &self.model,
+            max_tokens: MAX_TOKENS,
+            system: &system,
+            messages: [Message { role: "user", content: &user }],
+            temperature: 0.0,
+        };
+        let mut http = self
+            .client
+            .post(format!("{}/v1/messages", self.base_url))
+            .header("anthropic-version", API_VERSION)
+            .json(&body);
+        if let Some(key) = &self.api_key {
+            http = http.header("x-api-key", provider_call::secret_header(key)?);
+        }
+        provider_call::call(Provider::Anthropic, http, unwrap_reply).await
+    }
+}
+
+/// Joins the text blocks; other block kinds (thinking, tool use) are not part of the answer.
+fn unwrap_reply(response: MessagesResponse) -> Result<Reply, ExtractError> {
+    let text: String =
+        response.content.into_iter().filter(|block| block.kind == "text").filter_map(|block| block.text).collect();
+    Ok(Reply {
+        text,
+        usage: response.usage.map(|u| Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens }),
+    })
+}
+
+#[derive(Serialize)]
+struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    system: &'a str,
+    messages: [Message<'a>; 1],
+    /// Extraction should be repeatable, not creative.
+    temperature: f32,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+/// Only the fields extraction needs; new fields and block kinds the API adds are ignored.
+#[derive(Deserialize)]
+struct MessagesResponse {
+    content: Vec<ContentBlock>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct ContentBlock {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}

@@ -1,0 +1,62 @@
+//! Extractors: what turns a conversation into facts about its user. One interface
+//! ([`Extractor`]) over the built-in rules and two LLM wire protocols.
+
+use std::time::Duration;
+
+pub mod anthropic;
+// pub mod builtin;
+pub mod openai;
+pub mod parse;
+pub mod prompt;
+mod provider_call;
+
+/// One message of a conversation, flattened to text for extraction.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub seq: i64,
+    pub role: crate::domain::message::Role,
+    pub text: String,
+}
+
+/// What the extractor is asked: the whole conversation for context, and facts only from
+/// user turns with `seq > from_seq`.
+#[derive(Debug, Clone)]
+pub struct ExtractionRequest {
+    pub turns: Vec<Turn>,
+    pub from_seq: i64,
+    pub instructions: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ExtractedFact {
+    pub fact: String,
+    pub score: f64,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extraction {
+    pub facts: Vec<ExtractedFact>,
+    pub usage: Option<Usage>,
+}
+
+/// Why an extraction failed. Messages never hold personal data or secrets: they end up in
+/// the job's `last_error`, which admins read.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    #[error("provider rate limited the request")]
+    RateLimited { retry_after: Option<Duration> },
+    #[error("provider unavailable: {0}")]
+    Transient(String),
+    #[error("malformed model output: {0}")]
+    Malformed(String),
+    #[error("provider refused the request: {0}")]
+    Fatal(String),
+}

@@ -1,0 +1,189 @@
+//! One round trip to an LLM provider, shared by every provider: sending the request, turning
+//! HTTP failures into [`ExtractError`], parsing the model's answer, and recording metrics.
+//!
+//! Providers only describe their wire format; keeping the rest here means both classify
+//! failures and count calls the same way. Nothing here puts a request or response body, or
+//! the API key, into an error: only status codes and error kinds, because errors end up in
+//! the job's `last_error` and in logs.
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderValue, RETRY_AFTER};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+
+use super::parse::{describe_json_error, parse_facts};
+use super::{ExtractError, Extraction, Usage};
+
+/// Longest wait honoured from a `Retry-After` header, so a confused or hostile server cannot
+/// park a job for days.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// The metrics label of a provider.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+impl Provider {
+    fn label(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// What a provider's response envelope holds once its own format is peeled off.
+pub(super) struct Reply {
+    /// The model's answer, still to be parsed as facts.
+    pub text: String,
+    pub usage: Option<Usage>,
+}
+
+/// Sends `request`, reads the 2xx body as the provider's envelope `E`, lets `unwrap` take the
+/// model's text out of it, and parses that text into facts. Every call is counted and timed,
+/// and tokens are counted even when the answer turns out malformed, since they were spent.
+pub(super) async fn call<E: DeserializeOwned>(
+    provider: Provider,
+    request: RequestBuilder,
+    unwrap: impl FnOnce(E) -> Result<Reply, ExtractError>,
+) -> Result<Extraction, ExtractError> {
+    let started = Instant::now();
+    let result = match send::<E>(request).await.and_then(unwrap) {
+        Ok(reply) => {
+            if let Some(usage) = reply.usage {
+                record_tokens(provider, usage);
+            }
+            parse_facts(&reply.text).map(|facts| Extraction { facts, usage: reply.usage })
+        }
+        Err(error) => Err(error),
+    };
+    let elapsed = started.elapsed();
+    let outcome = outcome_label(&result);
+    metrics::counter!("engram_llm_calls_total", "provider" => provider.label(), "outcome" => outcome).increment(1);
+    metrics::histogram!("engram_llm_call_seconds", "provider" => provider.label()).record(elapsed.as_secs_f64());
+    tracing::debug!(provider = provider.label(), outcome, elapsed_ms = elapsed.as_millis() as u64, "LLM call finished");
+    result
+}
+
+/// Makes a header value for a secret, marked sensitive so that no `Debug` output of the
+/// request shows it.
+pub(super) fn secret_header(value: &str) -> Result<HeaderValue, ExtractError> {
+    let mut header = HeaderValue::from_str(value)
+        .map_err(|_| ExtractError::Fatal("the API key is not a valid HTTP header value".into()))?;
+    header.set_sensitive(true);
+    Ok(header)
+}
+
+async fn send<E: DeserializeOwned>(request: RequestBuilder) -> Result<E, ExtractError> {
+    let response = request.send().await.map_err(from_reqwest)?;
+    let response = check_status(response)?;
+    let body = response.bytes().await.map_err(from_reqwest)?;
+    serde_json::from_slice(&body).map_err(|e| {
+        ExtractError::Malformed(format!("provider response is not the expected JSON ({})", describe_json_error(&e)))
+    })
+}
+
+/// Classifies a non-2xx response. The body is never read: providers echo request content and
+/// parts of the key in their error bodies.
+fn check_status(response: Response) -> Result<Response, ExtractError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let code = status.as_u16();
+    Err(match status {
+        StatusCode::TOO_MANY_REQUESTS => {
+            ExtractError::RateLimited { retry_after: retry_after(response.headers().get(RETRY_AFTER)) }
+        }
+        StatusCode::REQUEST_TIMEOUT => ExtractError::Transient(format!("HTTP {code}")),
+        s if s.is_server_error() => ExtractError::Transient(format!("HTTP {code}")),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            ExtractError::Fatal(format!("provider rejected the API key (HTTP {code})"))
+        }
+        _ => ExtractError::Fatal(format!("HTTP {code}")),
+    })
+}
+
+/// Reads `Retry-After` as a number of seconds. The HTTP-date form is not read: providers send
+/// seconds, and the caller's own backoff covers a missing value.
+fn retry_after(header: Option<&HeaderValue>) -> Option<Duration> {
+    let seconds: u64 = header?.to_str().ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
+}
+
+/// Classifies a transport failure by kind only: reqwest's own message includes the URL, which
+/// may carry credentials.
+fn from_reqwest(error: reqwest::Error) -> ExtractError {
+    if error.is_builder() {
+        ExtractError::Fatal("could not build the request (check the base URL)".into())
+    } else if error.is_timeout() {
+        ExtractError::Transient("request timed out".into())
+    } else if error.is_connect() {
+        ExtractError::Transient("could not connect to the provider".into())
+    } else if error.is_redirect() {
+        ExtractError::Fatal("too many redirects".into())
+    } else if error.is_body() || error.is_decode() {
+        ExtractError::Transient("connection failed while reading the response".into())
+    } else {
+        ExtractError::Transient("request failed".into())
+    }
+}
+
+fn record_tokens(provider: Provider, usage: Usage) {
+    metrics::counter!("engram_llm_tokens_total", "provider" => provider.label(), "kind" => "input")
+        .increment(usage.input_tokens);
+    metrics::counter!("engram_llm_tokens_total", "provider" => provider.label(), "kind" => "output")
+        .increment(usage.output_tokens);
+}
+
+fn outcome_label(result: &Result<Extraction, ExtractError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(ExtractError::RateLimited { .. }) => "rate_limited",
+        Err(ExtractError::Transient(_)) => "transient",
+        Err(ExtractError::Malformed(_)) => "malformed",
+        Err(ExtractError::Fatal(_)) => "fatal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_caps_them() {
+        let header = |v: &'static str| HeaderValue::from_static(v);
+        assert_eq!(retry_after(Some(&header("7"))), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(Some(&header(" 0 "))), Some(Duration::ZERO));
+        assert_eq!(retry_after(Some(&header("999999"))), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(Some(&header("Wed, 21 Oct 2026 07:28:00 GMT"))), None);
+        assert_eq!(retry_after(Some(&header("-3"))), None);
+        assert_eq!(retry_after(None), None);
+    }
+
+    #[test]
+    fn secret_headers_are_sensitive_and_reject_invalid_keys() {
+        let header = secret_header("sk-secret").expect("valid key");
+        assert!(header.is_sensitive());
+        assert!(!format!("{header:?}").contains("sk-secret"));
+
+        let error = secret_header("sk-secret\n").expect_err("newline is invalid");
+        assert!(matches!(error, ExtractError::Fatal(_)));
+        assert!(!error.to_string().contains("sk-secret"));
+    }
+
+    #[test]
+    fn outcomes_have_one_label_per_error_kind() {
+        let labels = [
+            outcome_label(&Ok(Extraction { facts: vec![], usage: None })),
+            outcome_label(&Err(ExtractError::RateLimited { retry_after: None })),
+            outcome_label(&Err(ExtractError::Transient(String::new()))),
+            outcome_label(&Err(ExtractError::Malformed(String::new()))),
+            outcome_label(&Err(ExtractError::Fatal(String::new()))),
+        ];
+        assert_eq!(labels, ["ok", "rate_limited", "transient", "malformed", "fatal"]);
+    }
+}

@@ -1,0 +1,25 @@
+//! Engram: a memory service for AI agents.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+/// The application: build, serve, shut down.
+pub mod app;
+/// Bearer tokens, scopes and the `Caller` extractor.
+pub mod auth;
+/// Settings from flags and environment.
+pub mod config;
+/// Randomness, hashes and secret files.
+pub mod crypto;
+/// Plain types and pure rules.
+pub mod domain;
+/// The API error type.
+pub mod error;
+/// Extractors that turn conversations into facts.
+pub mod extract;
+/// Routes, handlers and middleware.
+pub mod http;
+/// SQL, for PostgreSQL and SQLite.
+pub mod store;
+/// Logs and metrics.
+pub mod telemetry;
+/// Background jobs and sweepers.
+pub mod worker;

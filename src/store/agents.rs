@@ -1,0 +1,135 @@
+//! Agent configuration rows.
+
+use chrono::{DateTime, Utc};
+
+use super::{Result, Store, with_pool};
+use crate::domain::{
+    agent_config::{AgentConfig, ConfigPatch, Settings},
+    ids::AgentId,
+};
+
+#[derive(sqlx::FromRow)]
+struct ConfigRow {
+    agent_id: String,
+    memory_enabled: bool,
+    min_user_turns: i32,
+    max_injected_facts: i32,
+    min_confidence: f64,
+    extraction_instructions: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<ConfigRow> for AgentConfig {
+    type Error = sqlx::Error;
+    fn try_from(row: ConfigRow) -> Result<AgentConfig> {
+        Ok(AgentConfig {
+            agent_id: AgentId::parse(row.agent_id).map_err(|e| sqlx::Error::Decode(e.into()))?,
+            memory_enabled: row.memory_enabled,
+            min_user_turns: row.min_user_turns,
+            max_injected_facts: row.max_injected_facts,
+            min_confidence: row.min_confidence,
+            extraction_instructions: row.extraction_instructions,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+macro_rules! columns {
+    () => {
+        "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
+         created_at, updated_at"
+    };
+}
+
+impl Store {
+    pub async fn get_agent_config(&self, tenant: &str, agent: &AgentId) -> Result<Option<AgentConfig>> {
+        let sql = concat!("SELECT ", columns!(), " FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2");
+        let row: Option<ConfigRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(tenant).bind(agent.as_str()).fetch_optional(pool).await?
+        });
+        row.map(AgentConfig::try_from).transpose()
+    }
+
+    /// The agent's settings, or the defaults (memory off) when it was never configured.
+    pub async fn agent_settings(&self, tenant: &str, agent: &AgentId) -> Result<Settings> {
+        Ok(self.get_agent_config(tenant, agent).await?.map(Settings::from).unwrap_or_default())
+    }
+
+    /// Creates or partially updates a config in one statement: the patch's absent fields
+    /// keep their stored value (or the default on insert).
+    pub async fn upsert_agent_config(&self, tenant: &str, agent: &AgentId, patch: &ConfigPatch) -> Result<AgentConfig> {
+        let defaults = Settings::default();
+        let inserted = patch.apply(defaults);
+        let now = super::now();
+        let keep_instructions = patch.extraction_instructions.is_none();
+        let sql = concat!(
+            "INSERT INTO agent_configs (",
+            columns!(),
+            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) \
+             ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
+               memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
+               min_user_turns = COALESCE($10, agent_configs.min_user_turns), \
+               max_injected_facts = COALESCE($11, agent_configs.max_injected_facts), \
+               min_confidence = COALESCE($12, agent_configs.min_confidence), \
+               extraction_instructions = CASE WHEN $13 THEN agent_configs.extraction_instructions ELSE $6 END, \
+               updated_at = $7 \
+             RETURNING ",
+            columns!()
+        );
+        let row: ConfigRow = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(agent.as_str())
+                .bind(inserted.memory_enabled)
+                .bind(inserted.min_user_turns)
+                .bind(inserted.max_injected_facts)
+                .bind(inserted.min_confidence)
+                .bind(&inserted.extraction_instructions)
+                .bind(now)
+                .bind(tenant)
+                .bind(patch.memory_enabled)
+                .bind(patch.min_user_turns)
+                .bind(patch.max_injected_facts)
+                .bind(patch.min_confidence)
+                .bind(keep_instructions)
+                .fetch_one(pool)
+                .await?
+        });
+        row.try_into()
+    }
+
+    /// One page of configs ordered by agent id, after `after` (keyset).
+    pub async fn list_agent_configs(&self, tenant: &str, after: Option<&str>, limit: i64) -> Result<Vec<AgentConfig>> {
+        let sql = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM agent_configs WHERE tenant_id = $1 AND ($2 IS NULL OR agent_id > $2) ORDER BY agent_id LIMIT $3"
+        );
+        let rows: Vec<ConfigRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(tenant).bind(after).bind(limit).fetch_all(pool).await?
+        });
+        rows.into_iter().map(AgentConfig::try_from).collect()
+    }
+
+    /// Returns whether a config was deleted.
+    pub async fn delete_agent_config(&self, tenant: &str, agent: &AgentId) -> Result<bool> {
+        let sql = "DELETE FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2";
+        let done = with_pool!(self, pool => {
+            sqlx::query(sql).bind(tenant).bind(agent.as_str()).execute(pool).await?.rows_affected()
+        });
+        Ok(done > 0)
+    }
+}
+
+impl From<AgentConfig> for Settings {
+    fn from(config: AgentConfig) -> Settings {
+        Settings {
+            memory_enabled: config.memory_enabled,
+            min_user_turns: config.min_user_turns,
+            max_injected_facts: config.max_injected_facts,
+            min_confidence: config.min_confidence,
+            extraction_instructions: config.extraction_instructions,
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! End users' AI consent records.
+
+use chrono::{DateTime, Utc};
+
+use super::{Result, Store, with_pool};
+use crate::domain::ids::ExternalRef;
+
+impl Store {
+    /// The stored consent and when it was set, or `None` when the user never said.
+    pub async fn get_consent(&self, tenant: &str, user: &ExternalRef) -> Result<Option<(bool, DateTime<Utc>)>> {
+        let sql = "SELECT ai_consent, updated_at FROM user_consents WHERE tenant_id = $1 AND external_ref = $2";
+        with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(tenant).bind(user.as_str()).fetch_optional(pool).await
+        })
+    }
+
+    /// Stores consent. A refusal also cancels the user's queued extraction jobs in the
+    /// same transaction, so nothing of theirs reaches an LLM after this returns.
+    pub async fn set_consent(&self, tenant: &str, user: &ExternalRef, consent: bool) -> Result<DateTime<Utc>> {
+        let now = super::now();
+        with_pool!(self, pool => {
+            let mut tx = super::BeginWrite::begin_write(pool).await?;
+            sqlx::query(
+                "INSERT INTO user_consents (tenant_id, external_ref, ai_consent, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (tenant_id, external_ref) DO UPDATE SET ai_consent = $3, updated_at = $4",
+            )
+            .bind(tenant)
+            .bind(user.as_str())
+            .bind(consent)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            if !consent {
+                sqlx::query(
+                    "UPDATE jobs SET status = 'cancelled', last_error = 'consent refused', locked_until = NULL, \
+                     lease_token = NULL, updated_at = $3 \
+                     WHERE tenant_id = $1 AND external_ref = $2 AND status IN ('queued', 'failed', 'running')",
+                )
+                .bind(tenant)
+                .bind(user.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(now)
+    }
+}

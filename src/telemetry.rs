@@ -1,0 +1,38 @@
+//! Logs (tracing, text or JSON) and metrics (Prometheus, rendered by `/metrics`).
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+
+use crate::config::LogFormat;
+
+/// Installs the global log subscriber. `RUST_LOG` overrides the default level (info).
+pub fn init_logs(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let registry = tracing_subscriber::registry().with(filter);
+    // A second init (tests build several apps) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => registry.with(fmt::layer().with_target(false)).try_init(),
+        LogFormat::Json => registry.with(fmt::layer().json().flatten_event(true).with_current_span(true)).try_init(),
+    };
+}
+
+/// The process-wide metrics recorder. Metrics are global by nature (the `metrics`
+/// macros write to one recorder), so every app in a process shares this handle.
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let buckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("seconds".into()), &buckets)
+                .unwrap_or_else(|_| PrometheusBuilder::new());
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            // Fails only if another recorder is installed, in which case ours stays empty.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}

@@ -1,0 +1,301 @@
+//! Test harness: the real app on a random port, a fresh database per test (SQLite file
+//! or a new PostgreSQL database), and an HTTP client that speaks the API.
+#![allow(dead_code)]
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::Parser;
+use engram::{app::App, config::ServeConfig};
+use jsonwebtoken::{EncodingKey, Header};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio::{sync::oneshot, task::JoinHandle};
+
+pub const SECRET: &str = "test-secret-test-secret-test-secret!";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs each named `async fn(Backend)` once per backend, as `sqlite::name` and
+/// `postgres::name`, so the output shows both ran.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::Backend::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    config: ServeConfig,
+}
+
+/// Where a test's data lives; kept across restarts of the app.
+#[derive(Debug, Clone)]
+pub struct TestDb {
+    pub backend: Backend,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+impl TestDb {
+    pub async fn fresh(backend: Backend) -> TestDb {
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let data_dir = std::env::temp_dir().join(format!("engram-test-{id}"));
+        std::fs::create_dir_all(&data_dir).expect("create test data dir");
+        let url = match backend {
+            Backend::Sqlite => format!("sqlite://{}/engram.db", data_dir.display()),
+            Backend::Postgres => {
+                let admin = postgres_url();
+                let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+                    .await
+                    .expect("connect to the test PostgreSQL");
+                let name = format!("engram_test_{id}");
+                sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .await
+                    .expect("create test database");
+                replace_db_name(&admin, &name)
+            }
+        };
+        TestDb { backend, url, data_dir }
+    }
+}
+
+pub fn postgres_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .ok()
+        .filter(|u| u.starts_with("postgres"))
+        .expect("PostgreSQL tests need TEST_DATABASE_URL (scripts/test starts a throwaway server)")
+}
+
+fn replace_db_name(url: &str, name: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let after_scheme = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[after_scheme..].find('/') {
+        Some(slash) => &base[..after_scheme + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub db: TestDb,
+    pub extra: Vec<String>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> TestApp {
+        Self::spawn_with(backend, &[]).await
+    }
+
+    /// Starts the app with extra `engram serve` flags (e.g. `--idle-end-secs 1`).
+    pub async fn spawn_with(backend: Backend, extra: &[&str]) -> TestApp {
+        let db = TestDb::fresh(backend).await;
+        Self::start(db, extra.iter().map(|s| s.to_string()).collect()).await
+    }
+
+    pub async fn start(db: TestDb, extra: Vec<String>) -> TestApp {
+        let mut args = vec![
+            "engram".to_string(),
+            "--database-url".into(),
+            db.url.clone(),
+            "--data-dir".into(),
+            db.data_dir.display().to_string(),
+            "--bind".into(),
+            "127.0.0.1:0".into(),
+            "--jwt-secret".into(),
+            SECRET.into(),
+        ];
+        args.extend(extra.iter().cloned());
+        let config = Args::try_parse_from(&args).expect("valid test config").config;
+        let app = App::build(config).await.expect("app builds");
+        let addr = app.local_addr().expect("bound");
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(app.run(async move {
+            let _ = rx.await;
+        }));
+        TestApp {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client"),
+            db,
+            extra,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the app gracefully and starts a new one on the same database.
+    pub async fn restart(mut self) -> TestApp {
+        self.stop().await;
+        Self::start(self.db.clone(), self.extra.clone()).await
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("app task").expect("app ran cleanly");
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self.client.request(method, format!("{}{}", self.base, path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request sent");
+        let status = response.status();
+        let text = response.text().await.expect("body read");
+        let value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        (status, value)
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PUT, path, Some(token), Some(body)).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PATCH, path, Some(token), Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> (StatusCode, Value) {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// Turns memory on for an agent (admin).
+    pub async fn enable_memory(&self, tenant: &str, agent: &str) {
+        let (status, _) =
+            self.put(&format!("/api/agents-config/{agent}"), &admin(tenant), json!({"memory_enabled": true})).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if self.db.backend == Backend::Sqlite {
+            let _ = std::fs::remove_dir_all(&self.db.data_dir);
+        }
+    }
+}
+
+/// A token signed with the test secret; `claims` are merged over sensible defaults.
+pub fn token_with(claims: Value) -> String {
+    let mut base = json!({"tenant": "acme", "exp": now() + 3600, "scope": "admin"});
+    if let (Some(base), Some(extra)) = (base.as_object_mut(), claims.as_object()) {
+        for (k, v) in extra {
+            if v.is_null() {
+                base.remove(k);
+            } else {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    jsonwebtoken::encode(&Header::default(), &base, &EncodingKey::from_secret(SECRET.as_bytes())).expect("sign")
+}
+
+pub fn token(tenant: &str, scope: &str) -> String {
+    token_with(json!({"tenant": tenant, "scope": scope}))
+}
+
+pub fn admin(tenant: &str) -> String {
+    token(tenant, "admin")
+}
+
+/// A token for an agent platform: read and write memory, nothing else.
+pub fn agent(tenant: &str) -> String {
+    token(tenant, "memory:read memory:write")
+}
+
+pub fn now() -> u64 {
+    jsonwebtoken::get_current_timestamp()
+}
+
+/// Asserts the API error shape and code.
+#[track_caller]
+pub fn assert_error(status: StatusCode, body: &Value, expected_status: StatusCode, code: &str) {
+    assert_eq!(status, expected_status, "body: {body}");
+    assert_eq!(body["error"]["code"], code, "body: {body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "body: {body}");
+    assert!(body["error"]["request_id"].as_str().is_some_and(|m| !m.is_empty()), "body: {body}");
+}
+
+/// Percent-encodes a path segment.
+pub fn enc(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Polls `check` until it returns Some or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,353 @@
+//! The OpenAI-compatible extractor against a local server speaking the chat completions
+//! protocol: request shape, success, rate limits, outages, timeouts and malformed output.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use engram::domain::message::Role;
+use engram::extract::openai::OpenAi;
+use engram::extract::prompt::NEW_MESSAGES_MARKER;
+use engram::extract::{ExtractError, ExtractedFact, ExtractionRequest, Turn, Usage};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const API_KEY: &str = "sk-test-5ecret";
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_millis(500)).build().expect("client builds")
+}
+
+fn extractor(server: &MockServer) -> OpenAi {
+    OpenAi::new(client(), format!("{}/v1", server.uri()), Some(API_KEY.to_owned()), "gpt-test".to_owned())
+}
+
+fn request() -> ExtractionRequest {
+    let turn = |seq, role, text: &str| Turn { seq, role, text: text.to_owned() };
+    ExtractionRequest {
+        turns: vec![
+            turn(1, Role::User, "Hello there"),
+            turn(2, Role::Assistant, "Hi! How can I help?"),
+            turn(3, Role::User, "My name is Alice and I prefer tea over coffee"),
+        ],
+        from_seq: 2,
+        instructions: Some("Ignore anything about pets.".to_owned()),
+    }
+}
+
+/// A chat completion whose assistant message says `content`, as OpenAI sends it.
+fn completion(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": null},
+            "logprobs": null,
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 412, "completion_tokens": 37, "total_tokens": 449}
+    })
+}
+
+const ANSWER: &str = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95, "tags": ["identity"]}, {"fact": "Prefers tea over coffee", "score": 0.8}]}"#;
+
+fn expected_facts() -> Vec<ExtractedFact> {
+    vec![
+        ExtractedFact { fact: "Name is Alice".to_owned(), score: 0.95, tags: vec!["identity".to_owned()] },
+        ExtractedFact { fact: "Prefers tea over coffee".to_owned(), score: 0.8, tags: vec![] },
+    ]
+}
+
+async fn server_answering(response: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).and(path("/v1/chat/completions")).respond_with(response).mount(&server).await;
+    server
+}
+
+#[tokio::test]
+async fn sends_a_chat_completion_request_in_json_mode() {
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
+    // A trailing slash on the base URL must not double up in the path.
+    let extractor =
+        OpenAi::new(client(), format!("{}/v1/", server.uri()), Some(API_KEY.to_owned()), "gpt-test".to_owned());
+
+    extractor.extract(&request()).await.expect("extraction succeeds");
+
+    let received = server.received_requests().await.expect("recording is on");
+    assert_eq!(received.len(), 1);
+    let sent = &received[0];
+    assert_eq!(sent.url.path(), "/v1/chat/completions");
+    assert_eq!(sent.headers.get("authorization").and_then(|v| v.to_str().ok()), Some("Bearer sk-test-5ecret"));
+    assert_eq!(sent.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/json"));
+    let body: Value = serde_json::from_slice(&sent.body).expect("JSON body");
+    assert_eq!(body["model"], "gpt-test");
+    assert_eq!(body["temperature"].as_f64(), Some(0.0));
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    let messages = body["messages"].as_array().expect("messages array");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["role"], "system");
+    let system = messages[0]["content"].as_str().expect("system prompt");
+    assert!(system.contains("Additional guidance from the operator:\nIgnore anything about pets."));
+    assert!(system.contains("JSON"));
+    assert_eq!(messages[1]["role"], "user");
+    let transcript = messages[1]["content"].as_str().expect("transcript");
+    assert!(transcript.contains("My name is Alice and I prefer tea over coffee"));
+    let marker = transcript.find(NEW_MESSAGES_MARKER).expect("marker");
+    assert!(marker > transcript.find("[2] assistant").expect("old turn"));
+    assert!(marker < transcript.find("[3] user").expect("new turn"));
+}
+
+#[tokio::test]
+async fn sends_no_authorization_header_without_a_key() {
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
+    let extractor = OpenAi::new(client(), format!("{}/v1", server.uri()), None, "llama3".to_owned());
+
+    extractor.extract(&request()).await.expect("extraction succeeds");
+
+    let received = server.received_requests().await.expect("recording is on");
+    assert!(received[0].headers.get("authorization").is_none());
+}
+
+#[tokio::test]
+async fn returns_the_facts_and_token_usage() {
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
+
+    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+
+    assert_eq!(extraction.facts, expected_facts());
+    assert_eq!(extraction.usage, Some(Usage { input_tokens: 412, output_tokens: 37 }));
+}
+
+#[tokio::test]
+async fn usage_is_optional() {
+    let mut body = completion(ANSWER);
+    body.as_object_mut().expect("object").remove("usage");
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(body)).await;
+
+    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+
+    assert_eq!(extraction.facts, expected_facts());
+    assert_eq!(extraction.usage, None);
+}
+
+#[tokio::test]
+async fn accepts_an_answer_in_a_json_code_fence() {
+    let fenced = format!("```json\n{ANSWER}\n```");
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(&fenced))).await;
+
+    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+
+    assert_eq!(extraction.facts, expected_facts());
+}
+
+#[tokio::test]
+async fn too_many_requests_is_rate_limited_with_the_retry_after_delay() {
+    let server = server_answering(
+        ResponseTemplate::new(429)
+            .insert_header("retry-after", "7")
+            .set_body_json(json!({"error": {"message": "Rate limit reached", "type": "requests"}})),
+    )
+    .await;
+
+    let error = extractor(&server).extract(&request()).await.expect_err("rate limited");
+
+    assert!(
+        matches!(error, ExtractError::RateLimited { retry_after: Some(d) } if d == Duration::from_secs(7)),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn server_errors_are_transient() {
+    for status in [500, 502, 503, 408] {
+        let server = server_answering(ResponseTemplate::new(status).set_body_string("Alice")).await;
+
+        let error = extractor(&server).extract(&request()).await.expect_err("server error");
+
+        assert!(matches!(error, ExtractError::Transient(_)), "{status}: {error:?}");
+        assert!(error.to_string().contains(&status.to_string()), "{error}");
+        assert!(!error.to_string().contains("Alice"), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn a_response_slower_than_the_client_timeout_is_transient() {
+    let server = server_answering(
+        ResponseTemplate::new(200).set_body_json(completion(ANSWER)).set_delay(Duration::from_secs(3)),
+    )
+    .await;
+
+    let error = extractor(&server).extract(&request()).await.expect_err("timed out");
+
+    assert!(matches!(error, ExtractError::Transient(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_transient() {
+    // Bind a port, then free it, so nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+    let extractor =
+        OpenAi::new(client(), format!("http://127.0.0.1:{port}/v1"), Some(API_KEY.to_owned()), "gpt-test".to_owned());
+
+    let error = extractor.extract(&request()).await.expect_err("nothing listens");
+
+    assert!(matches!(error, ExtractError::Transient(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn malformed_model_output_is_malformed_and_never_quoted() {
+    for content in [
+        "Name is Alice",
+        r#"{"facts": "Alice"}"#,
+        r#"[{"fact": "Name is Alice", "score": 0.9}]"#,
+        r#"{"facts": [{"fact": "Name is Alice", "score": 1.5}]}"#,
+        r#"{"facts": [{"fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
+        r#"{"facts": [{"fact": "Name is Alice", "score": 0.9}], "note": "Alice"}"#,
+    ] {
+        let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(content))).await;
+
+        let error = extractor(&server).extract(&request()).await.expect_err("malformed");
+
+        assert!(matches!(error, ExtractError::Malformed(_)), "{content}: {error:?}");
+        assert!(!error.to_string().contains("Alice"), "{content}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_a_chat_completion_is_malformed() {
+    for body in [
+        ResponseTemplate::new(200).set_body_string("<html>Alice</html>"),
+        ResponseTemplate::new(200).set_body_json(json!({"result": "Alice"})),
+        ResponseTemplate::new(200).set_body_json(json!({"choices": []})),
+        ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": "Alice"}}]
+        })),
+    ] {
+        let server = server_answering(body).await;
+
+        let error = extractor(&server).extract(&request()).await.expect_err("malformed");
+
+        assert!(matches!(error, ExtractError::Malformed(_)), "{error:?}");
+        assert!(!error.to_string().contains("Alice"), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn a_rejected_key_is_fatal_and_the_key_is_never_shown() {
+    for status in [401, 403] {
+        let server = server_answering(ResponseTemplate::new(status).set_body_json(json!({
+            "error": {"message": format!("Incorrect API key provided: {API_KEY}"), "code": "invalid_api_key"}
+        })))
+        .await;
+
+        let error = extractor(&server).extract(&request()).await.expect_err("rejected");
+
+        assert!(matches!(error, ExtractError::Fatal(_)), "{status}: {error:?}");
+        assert!(error.to_string().contains("API key"), "{error}");
+        assert!(!error.to_string().contains(API_KEY), "{error}");
+        assert!(!format!("{error:?}").contains(API_KEY), "{error:?}");
+    }
+}
+
+#[tokio::test]
+async fn other_client_errors_are_fatal_with_the_status_only() {
+    let server = server_answering(ResponseTemplate::new(400).set_body_json(json!({
+        "error": {"message": "This model's maximum context length is exceeded: My name is Alice"}
+    })))
+    .await;
+
+    let error = extractor(&server).extract(&request()).await.expect_err("rejected");
+
+    assert!(matches!(error, ExtractError::Fatal(_)), "{error:?}");
+    assert_eq!(error.to_string(), "provider refused the request: HTTP 400");
+}
+
+/// Metric cells by name and labels (`name{k=v,...}`), one per registration.
+type Cells = Mutex<Vec<(String, Arc<AtomicU64>)>>;
+
+/// Records counter totals and the number of histogram samples.
+#[derive(Default)]
+struct TestRecorder {
+    counters: Cells,
+    histograms: Cells,
+}
+
+struct CounterCell(Arc<AtomicU64>);
+struct HistogramCell(Arc<AtomicU64>);
+
+impl metrics::CounterFn for CounterCell {
+    fn increment(&self, value: u64) {
+        self.0.fetch_add(value, Ordering::Relaxed);
+    }
+    fn absolute(&self, value: u64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
+}
+
+impl metrics::HistogramFn for HistogramCell {
+    fn record(&self, _: f64) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn register(cells: &Cells, key: &metrics::Key) -> Arc<AtomicU64> {
+    let labels: Vec<String> = key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+    let cell = Arc::new(AtomicU64::new(0));
+    cells.lock().expect("not poisoned").push((format!("{}{{{}}}", key.name(), labels.join(",")), cell.clone()));
+    cell
+}
+
+fn total(cells: &Cells, name: &str) -> u64 {
+    let cells = cells.lock().expect("not poisoned");
+    cells.iter().filter(|(n, _)| n == name).map(|(_, c)| c.load(Ordering::Relaxed)).sum()
+}
+
+impl metrics::Recorder for TestRecorder {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(Arc::new(CounterCell(register(&self.counters, key))))
+    }
+
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+
+    fn register_histogram(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::from_arc(Arc::new(HistogramCell(register(&self.histograms, key))))
+    }
+}
+
+/// The recorder is local to this thread, so the calls run on a current-thread runtime inside it.
+#[test]
+fn calls_are_counted_by_outcome_with_their_tokens_and_duration() {
+    let recorder = TestRecorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let ok = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
+            let malformed = server_answering(ResponseTemplate::new(200).set_body_json(completion("not JSON"))).await;
+            let limited = server_answering(ResponseTemplate::new(429)).await;
+            extractor(&ok).extract(&request()).await.expect("ok");
+            extractor(&malformed).extract(&request()).await.expect_err("malformed");
+            extractor(&limited).extract(&request()).await.expect_err("rate limited");
+        });
+    });
+
+    let calls = |outcome: &str| {
+        total(&recorder.counters, &format!("engram_llm_calls_total{{provider=openai,outcome={outcome}}}"))
+    };
+    assert_eq!(calls("ok"), 1);
+    assert_eq!(calls("malformed"), 1);
+    assert_eq!(calls("rate_limited"), 1);
+    // Tokens spent on the malformed answer count too.
+    assert_eq!(total(&recorder.counters, "engram_llm_tokens_total{provider=openai,kind=input}"), 824);
+    assert_eq!(total(&recorder.counters, "engram_llm_tokens_total{provider=openai,kind=output}"), 74);
+    assert_eq!(total(&recorder.histograms, "engram_llm_call_seconds{provider=openai}"), 3);
+}
