@@ -8,6 +8,7 @@ use tokio::{net::TcpListener, sync::watch};
 use crate::{
     auth::{Authenticator, KeySource},
     config::ServeConfig,
+    extract::Extractor,
     http::{self, AppState},
     store::Store,
     telemetry,
@@ -16,6 +17,7 @@ use crate::{
 pub struct App {
     state: AppState,
     listener: TcpListener,
+    extractor: Arc<Extractor>,
 }
 
 impl App {
@@ -41,9 +43,15 @@ impl App {
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on ENGRAM_BIND {}: {e}", config.bind))?;
-        let state =
-            AppState { store, auth: Arc::new(auth), config: Arc::new(config), metrics: telemetry::metrics_handle() };
-        Ok(App { state, listener })
+        let extractor = Arc::new(Extractor::from_config(&config)?);
+        let state = AppState {
+            store,
+            auth: Arc::new(auth),
+            config: Arc::new(config),
+            metrics: telemetry::metrics_handle(),
+            job_wakeup: Arc::new(tokio::sync::Notify::new()),
+        };
+        Ok(App { state, listener, extractor })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -57,9 +65,9 @@ impl App {
     /// Serves until `shutdown` resolves, then stops accepting, finishes in-flight
     /// requests, lets the background tasks finish, and closes the database.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        let App { state, listener } = self;
+        let App { state, listener, extractor } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
-        let background = crate::worker::spawn(state.clone(), stop_rx);
+        let background = crate::worker::spawn(state.clone(), extractor, stop_rx);
         tracing::info!(address = %listener.local_addr()?, "engram listening");
         axum::serve(listener, http::router(state.clone())).with_graceful_shutdown(shutdown).await?;
         let _ = stop_tx.send(true);

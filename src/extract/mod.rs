@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 pub mod anthropic;
-// pub mod builtin;
+pub mod builtin;
 pub mod openai;
 pub mod parse;
 pub mod prompt;
@@ -59,4 +59,53 @@ pub enum ExtractError {
     Malformed(String),
     #[error("provider refused the request: {0}")]
     Fatal(String),
+}
+
+/// The configured extractor (`ENGRAM_EXTRACTOR`).
+pub enum Extractor {
+    Builtin,
+    OpenAi(openai::OpenAi),
+    Anthropic(anthropic::Anthropic),
+}
+
+impl Extractor {
+    pub fn from_config(config: &crate::config::ServeConfig) -> anyhow::Result<Extractor> {
+        use crate::config::ExtractorKind;
+        let client = || {
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(config.llm_timeout_secs))
+                .build()
+                .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
+        };
+        let key = config.llm_api_key.as_ref().map(|k| k.0.clone());
+        let model = config.llm_model.clone().unwrap_or_default();
+        Ok(match config.extractor {
+            ExtractorKind::Builtin => Extractor::Builtin,
+            ExtractorKind::Openai => {
+                let base = config.llm_base_url.clone().unwrap_or_else(|| "https://api.openai.com/v1".into());
+                Extractor::OpenAi(openai::OpenAi::new(client()?, base, key, model))
+            }
+            ExtractorKind::Anthropic => {
+                let base = config.llm_base_url.clone().unwrap_or_else(|| "https://api.anthropic.com".into());
+                Extractor::Anthropic(anthropic::Anthropic::new(client()?, base, key, model))
+            }
+        })
+    }
+
+    /// The provider label of metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Extractor::Builtin => "builtin",
+            Extractor::OpenAi(_) => "openai",
+            Extractor::Anthropic(_) => "anthropic",
+        }
+    }
+
+    pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
+        match self {
+            Extractor::Builtin => Ok(Extraction { facts: builtin::extract(request), usage: None }),
+            Extractor::OpenAi(client) => client.extract(request).await,
+            Extractor::Anthropic(client) => client.extract(request).await,
+        }
+    }
 }

@@ -40,6 +40,8 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
     pub config: Arc<ServeConfig>,
     pub metrics: PrometheusHandle,
+    /// Wakes this process's idle job workers when a job is queued.
+    pub job_wakeup: Arc<tokio::sync::Notify>,
 }
 
 #[derive(OpenApi)]

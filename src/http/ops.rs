@@ -42,5 +42,6 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
 /// and LLM calls.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    crate::worker::metrics::refresh_job_gauges(&state.store).await;
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
 }

@@ -1,10 +1,57 @@
-//! Background tasks that run inside `engram serve`.
+//! Background tasks that run inside `engram serve`: the extraction workers, the
+//! PostgreSQL notification listener that wakes them, and the idle-conversation sweeper.
+
+use std::{sync::Arc, time::Duration};
 
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::http::AppState;
+use crate::{extract::Extractor, http::AppState, store::Store};
+
+pub mod extraction;
+pub mod jobs;
+pub mod metrics;
 
 /// Starts the background tasks; each stops when `stop` turns true.
-pub fn spawn(_state: AppState, _stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-    Vec::new()
+pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if let Store::Postgres(pool) = &state.store {
+        tasks.push(tokio::spawn(listen(pool.clone(), state.job_wakeup.clone(), stop.clone())));
+    }
+    for _ in 0..state.config.workers {
+        tasks.push(tokio::spawn(jobs::run_worker(state.clone(), extractor.clone(), stop.clone())));
+    }
+    tasks
+}
+
+/// Turns `NOTIFY engram_jobs` (sent at commit by whoever queued a job, on any replica)
+/// into an in-memory wake-up. If the connection drops, workers still poll.
+async fn listen(pool: sqlx::PgPool, wakeup: Arc<tokio::sync::Notify>, mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow() {
+        let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                tracing::warn!(error = %e, "job notifications unavailable; workers poll");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(5)) => continue,
+                    _ = stop.changed() => return,
+                }
+            }
+        };
+        if let Err(e) = listener.listen("engram_jobs").await {
+            tracing::warn!(error = %e, "LISTEN failed; workers poll");
+            continue;
+        }
+        loop {
+            tokio::select! {
+                received = listener.recv() => match received {
+                    Ok(_) => wakeup.notify_waiters(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "job notification connection lost");
+                        break;
+                    }
+                },
+                _ = stop.changed() => return,
+            }
+        }
+    }
 }

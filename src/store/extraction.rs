@@ -1,0 +1,156 @@
+//! The extraction job's reads and its one fenced write.
+
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{BeginWrite, Result, Store, with_pool};
+use crate::{
+    domain::{agent_config::Settings, extracted::KeptFact, message::content_text},
+    store::job_queue::ClaimedJob,
+};
+
+/// Everything the extraction needs, read when the job starts.
+#[derive(Debug)]
+pub struct ExtractionInput {
+    pub settings: Settings,
+    /// The stored consent; `None` when the user never said.
+    pub consent: Option<bool>,
+    pub extracted_through_seq: i64,
+    /// (seq, role, text) of the messages up to the job's `through_seq`.
+    pub messages: Vec<(i64, String, String)>,
+}
+
+/// (seq, role, content) of one message.
+type MessageRow = (i64, String, Json<serde_json::Value>);
+
+#[derive(sqlx::FromRow)]
+struct InputRow {
+    extracted_through_seq: i64,
+    memory_enabled: Option<bool>,
+    min_user_turns: Option<i32>,
+    max_injected_facts: Option<i32>,
+    min_confidence: Option<f64>,
+    extraction_instructions: Option<String>,
+    ai_consent: Option<bool>,
+}
+
+impl Store {
+    /// `None` when the conversation no longer exists.
+    pub async fn extraction_input(&self, job: &ClaimedJob) -> Result<Option<ExtractionInput>> {
+        let sql = "SELECT c.extracted_through_seq, a.memory_enabled, a.min_user_turns, a.max_injected_facts, \
+                   a.min_confidence, a.extraction_instructions, u.ai_consent \
+                   FROM conversations c \
+                   LEFT JOIN agent_configs a ON a.tenant_id = c.tenant_id AND a.agent_id = c.agent_id \
+                   LEFT JOIN user_consents u ON u.tenant_id = c.tenant_id AND u.external_ref = c.external_ref \
+                   WHERE c.id = $1 AND c.tenant_id = $2";
+        let messages_sql = "SELECT seq, role, content FROM messages \
+                            WHERE conversation_id = $1 AND tenant_id = $2 AND seq <= $3 ORDER BY seq";
+        let (row, messages): (Option<InputRow>, Vec<MessageRow>) = with_pool!(self, pool => {
+            let row = sqlx::query_as(sql).bind(job.conversation_id).bind(&job.tenant_id).fetch_optional(pool).await?;
+            let messages = sqlx::query_as(messages_sql)
+                .bind(job.conversation_id)
+                .bind(&job.tenant_id)
+                .bind(job.through_seq)
+                .fetch_all(pool)
+                .await?;
+            (row, messages)
+        });
+        let Some(row) = row else { return Ok(None) };
+        let defaults = Settings::default();
+        let settings = Settings {
+            memory_enabled: row.memory_enabled.unwrap_or(defaults.memory_enabled),
+            min_user_turns: row.min_user_turns.unwrap_or(defaults.min_user_turns),
+            max_injected_facts: row.max_injected_facts.unwrap_or(defaults.max_injected_facts),
+            min_confidence: row.min_confidence.unwrap_or(defaults.min_confidence),
+            extraction_instructions: row.extraction_instructions,
+        };
+        Ok(Some(ExtractionInput {
+            settings,
+            consent: row.ai_consent,
+            extracted_through_seq: row.extracted_through_seq,
+            messages: messages.into_iter().map(|(seq, role, content)| (seq, role, content_text(&content.0))).collect(),
+        }))
+    }
+
+    /// Stores the job's facts in one transaction that first marks the job succeeded,
+    /// fenced by its lease: a job cancelled (consent refused, erasure) or re-leased since
+    /// it was claimed stores nothing and this returns `None`. Duplicates of stored facts
+    /// are skipped by the unique key; the oldest facts beyond `max_facts` are evicted.
+    pub async fn store_extracted_facts(
+        &self,
+        job: &ClaimedJob,
+        facts: &[KeptFact],
+        max_facts: i64,
+    ) -> Result<Option<u64>> {
+        let now = super::now();
+        with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let fenced = sqlx::query(
+                "UPDATE jobs SET status = 'succeeded', lease_token = NULL, locked_until = NULL, last_error = NULL, \
+                 updated_at = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'",
+            )
+            .bind(job.id)
+            .bind(job.lease_token)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if fenced != 1 {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let mut added = 0u64;
+            for fact in facts {
+                added += sqlx::query(
+                    "INSERT INTO facts (id, tenant_id, agent_id, external_ref, fact, normalized, tags, score, source, \
+                     conversation_id, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'extracted', $9, $10, $10) \
+                     ON CONFLICT (tenant_id, agent_id, external_ref, normalized) DO NOTHING",
+                )
+                .bind(Uuid::now_v7())
+                .bind(&job.tenant_id)
+                .bind(&job.agent_id)
+                .bind(&job.external_ref)
+                .bind(&fact.fact)
+                .bind(&fact.normalized)
+                .bind(Json(&fact.tags))
+                .bind(fact.score)
+                .bind(job.conversation_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            }
+            if added > 0 {
+                sqlx::query(
+                    "DELETE FROM facts WHERE id IN (SELECT id FROM facts \
+                     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+                     ORDER BY id DESC LIMIT $5 OFFSET $4)",
+                )
+                .bind(&job.tenant_id)
+                .bind(&job.agent_id)
+                .bind(&job.external_ref)
+                .bind(max_facts)
+                .bind(i64::MAX)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query("UPDATE jobs SET facts_added = $2 WHERE id = $1")
+                .bind(job.id)
+                .bind(i64::try_from(added).unwrap_or(i64::MAX))
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "UPDATE conversations SET extracted_through_seq = $3 \
+                 WHERE id = $1 AND tenant_id = $2 AND extracted_through_seq < $3",
+            )
+            .bind(job.conversation_id)
+            .bind(&job.tenant_id)
+            .bind(job.through_seq)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(Some(added))
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! The job queue's mechanics: claiming a due job under a lease, renewing the lease,
+//! rescheduling failures, manual retry, and releasing on shutdown. Every write after the
+//! claim is fenced by the lease token, so a worker that lost its lease (expired, or the
+//! job cancelled by a consent refusal or an erasure) changes nothing.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{BeginWrite, Result, Store, with_pool};
+
+/// A job this worker holds, with what the extraction needs to know.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedJob {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub agent_id: String,
+    pub external_ref: String,
+    pub conversation_id: Uuid,
+    pub through_seq: i64,
+    pub attempts: i32,
+    pub lease_token: Uuid,
+}
+
+/// Due means: queued or failed with `run_at` passed, or running with an expired lease
+/// (its worker died). Oldest due first.
+macro_rules! claim_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_token = $1, locked_until = $2, \
+             updated_at = $3 \
+             WHERE id = (SELECT id FROM jobs \
+                         WHERE (status IN ('queued', 'failed') AND run_at <= $3) \
+                            OR (status = 'running' AND locked_until < $3) \
+                         ORDER BY run_at LIMIT 1 ",
+            $lock,
+            ") RETURNING id, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token"
+        )
+    };
+}
+
+impl Store {
+    /// Claims the oldest due job. PostgreSQL skips rows other workers hold, so replicas
+    /// never take the same job; SQLite serialises claims under `BEGIN IMMEDIATE`.
+    pub async fn claim_job(&self, lease_until: DateTime<Utc>) -> Result<Option<ClaimedJob>> {
+        let token = Uuid::now_v7();
+        let now = super::now();
+        match self {
+            Store::Postgres(pool) => {
+                sqlx::query_as(claim_sql!("FOR UPDATE SKIP LOCKED"))
+                    .bind(token)
+                    .bind(lease_until)
+                    .bind(now)
+                    .fetch_optional(pool)
+                    .await
+            }
+            Store::Sqlite(pool) => {
+                let mut tx = pool.begin_write().await?;
+                let job = sqlx::query_as(claim_sql!(""))
+                    .bind(token)
+                    .bind(lease_until)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(job)
+            }
+        }
+    }
+
+    /// Extends the lease; false when it was lost (the job must stop).
+    pub async fn renew_lease(&self, job: &ClaimedJob, lease_until: DateTime<Utc>) -> Result<bool> {
+        let sql = "UPDATE jobs SET locked_until = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
+        let done = with_pool!(self, pool => {
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(lease_until).execute(pool).await?.rows_affected()
+        });
+        Ok(done == 1)
+    }
+
+    /// Records a failed attempt: retried at `retry_at`, or `dead` once `max_attempts`
+    /// are used. `error` must not hold personal data.
+    pub async fn fail_job(
+        &self,
+        job: &ClaimedJob,
+        error: &str,
+        retry_at: DateTime<Utc>,
+        max_attempts: i32,
+    ) -> Result<bool> {
+        let sql = "UPDATE jobs SET status = CASE WHEN attempts >= $5 THEN 'dead' ELSE 'failed' END, \
+                   last_error = $3, run_at = $4, lease_token = NULL, locked_until = NULL, updated_at = $6 \
+                   WHERE id = $1 AND lease_token = $2 AND status = 'running'";
+        let done = with_pool!(self, pool => {
+            sqlx::query(sql)
+                .bind(job.id)
+                .bind(job.lease_token)
+                .bind(error)
+                .bind(retry_at)
+                .bind(max_attempts)
+                .bind(super::now())
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(done == 1)
+    }
+
+    /// Ends a job without running it (its conversation is gone, or the user refused
+    /// consent since it was queued).
+    pub async fn cancel_job(&self, job: &ClaimedJob, reason: &str) -> Result<bool> {
+        let sql = "UPDATE jobs SET status = 'cancelled', last_error = $3, lease_token = NULL, locked_until = NULL, \
+                   updated_at = $4 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
+        let done = with_pool!(self, pool => {
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(reason).bind(super::now()).execute(pool).await?.rows_affected()
+        });
+        Ok(done == 1)
+    }
+
+    /// Gives a job back at shutdown without counting the interrupted attempt.
+    pub async fn release_job(&self, job: &ClaimedJob) -> Result<bool> {
+        let sql = "UPDATE jobs SET status = 'queued', attempts = attempts - 1, lease_token = NULL, locked_until = NULL, \
+                   updated_at = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
+        let done = with_pool!(self, pool => {
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(super::now()).execute(pool).await?.rows_affected()
+        });
+        Ok(done == 1)
+    }
+
+    /// Requeues a `dead` or `failed` job with fresh attempts. `None` when no such job is
+    /// in the tenant; `Some(false)` when it is in another state.
+    pub async fn retry_job(&self, tenant: &str, id: Uuid) -> Result<Option<bool>> {
+        let now = super::now();
+        with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let requeued = sqlx::query(
+                "UPDATE jobs SET status = 'queued', attempts = 0, run_at = $3, last_error = NULL, updated_at = $3 \
+                 WHERE id = $1 AND tenant_id = $2 AND status IN ('dead', 'failed')",
+            )
+            .bind(id)
+            .bind(tenant)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM jobs WHERE id = $1 AND tenant_id = $2")
+                .bind(id)
+                .bind(tenant)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if requeued == 1 {
+                pool.notify_jobs(&mut tx).await?;
+            }
+            tx.commit().await?;
+            Ok(exists.map(|_| requeued == 1))
+        })
+    }
+
+    /// Jobs by status, for the `engram_jobs` gauge.
+    pub async fn count_jobs_by_status(&self) -> Result<Vec<(String, i64)>> {
+        let sql = "SELECT status, count(*) FROM jobs GROUP BY status";
+        with_pool!(self, pool => sqlx::query_as(sql).fetch_all(pool).await)
+    }
+}

@@ -1,0 +1,80 @@
+//! One `extract_facts` job: read the conversation, ask the extractor, keep what passes
+//! the agent's rules, and store it in one transaction fenced by the job's lease.
+
+use std::time::Duration;
+
+use crate::{
+    domain::{extracted, message::Role},
+    extract::{ExtractError, ExtractionRequest, Extractor, Turn},
+    http::AppState,
+    store::job_queue::ClaimedJob,
+};
+
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// Facts stored (this many new ones).
+    Stored(u64),
+    /// Nothing to do, and the job is now `cancelled` for this reason.
+    Cancelled(&'static str),
+    /// The job lost its lease or was cancelled while it ran: nothing was stored.
+    Fenced,
+}
+
+/// A failed attempt: retried with backoff. `message` never holds personal data.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub retry_after: Option<Duration>,
+}
+
+impl From<ExtractError> for Failure {
+    fn from(error: ExtractError) -> Failure {
+        let retry_after = match &error {
+            ExtractError::RateLimited { retry_after } => *retry_after,
+            _ => None,
+        };
+        Failure { message: error.to_string(), retry_after }
+    }
+}
+
+impl From<sqlx::Error> for Failure {
+    fn from(error: sqlx::Error) -> Failure {
+        // sqlx errors name tables and constraints, never bound values.
+        Failure { message: format!("database error: {error}"), retry_after: None }
+    }
+}
+
+pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> Result<Outcome, Failure> {
+    let store = &state.store;
+    let Some(input) = store.extraction_input(job).await? else {
+        return cancel(state, job, "conversation deleted").await;
+    };
+    // Consent and memory are checked again here: either may have changed since the job
+    // was queued, and a refusal means nothing is sent to an extractor.
+    if !input.consent.unwrap_or(state.config.default_ai_consent) {
+        return cancel(state, job, "consent refused").await;
+    }
+    if !input.settings.memory_enabled {
+        return cancel(state, job, "memory disabled").await;
+    }
+    let turns = input
+        .messages
+        .into_iter()
+        .filter_map(|(seq, role, text)| Role::parse(&role).map(|role| Turn { seq, role, text }))
+        .collect();
+    let request = ExtractionRequest {
+        turns,
+        from_seq: input.extracted_through_seq,
+        instructions: input.settings.extraction_instructions.clone(),
+    };
+    let extraction = extractor.extract(&request).await?;
+    let kept = extracted::select(extraction.facts, input.settings.min_confidence);
+    match store.store_extracted_facts(job, &kept, state.config.max_facts_per_user).await? {
+        Some(added) => Ok(Outcome::Stored(added)),
+        None => Ok(Outcome::Fenced),
+    }
+}
+
+async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
+    if state.store.cancel_job(job, reason).await? { Ok(Outcome::Cancelled(reason)) } else { Ok(Outcome::Fenced) }
+}
