@@ -7,7 +7,8 @@ use tokio::{net::TcpListener, sync::watch};
 
 use crate::{
     auth::{Authenticator, KeySource},
-    config::ServeConfig,
+    config::{Secret, ServeConfig},
+    crypto,
     extract::Extractor,
     http::{self, AppState},
     store::Store,
@@ -44,12 +45,22 @@ impl App {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on ENGRAM_BIND {}: {e}", config.bind))?;
         let extractor = Arc::new(Extractor::from_config(&config)?);
+        let receipt_key = match &config.receipt_key {
+            Some(key) => key.clone(),
+            None => {
+                if let Store::Postgres(_) = store {
+                    tracing::warn!("ENGRAM_RECEIPT_KEY is not set: each replica generates its own receipt key");
+                }
+                Secret(crypto::load_or_create_secret(&config.core.data_dir.join("receipt-key"))?)
+            }
+        };
         let state = AppState {
             store,
             auth: Arc::new(auth),
             config: Arc::new(config),
             metrics: telemetry::metrics_handle(),
             job_wakeup: Arc::new(tokio::sync::Notify::new()),
+            receipt_key: Arc::new(receipt_key),
         };
         Ok(App { state, listener, extractor })
     }

@@ -32,6 +32,7 @@ pub mod consent;
 pub mod extract;
 pub mod ops;
 pub mod pagination;
+pub mod rgpd;
 
 /// Everything a handler may need, cloned per request (all fields are cheap handles).
 #[derive(Clone)]
@@ -42,6 +43,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Wakes this process's idle job workers when a job is queued.
     pub job_wakeup: Arc<tokio::sync::Notify>,
+    /// Key of the erasure receipts' subject hash.
+    pub receipt_key: Arc<crate::config::Secret>,
 }
 
 #[derive(OpenApi)]
@@ -74,6 +77,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(ops::router())
         .merge(agents_config::router())
         .merge(consent::router())
+        .merge(rgpd::router())
         .split_for_parts()
 }
 

@@ -18,6 +18,7 @@ pub mod agents;
 pub mod consent;
 pub mod extraction;
 pub mod job_queue;
+pub mod rgpd;
 
 /// Runs `$body` with `$pool` bound to whichever backend's pool the store holds; the body
 /// is compiled once per backend, so it is type-checked against both.

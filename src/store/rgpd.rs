@@ -1,0 +1,122 @@
+//! GDPR erasure and receipts. Erasure is one transaction whose statement order matters
+//! on PostgreSQL (READ COMMITTED): it first locks the person's conversations and deletes
+//! their jobs, which waits for any in-flight append or fenced extraction write to commit;
+//! the deletes that follow take fresh snapshots and so see what those wrote. A job whose
+//! row is gone when it tries to commit stores nothing (its fence finds no row).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{BeginWrite, Result, Store, with_pool};
+use crate::domain::ids::ExternalRef;
+
+/// Rows erased, per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErasedCounts {
+    pub facts: u64,
+    pub conversations: u64,
+    pub messages: u64,
+    pub jobs: u64,
+}
+
+/// Proof that an erasure happened, without the person's identifier.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Receipt {
+    pub receipt_id: Uuid,
+    /// HMAC-SHA256 of the tenant and external_ref under the server's receipt key.
+    pub subject_hash: String,
+    pub deleted: ErasedCounts,
+    pub completed_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ReceiptRow {
+    id: Uuid,
+    subject_hash: String,
+    deleted: Json<ErasedCounts>,
+    completed_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Erases everything about one end user in the tenant, across all agents, and
+    /// writes the receipt, in one transaction. A consent refusal is kept so that it
+    /// outlives the erasure; any other consent record goes.
+    pub async fn erase_user(&self, tenant: &str, user: &ExternalRef, subject_hash: &str) -> Result<Receipt> {
+        let now = super::now();
+        let receipt_id = Uuid::now_v7();
+        let who = user.as_str();
+        let deleted = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query("UPDATE conversations SET status = status WHERE tenant_id = $1 AND external_ref = $2")
+                .bind(tenant)
+                .bind(who)
+                .execute(&mut *tx)
+                .await?;
+            let jobs = sqlx::query("DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2")
+                .bind(tenant)
+                .bind(who)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let facts = sqlx::query("DELETE FROM facts WHERE tenant_id = $1 AND external_ref = $2")
+                .bind(tenant)
+                .bind(who)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let messages = sqlx::query(
+                "DELETE FROM messages WHERE tenant_id = $1 AND conversation_id IN \
+                 (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2)",
+            )
+            .bind(tenant)
+            .bind(who)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            // Idempotency records (they hold message bodies) go by cascade.
+            let conversations = sqlx::query("DELETE FROM conversations WHERE tenant_id = $1 AND external_ref = $2")
+                .bind(tenant)
+                .bind(who)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query("DELETE FROM user_consents WHERE tenant_id = $1 AND external_ref = $2 AND ai_consent")
+                .bind(tenant)
+                .bind(who)
+                .execute(&mut *tx)
+                .await?;
+            let deleted = ErasedCounts { facts, conversations, messages, jobs };
+            sqlx::query(
+                "INSERT INTO erasure_receipts (id, tenant_id, subject_hash, deleted, completed_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(receipt_id)
+            .bind(tenant)
+            .bind(subject_hash)
+            .bind(Json(deleted))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            deleted
+        });
+        Ok(Receipt { receipt_id, subject_hash: subject_hash.to_owned(), deleted, completed_at: now })
+    }
+
+    pub async fn get_receipt(&self, tenant: &str, id: Uuid) -> Result<Option<Receipt>> {
+        let sql =
+            "SELECT id, subject_hash, deleted, completed_at FROM erasure_receipts WHERE id = $1 AND tenant_id = $2";
+        let row: Option<ReceiptRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(id).bind(tenant).fetch_optional(pool).await?
+        });
+        Ok(row.map(|r| Receipt {
+            receipt_id: r.id,
+            subject_hash: r.subject_hash,
+            deleted: r.deleted.0,
+            completed_at: r.completed_at,
+        }))
+    }
+}
