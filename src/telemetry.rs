@@ -7,14 +7,26 @@ use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use crate::config::LogFormat;
 
-/// Installs the global log subscriber. `RUST_LOG` overrides the default level (info).
+/// Installs the global log subscriber on stdout. `RUST_LOG` overrides the default
+/// level (info).
 pub fn init_logs(format: LogFormat) {
+    init_logs_to(format, std::io::stdout);
+}
+
+/// Installs the global log subscriber writing to `writer` (tests capture logs with it
+/// to prove that no personal data is logged).
+pub fn init_logs_to<W>(format: LogFormat, writer: W)
+where
+    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let registry = tracing_subscriber::registry().with(filter);
     // A second init (tests build several apps) keeps the first subscriber.
     let _ = match format {
-        LogFormat::Text => registry.with(fmt::layer().with_target(false)).try_init(),
-        LogFormat::Json => registry.with(fmt::layer().json().flatten_event(true).with_current_span(true)).try_init(),
+        LogFormat::Text => registry.with(fmt::layer().with_target(false).with_writer(writer)).try_init(),
+        LogFormat::Json => registry
+            .with(fmt::layer().json().flatten_event(true).with_current_span(true).with_writer(writer))
+            .try_init(),
     };
 }
 

@@ -1,0 +1,78 @@
+//! A full scenario with the service's logs captured: the external ref and the person's
+//! words never appear at info level or above (route templates instead of raw paths).
+
+mod common;
+
+use std::{
+    io::Write,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::*;
+use engram::{config::LogFormat, telemetry};
+use serde_json::json;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+const REF: &str = "citizen-7f3a@example.org";
+const WORDS: &str = "Wunderbaum";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_hold_no_personal_data() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    telemetry::init_logs_to(LogFormat::Json, move || writer.clone());
+
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
+        app.enable_memory("acme", "concierge").await;
+        let token = agent("acme");
+        let user = enc(REF);
+        app.put(&format!("/api/users/{user}/consent"), &token, json!({"ai_consent": true})).await;
+        let (_, conversation) =
+            app.post("/api/conversations", &token, json!({"agent_id": "concierge", "external_ref": REF, "title": WORDS})).await;
+        let id = conversation["id"].as_str().expect("conversation").to_string();
+        let messages: Vec<_> = [format!("My name is {WORDS}."), format!("I live in {WORDS}stadt."), format!("I love {WORDS} cake.")]
+            .into_iter()
+            .map(|text| json!({"role": "user", "content": text}))
+            .collect();
+        app.post(&format!("/api/conversations/{id}/messages"), &token, json!({"messages": messages})).await;
+        // A rejected message too: errors must not echo content into the logs either.
+        app.post(&format!("/api/conversations/{id}/messages"), &token, json!({"messages": [{"role": "robot", "content": WORDS}]}))
+            .await;
+        let (_, ended) = app.post(&format!("/api/conversations/{id}/end"), &token, json!({})).await;
+        let job_id = ended["extraction"]["job_id"].as_str().expect("job queued").to_string();
+        let done = eventually(Duration::from_secs(20), || async {
+            let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &admin("acme")).await;
+            (job["status"] == "succeeded").then_some(())
+        })
+        .await;
+        assert!(done.is_some(), "extraction finished");
+        let base = format!("/api/agents/concierge/users/{user}");
+        app.post(&format!("{base}/facts"), &token, json!({"fact": format!("Owns a {WORDS}")})).await;
+        app.get(&format!("{base}/facts/search?q={WORDS}"), &token).await;
+        app.get(&format!("{base}/memory-context?query={WORDS}"), &token).await;
+        app.get(&format!("/api/rgpd/users/{user}/ai-data"), &admin("acme")).await;
+        app.delete(&format!("/api/rgpd/users/{user}/ai-data"), &admin("acme")).await;
+        app.get(&format!("/api/users/{}x/consent", "%00"), &token).await;
+    }
+
+    let logs = String::from_utf8(captured.0.lock().expect("logs").clone()).expect("utf-8 logs");
+    assert!(logs.contains("request completed"), "logs were captured");
+    assert!(logs.contains("/api/agents/{agent_id}/users/{external_ref}/facts"), "route templates are logged");
+    for secret in [REF, "citizen-7f3a", "example.org", WORDS, &enc(REF)] {
+        assert!(!logs.contains(secret), "the logs contain {secret:?}");
+    }
+}
