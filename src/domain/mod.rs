@@ -2,8 +2,10 @@
 //! replay-safe history, the memory prompt block, the extraction decision.
 
 pub mod agent_config;
+pub mod conversation;
 pub mod fact_text;
 pub mod history;
 pub mod ids;
+pub mod job;
 pub mod message;
 pub mod prompt;
