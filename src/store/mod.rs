@@ -16,6 +16,9 @@ use sqlx::{
 
 pub mod agents;
 pub mod consent;
+pub mod conversations;
+pub mod jobs;
+pub mod messages;
 
 /// Runs `$body` with `$pool` bound to whichever backend's pool the store holds; the body
 /// is compiled once per backend, so it is type-checked against both.
