@@ -3,7 +3,10 @@
 
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
-use tokio::{net::TcpListener, sync::watch};
+use tokio::{
+    net::TcpListener,
+    sync::{Notify, watch},
+};
 
 use crate::{
     auth::{Authenticator, KeySource},
@@ -41,8 +44,13 @@ impl App {
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on ENGRAM_BIND {}: {e}", config.bind))?;
-        let state =
-            AppState { store, auth: Arc::new(auth), config: Arc::new(config), metrics: telemetry::metrics_handle() };
+        let state = AppState {
+            store,
+            auth: Arc::new(auth),
+            config: Arc::new(config),
+            metrics: telemetry::metrics_handle(),
+            job_wakeup: Arc::new(Notify::new()),
+        };
         Ok(App { state, listener })
     }
 
