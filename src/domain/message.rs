@@ -53,8 +53,7 @@ pub struct Message {
     /// 1, 2, 3… per conversation, no gaps.
     pub seq: i64,
     pub role: Role,
-    /// A string, or an array of content parts.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = content_schema)]
     pub content: serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -66,6 +65,21 @@ pub struct Message {
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
+}
+
+/// The OpenAPI schema of `content`, which serde sees as any JSON value.
+fn content_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let part = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .required("type")
+        .property("type", ObjectBuilder::new().schema_type(Type::String).examples(["text"]));
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .item(ArrayBuilder::new().items(part))
+        .description(Some("A string, or an array of content parts (objects with a string `type`)."))
+        .build()
+        .into()
 }
 
 impl Message {
@@ -98,9 +112,8 @@ pub const MAX_BATCH: usize = 100;
 #[serde(deny_unknown_fields)]
 pub struct NewMessage {
     pub role: Role,
-    /// A string, or an array of content parts (objects with a string `type`), at most
-    /// 64 KiB serialized.
-    #[schema(value_type = Object)]
+    /// At most 64 KiB serialized.
+    #[schema(schema_with = content_schema)]
     pub content: serde_json::Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -203,7 +203,11 @@ async fn append_messages(
     let key = match headers.get("idempotency-key") {
         None => None,
         Some(value) => Some(
-            value.to_str().map_err(|e| e.to_string()).and_then(IdempotencyKey::parse).map_err(ApiError::InvalidRequest)?,
+            value
+                .to_str()
+                .map_err(|e| e.to_string())
+                .and_then(IdempotencyKey::parse)
+                .map_err(ApiError::InvalidRequest)?,
         ),
     };
     validate_batch(&request.messages).map_err(|error| match error {

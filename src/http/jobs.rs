@@ -63,7 +63,11 @@ async fn list_jobs(
         (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
-async fn get_job(State(state): State<AppState>, caller: Caller, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Job>, ApiError> {
+async fn get_job(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Job>, ApiError> {
     caller.require(Scope::Admin)?;
     state.store.get_job(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("job"))
 }

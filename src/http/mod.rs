@@ -24,8 +24,8 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::{
     auth::Authenticator,
     config::ServeConfig,
-    error::{ApiError, REQUEST_ID, error_response},
     domain::conversation::Ended,
+    error::{ApiError, REQUEST_ID, error_response},
     store::{Store, conversations::EndTrigger},
 };
 
@@ -51,7 +51,12 @@ pub struct AppState {
 impl AppState {
     /// Ends a conversation (see [`Store::end_conversation`]) and, when that queued an
     /// extraction, wakes a worker. The end route and the idle sweeper both come here.
-    pub async fn end_conversation(&self, tenant: &str, id: uuid::Uuid, trigger: EndTrigger) -> sqlx::Result<Option<Ended>> {
+    pub async fn end_conversation(
+        &self,
+        tenant: &str,
+        id: uuid::Uuid,
+        trigger: EndTrigger,
+    ) -> sqlx::Result<Option<Ended>> {
         let ended = self.store.end_conversation(tenant, id, trigger, self.config.default_ai_consent).await?;
         if ended.as_ref().is_some_and(|e| e.extraction.queued) {
             self.job_wakeup.notify_one();

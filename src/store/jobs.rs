@@ -94,7 +94,13 @@ impl Store {
 
     /// One page, newest first (ids are UUIDv7, so id order is creation order), after
     /// the id `after`.
-    pub async fn list_jobs(&self, tenant: &str, filter: &JobFilter, after: Option<Uuid>, limit: i64) -> Result<Vec<Job>> {
+    pub async fn list_jobs(
+        &self,
+        tenant: &str,
+        filter: &JobFilter,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<Job>> {
         // Uses jobs_tenant_id.
         let sql = concat!(
             "SELECT ",

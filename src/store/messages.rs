@@ -232,7 +232,12 @@ impl Store {
 
     /// Decodes rows; an empty result asks whether the conversation exists at all, so
     /// that the common case (some messages) costs one query.
-    async fn messages_of(&self, tenant: &str, conversation_id: Uuid, rows: Vec<MessageRow>) -> Result<Option<Vec<Message>>> {
+    async fn messages_of(
+        &self,
+        tenant: &str,
+        conversation_id: Uuid,
+        rows: Vec<MessageRow>,
+    ) -> Result<Option<Vec<Message>>> {
         if rows.is_empty() && !self.conversation_exists(tenant, conversation_id).await? {
             return Ok(None);
         }
