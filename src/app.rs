@@ -3,7 +3,10 @@
 
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
-use tokio::{net::TcpListener, sync::watch};
+use tokio::{
+    net::TcpListener,
+    sync::{Notify, watch},
+};
 
 use crate::{
     auth::{Authenticator, KeySource},
@@ -59,7 +62,7 @@ impl App {
             auth: Arc::new(auth),
             config: Arc::new(config),
             metrics: telemetry::metrics_handle(),
-            job_wakeup: Arc::new(tokio::sync::Notify::new()),
+            job_wakeup: Arc::new(Notify::new()),
             receipt_key: Arc::new(receipt_key),
         };
         Ok(App { state, listener, extractor })

@@ -151,6 +151,7 @@ impl ServeConfig {
         anyhow::ensure!(self.job_max_attempts >= 1, "ENGRAM_JOB_MAX_ATTEMPTS must be at least 1");
         anyhow::ensure!(self.max_facts_per_user >= 1, "ENGRAM_MAX_FACTS_PER_USER must be at least 1");
         anyhow::ensure!(self.idle_end_secs >= 1, "ENGRAM_IDLE_END_SECS must be at least 1");
+        anyhow::ensure!(self.sweep_interval_secs >= 1, "ENGRAM_SWEEP_INTERVAL_SECS must be at least 1");
         anyhow::ensure!(self.max_body_bytes >= 1024, "ENGRAM_MAX_BODY_BYTES must be at least 1024");
         if self.extractor != ExtractorKind::Builtin {
             anyhow::ensure!(

@@ -2,9 +2,11 @@
 //! replay-safe history, the memory prompt block, the extraction decision.
 
 pub mod agent_config;
+pub mod conversation;
 pub mod extracted;
 pub mod fact_text;
 pub mod history;
 pub mod ids;
+pub mod job;
 pub mod message;
 pub mod prompt;

@@ -11,6 +11,7 @@ use axum::{
     response::Response,
 };
 use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::Notify;
 use tower_http::catch_panic::CatchPanicLayer;
 use tracing::Instrument;
 use utoipa::{
@@ -23,13 +24,16 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::{
     auth::Authenticator,
     config::ServeConfig,
+    domain::conversation::Ended,
     error::{ApiError, REQUEST_ID, error_response},
-    store::Store,
+    store::{Store, conversations::EndTrigger},
 };
 
 pub mod agents_config;
 pub mod consent;
+pub mod conversations;
 pub mod extract;
+pub mod jobs;
 pub mod ops;
 pub mod pagination;
 pub mod rgpd;
@@ -41,10 +45,27 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
     pub config: Arc<ServeConfig>,
     pub metrics: PrometheusHandle,
-    /// Wakes this process's idle job workers when a job is queued.
-    pub job_wakeup: Arc<tokio::sync::Notify>,
+    /// Wakes this process's idle job workers when a job was queued (after commit).
+    pub job_wakeup: Arc<Notify>,
     /// Key of the erasure receipts' subject hash.
     pub receipt_key: Arc<crate::config::Secret>,
+}
+
+impl AppState {
+    /// Ends a conversation (see [`Store::end_conversation`]) and, when that queued an
+    /// extraction, wakes a worker. The end route and the idle sweeper both come here.
+    pub async fn end_conversation(
+        &self,
+        tenant: &str,
+        id: uuid::Uuid,
+        trigger: EndTrigger,
+    ) -> sqlx::Result<Option<Ended>> {
+        let ended = self.store.end_conversation(tenant, id, trigger, self.config.default_ai_consent).await?;
+        if ended.as_ref().is_some_and(|e| e.extraction.queued) {
+            self.job_wakeup.notify_one();
+        }
+        Ok(ended)
+    }
 }
 
 #[derive(OpenApi)]
@@ -77,6 +98,8 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(ops::router())
         .merge(agents_config::router())
         .merge(consent::router())
+        .merge(conversations::router())
+        .merge(jobs::router())
         .merge(rgpd::router())
         .split_for_parts()
 }

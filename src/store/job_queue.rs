@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, with_pool};
+use super::{BeginWrite, Result, Store, jobs::WakeWorkers, with_pool};
 
 /// A job this worker holds, with what the extraction needs to know.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -146,7 +146,7 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
             if requeued == 1 {
-                pool.notify_jobs(&mut tx).await?;
+                tx.wake_workers().await?;
             }
             tx.commit().await?;
             Ok(exists.map(|_| requeued == 1))

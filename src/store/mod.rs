@@ -16,8 +16,11 @@ use sqlx::{
 
 pub mod agents;
 pub mod consent;
+pub mod conversations;
 pub mod extraction;
 pub mod job_queue;
+pub mod jobs;
+pub mod messages;
 pub mod rgpd;
 
 /// Runs `$body` with `$pool` bound to whichever backend's pool the store holds; the body
@@ -45,10 +48,6 @@ pub enum Store {
 pub(crate) trait BeginWrite {
     type Db: sqlx::Database;
     async fn begin_write(&self) -> Result<Transaction<'static, Self::Db>>;
-
-    /// Wakes idle job workers of every replica when `tx` commits. PostgreSQL only:
-    /// SQLite has one process, whose workers are woken in memory by the caller.
-    async fn notify_jobs(&self, tx: &mut Transaction<'static, Self::Db>) -> Result<()>;
 }
 
 impl BeginWrite for PgPool {
@@ -56,21 +55,12 @@ impl BeginWrite for PgPool {
     async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Postgres>> {
         self.begin().await
     }
-
-    async fn notify_jobs(&self, tx: &mut Transaction<'static, sqlx::Postgres>) -> Result<()> {
-        sqlx::query("SELECT pg_notify('engram_jobs', '')").execute(&mut **tx).await?;
-        Ok(())
-    }
 }
 
 impl BeginWrite for SqlitePool {
     type Db = sqlx::Sqlite;
     async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Sqlite>> {
         self.begin_with("BEGIN IMMEDIATE").await
-    }
-
-    async fn notify_jobs(&self, _tx: &mut Transaction<'static, sqlx::Sqlite>) -> Result<()> {
-        Ok(())
     }
 }
 

@@ -11,9 +11,11 @@ pub mod extraction;
 pub mod jobs;
 pub mod metrics;
 
+pub mod sweeper;
+
 /// Starts the background tasks; each stops when `stop` turns true.
 pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-    let mut tasks = Vec::new();
+    let mut tasks = vec![tokio::spawn(sweeper::run(state.clone(), stop.clone()))];
     if let Store::Postgres(pool) = &state.store {
         tasks.push(tokio::spawn(listen(pool.clone(), state.job_wakeup.clone(), stop.clone())));
     }

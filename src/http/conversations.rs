@@ -1,0 +1,291 @@
+//! `/api/conversations`: conversations, their messages (append with idempotency keys,
+//! paged or windowed reads, replay-safe sanitising) and ending one.
+
+use axum::{
+    Json,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+use super::{
+    AppState,
+    extract::{ApiJson, ApiPath, ApiQuery},
+    pagination::{Page, decode_cursor, limit},
+};
+use crate::{
+    auth::{Caller, Scope},
+    domain::{
+        conversation::{
+            AppendRequest, Appended, Conversation, ConversationPatch, ConversationStatus, Ended, IdempotencyKey,
+            NewConversation,
+        },
+        history,
+        ids::{AgentId, ExternalRef},
+        message::{Message, MessageError, validate_batch},
+    },
+    error::{ApiError, ErrorBody},
+    store::{
+        conversations::{ConversationFilter, EndTrigger},
+        messages::AppendOutcome,
+    },
+};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_conversation, list_conversations))
+        .routes(routes!(get_conversation, update_conversation, delete_conversation))
+        .routes(routes!(append_messages, list_messages))
+        .routes(routes!(end_conversation))
+}
+
+const NOT_FOUND: ApiError = ApiError::NotFound("conversation");
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    #[param(value_type = Option<String>)]
+    agent_id: Option<AgentId>,
+    /// The end user's id.
+    #[param(value_type = Option<String>)]
+    external_ref: Option<ExternalRef>,
+    #[param(value_type = Option<String>, pattern = "^(open|ended)$")]
+    status: Option<ConversationStatus>,
+    /// 1–200, default 50.
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct MessagesQuery {
+    /// 1–1000, default 100. Not with `last`.
+    limit: Option<i64>,
+    /// From a previous page's `next_cursor`. Not with `last`.
+    cursor: Option<String>,
+    /// Only the newest N messages (1–1000), still oldest first, in one page with no
+    /// `next_cursor`. Cannot be combined with `limit` or `cursor`.
+    last: Option<i64>,
+    /// Drop incomplete tool turns so the history can be replayed to a model provider.
+    sanitize: Option<bool>,
+}
+
+/// Start a conversation between an agent and an end user.
+#[utoipa::path(post, path = "/api/conversations", tag = "conversations",
+    request_body = NewConversation,
+    responses(
+        (status = 201, body = Conversation),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn create_conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(new): ApiJson<NewConversation>,
+) -> Result<(StatusCode, Json<Conversation>), ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    new.validate().map_err(ApiError::InvalidRequest)?;
+    let conversation = state.store.create_conversation(&caller.tenant, new).await?;
+    Ok((StatusCode::CREATED, Json(conversation)))
+}
+
+/// The tenant's conversations, most recently updated first.
+#[utoipa::path(get, path = "/api/conversations", tag = "conversations",
+    params(ListQuery),
+    responses(
+        (status = 200, body = Page<Conversation>),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn list_conversations(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Page<Conversation>>, ApiError> {
+    caller.require(Scope::MemoryRead)?;
+    let limit = limit(query.limit, 50, 200)?;
+    let after: Option<(DateTime<Utc>, Uuid)> = decode_cursor(query.cursor.as_deref())?;
+    let filter = ConversationFilter {
+        agent_id: query.agent_id.as_ref(),
+        external_ref: query.external_ref.as_ref(),
+        status: query.status,
+    };
+    let rows = state.store.list_conversations(&caller.tenant, &filter, after, limit + 1).await?;
+    Ok(Json(Page::from_rows(rows, limit, |c| (c.updated_at, c.id))))
+}
+
+/// One conversation.
+#[utoipa::path(get, path = "/api/conversations/{id}", tag = "conversations",
+    params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Conversation),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn get_conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Conversation>, ApiError> {
+    caller.require(Scope::MemoryRead)?;
+    state.store.get_conversation(&caller.tenant, id).await?.map(Json).ok_or(NOT_FOUND)
+}
+
+/// Change a conversation's title (`null` clears it) or replace its metadata.
+#[utoipa::path(patch, path = "/api/conversations/{id}", tag = "conversations",
+    params(("id" = Uuid, Path)),
+    request_body = ConversationPatch,
+    responses(
+        (status = 200, body = Conversation),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn update_conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(patch): ApiJson<ConversationPatch>,
+) -> Result<Json<Conversation>, ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    patch.validate().map_err(ApiError::InvalidRequest)?;
+    state.store.update_conversation(&caller.tenant, id, patch).await?.map(Json).ok_or(NOT_FOUND)
+}
+
+/// Delete a conversation and its messages. Facts extracted from it are kept.
+#[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations",
+    params(("id" = Uuid, Path)),
+    responses(
+        (status = 204),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn delete_conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    if state.store.delete_conversation(&caller.tenant, id).await? { Ok(StatusCode::NO_CONTENT) } else { Err(NOT_FOUND) }
+}
+
+/// Append 1–100 messages, all or none, in order; each gets the next `seq`. Appending to
+/// an ended conversation reopens it. With an `Idempotency-Key`, a repeat of the same
+/// request returns the first response and stores nothing; the same key with a
+/// different body is a 409. Keys are remembered for at least 24 hours.
+#[utoipa::path(post, path = "/api/conversations/{id}/messages", tag = "conversations",
+    params(
+        ("id" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII characters")
+    ),
+    request_body = AppendRequest,
+    responses(
+        (status = 201, body = Appended),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "Idempotency-Key reused with another body"),
+        (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit")
+    ),
+    security(("bearer" = [])))]
+async fn append_messages(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<AppendRequest>,
+) -> Result<(StatusCode, Json<Appended>), ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|e| e.to_string())
+                .and_then(IdempotencyKey::parse)
+                .map_err(ApiError::InvalidRequest)?,
+        ),
+    };
+    validate_batch(&request.messages).map_err(|error| match error {
+        MessageError::Invalid(why) => ApiError::InvalidRequest(why),
+        MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
+    })?;
+    match state.store.append_messages(&caller.tenant, id, &request, key.as_ref()).await? {
+        AppendOutcome::Appended(appended) | AppendOutcome::Replayed(appended) => {
+            Ok((StatusCode::CREATED, Json(appended)))
+        }
+        AppendOutcome::KeyReused => {
+            Err(ApiError::Conflict("this Idempotency-Key was already used with a different request body".into()))
+        }
+        AppendOutcome::NotFound => Err(NOT_FOUND),
+    }
+}
+
+/// A conversation's messages, oldest first: by pages (`limit`, `cursor`) or only the
+/// newest N (`last`). `sanitize=true` drops incomplete tool turns (an assistant
+/// message whose `tool_calls` lack results, `tool` messages answering no call) from
+/// the returned page.
+#[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations",
+    params(("id" = Uuid, Path), MessagesQuery),
+    responses(
+        (status = 200, body = Page<Message>),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn list_messages(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<MessagesQuery>,
+) -> Result<Json<Page<Message>>, ApiError> {
+    caller.require(Scope::MemoryRead)?;
+    let mut page = match query.last {
+        Some(_) if query.limit.is_some() || query.cursor.is_some() => {
+            return Err(ApiError::invalid("last cannot be combined with limit or cursor"));
+        }
+        Some(last) => {
+            let last = limit(Some(last), 100, 1000).map_err(|_| ApiError::invalid("last must be 1-1000"))?;
+            let messages = state.store.last_messages(&caller.tenant, id, last).await?.ok_or(NOT_FOUND)?;
+            Page { items: messages, next_cursor: None }
+        }
+        None => {
+            let limit = limit(query.limit, 100, 1000)?;
+            let after: Option<i64> = decode_cursor(query.cursor.as_deref())?;
+            let rows =
+                state.store.list_messages(&caller.tenant, id, after.unwrap_or(0), limit + 1).await?.ok_or(NOT_FOUND)?;
+            // The cursor follows the stored order, so sanitizing never skips or repeats a message.
+            Page::from_rows(rows, limit, |m| m.seq)
+        }
+    };
+    if query.sanitize == Some(true) {
+        page.items = history::sanitize(page.items);
+    }
+    Ok(Json(page))
+}
+
+/// End a conversation and, when the agent's memory is on, the user consents, the
+/// conversation has enough user turns and something new to read, queue a fact
+/// extraction (otherwise `extraction.reason` says which condition failed first).
+/// Ending an ended conversation is allowed: the decision is made again.
+#[utoipa::path(post, path = "/api/conversations/{id}/end", tag = "conversations",
+    params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Ended),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn end_conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Ended>, ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    let ended = state.end_conversation(&caller.tenant, id, EndTrigger::Request).await?.ok_or(NOT_FOUND)?;
+    Ok(Json(ended))
+}

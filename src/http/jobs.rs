@@ -1,0 +1,96 @@
+//! `/api/jobs` (admin): the background jobs of the tenant, to watch extractions.
+
+use axum::{Json, extract::State};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+use super::{
+    AppState,
+    extract::{ApiPath, ApiQuery},
+    pagination::{Page, decode_cursor, limit},
+};
+use crate::{
+    auth::{Caller, Scope},
+    domain::job::{Job, JobStatus},
+    error::{ApiError, ErrorBody},
+    store::jobs::JobFilter,
+};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_jobs)).routes(routes!(get_job)).routes(routes!(retry_job))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    #[param(value_type = Option<String>, pattern = "^(queued|running|succeeded|failed|dead|cancelled)$")]
+    status: Option<JobStatus>,
+    conversation_id: Option<Uuid>,
+    /// 1–200, default 50.
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// The tenant's jobs, newest first.
+#[utoipa::path(get, path = "/api/jobs", tag = "jobs",
+    params(ListQuery),
+    responses(
+        (status = 200, body = Page<Job>),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn list_jobs(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Page<Job>>, ApiError> {
+    caller.require(Scope::Admin)?;
+    let limit = limit(query.limit, 50, 200)?;
+    let after: Option<Uuid> = decode_cursor(query.cursor.as_deref())?;
+    let filter = JobFilter { status: query.status, conversation_id: query.conversation_id };
+    let rows = state.store.list_jobs(&caller.tenant, &filter, after, limit + 1).await?;
+    Ok(Json(Page::from_rows(rows, limit, |job| job.id)))
+}
+
+/// One job.
+#[utoipa::path(get, path = "/api/jobs/{id}", tag = "jobs",
+    params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Job),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn get_job(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Job>, ApiError> {
+    caller.require(Scope::Admin)?;
+    state.store.get_job(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("job"))
+}
+
+/// Run a `dead` or `failed` job again, with fresh attempts. Any other state is a 409.
+#[utoipa::path(post, path = "/api/jobs/{id}/retry", tag = "jobs",
+    params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, body = Job),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn retry_job(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Job>, ApiError> {
+    caller.require(Scope::Admin)?;
+    match state.store.retry_job(&caller.tenant, id).await? {
+        None => return Err(ApiError::NotFound("job")),
+        Some(false) => return Err(ApiError::Conflict("only a dead or failed job can be retried".into())),
+        Some(true) => state.job_wakeup.notify_one(),
+    }
+    state.store.get_job(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("job"))
+}

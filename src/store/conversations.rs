@@ -1,0 +1,308 @@
+//! Conversation rows: create, read, list, update, delete, and ending one (with the
+//! extraction job it may queue), which the end route and the idle sweeper share.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{BeginWrite, Result, Store, jobs::WakeWorkers, with_pool};
+use crate::domain::{
+    agent_config::Settings,
+    conversation::{
+        Conversation, ConversationPatch, ConversationStatus, Ended, Extraction, ExtractionInputs, NewConversation,
+        SkipReason, extraction_decision,
+    },
+    ids::{AgentId, ExternalRef},
+    job::{JobKind, JobStatus},
+};
+
+/// A conversation row with the bookkeeping columns the API does not show.
+#[derive(sqlx::FromRow)]
+pub(super) struct ConversationRow {
+    id: Uuid,
+    agent_id: String,
+    external_ref: String,
+    title: Option<String>,
+    metadata: Json<serde_json::Value>,
+    status: String,
+    message_count: i64,
+    user_turns: i64,
+    pub(super) last_seq: i64,
+    last_user_seq: i64,
+    extracted_through_seq: i64,
+    queued_through_seq: i64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    ended_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<ConversationRow> for Conversation {
+    type Error = sqlx::Error;
+    fn try_from(row: ConversationRow) -> Result<Conversation> {
+        let decode = |e: String| sqlx::Error::Decode(e.into());
+        Ok(Conversation {
+            id: row.id,
+            agent_id: AgentId::parse(row.agent_id).map_err(decode)?,
+            external_ref: ExternalRef::parse(row.external_ref).map_err(decode)?,
+            title: row.title,
+            metadata: row.metadata.0,
+            status: ConversationStatus::parse(&row.status)
+                .ok_or_else(|| decode(format!("unknown conversation status {:?}", row.status)))?,
+            message_count: row.message_count,
+            user_turns: row.user_turns,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            ended_at: row.ended_at,
+        })
+    }
+}
+
+/// Every column of [`ConversationRow`], for `SELECT` and `RETURNING`.
+macro_rules! conversation_columns {
+    () => {
+        "id, agent_id, external_ref, title, metadata, status, message_count, user_turns, last_seq, last_user_seq, \
+         extracted_through_seq, queued_through_seq, created_at, updated_at, ended_at"
+    };
+}
+pub(super) use conversation_columns;
+
+/// Filters of the list route; `None` matches everything.
+#[derive(Debug, Default)]
+pub struct ConversationFilter<'a> {
+    pub agent_id: Option<&'a AgentId>,
+    pub external_ref: Option<&'a ExternalRef>,
+    pub status: Option<ConversationStatus>,
+}
+
+/// Why a conversation is being ended.
+#[derive(Debug, Clone, Copy)]
+pub enum EndTrigger {
+    /// A client asked: end it whatever its state (ending twice is allowed).
+    Request,
+    /// The idle sweeper: end it only if it is still open and was not updated since
+    /// `idle_before`, re-checked under the row lock so a concurrent append wins.
+    Idle { idle_before: DateTime<Utc> },
+}
+
+impl Store {
+    pub async fn create_conversation(&self, tenant: &str, new: NewConversation) -> Result<Conversation> {
+        let now = super::now();
+        let metadata = new.metadata.unwrap_or_else(|| serde_json::json!({}));
+        let sql = concat!(
+            "INSERT INTO conversations (id, tenant_id, agent_id, external_ref, title, metadata, status, created_at, \
+             updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $7) RETURNING ",
+            conversation_columns!()
+        );
+        let row: ConversationRow = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(Uuid::now_v7())
+                .bind(tenant)
+                .bind(new.agent_id.as_str())
+                .bind(new.external_ref.as_str())
+                .bind(new.title)
+                .bind(Json(metadata))
+                .bind(now)
+                .fetch_one(pool)
+                .await?
+        });
+        row.try_into()
+    }
+
+    pub async fn get_conversation(&self, tenant: &str, id: Uuid) -> Result<Option<Conversation>> {
+        let sql = concat!("SELECT ", conversation_columns!(), " FROM conversations WHERE id = $1 AND tenant_id = $2");
+        let row: Option<ConversationRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(id).bind(tenant).fetch_optional(pool).await?
+        });
+        row.map(Conversation::try_from).transpose()
+    }
+
+    /// One page, most recently updated first, after the `(updated_at, id)` key `after`.
+    pub async fn list_conversations(
+        &self,
+        tenant: &str,
+        filter: &ConversationFilter<'_>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<Conversation>> {
+        // Uses conversations_tenant_updated (or its agent/ref variants).
+        let sql = concat!(
+            "SELECT ",
+            conversation_columns!(),
+            " FROM conversations WHERE tenant_id = $1 \
+               AND ($2 IS NULL OR agent_id = $2) \
+               AND ($3 IS NULL OR external_ref = $3) \
+               AND ($4 IS NULL OR status = $4) \
+               AND ($5 IS NULL OR updated_at < $5 OR (updated_at = $5 AND id < $6)) \
+             ORDER BY updated_at DESC, id DESC LIMIT $7"
+        );
+        let (after_at, after_id) = after.unzip();
+        let rows: Vec<ConversationRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(tenant)
+                .bind(filter.agent_id.map(AgentId::as_str))
+                .bind(filter.external_ref.map(ExternalRef::as_str))
+                .bind(filter.status.map(ConversationStatus::as_str))
+                .bind(after_at)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(Conversation::try_from).collect()
+    }
+
+    /// Applies a patch; `None` when there is no such conversation in the tenant.
+    pub async fn update_conversation(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        patch: ConversationPatch,
+    ) -> Result<Option<Conversation>> {
+        let sql = concat!(
+            "UPDATE conversations SET \
+               title = CASE WHEN $3 THEN $4 ELSE title END, \
+               metadata = COALESCE($5, metadata), \
+               updated_at = $6 \
+             WHERE id = $1 AND tenant_id = $2 RETURNING ",
+            conversation_columns!()
+        );
+        let (set_title, title) = match patch.title {
+            Some(title) => (true, title),
+            None => (false, None),
+        };
+        let row: Option<ConversationRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(id)
+                .bind(tenant)
+                .bind(set_title)
+                .bind(title)
+                .bind(patch.metadata.map(Json))
+                .bind(super::now())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Conversation::try_from).transpose()
+    }
+
+    /// Deletes a conversation; its messages and idempotency records go with it (ON
+    /// DELETE CASCADE). Facts and jobs are kept: they outlive their source.
+    pub async fn delete_conversation(&self, tenant: &str, id: Uuid) -> Result<bool> {
+        let sql = "DELETE FROM conversations WHERE id = $1 AND tenant_id = $2";
+        let done = with_pool!(self, pool => {
+            sqlx::query(sql).bind(id).bind(tenant).execute(pool).await?.rows_affected()
+        });
+        Ok(done > 0)
+    }
+
+    /// Ends a conversation and decides, in the same transaction, whether to queue an
+    /// extraction. `None` when there is no such conversation in the tenant, or (for
+    /// [`EndTrigger::Idle`]) when it is no longer idle and open.
+    ///
+    /// The first statement locks the conversation row, so two concurrent ends (or an
+    /// end racing an append) are serialised: the second sees the first's
+    /// `queued_through_seq` and answers `nothing_new`; the unique
+    /// `(conversation_id, through_seq)` of jobs is the backstop.
+    pub async fn end_conversation(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        trigger: EndTrigger,
+        default_consent: bool,
+    ) -> Result<Option<Ended>> {
+        let now = super::now();
+        let idle_before = match trigger {
+            EndTrigger::Request => None,
+            EndTrigger::Idle { idle_before } => Some(idle_before),
+        };
+        // An already ended conversation keeps its ended_at and updated_at.
+        let end_sql = concat!(
+            "UPDATE conversations SET \
+               status = 'ended', \
+               ended_at = CASE WHEN status = 'ended' THEN ended_at ELSE $3 END, \
+               updated_at = CASE WHEN status = 'ended' THEN updated_at ELSE $3 END \
+             WHERE id = $1 AND tenant_id = $2 AND ($4 IS NULL OR (status = 'open' AND updated_at < $4)) \
+             RETURNING ",
+            conversation_columns!()
+        );
+        let settings_sql = "SELECT \
+               (SELECT memory_enabled FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2), \
+               (SELECT min_user_turns FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2), \
+               (SELECT ai_consent FROM user_consents WHERE tenant_id = $1 AND external_ref = $3)";
+        let job_sql = "INSERT INTO jobs (id, tenant_id, kind, status, attempts, agent_id, external_ref, \
+               conversation_id, through_seq, run_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9, $9) \
+             ON CONFLICT (conversation_id, through_seq) DO NOTHING RETURNING id";
+        let mark_sql = "UPDATE conversations SET queued_through_seq = $3 WHERE id = $1 AND tenant_id = $2";
+
+        with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let Some(row): Option<ConversationRow> = sqlx::query_as(end_sql)
+                .bind(id)
+                .bind(tenant)
+                .bind(now)
+                .bind(idle_before)
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let (memory_enabled, min_user_turns, stored_consent): (Option<bool>, Option<i32>, Option<bool>) =
+                sqlx::query_as(settings_sql)
+                    .bind(tenant)
+                    .bind(&row.agent_id)
+                    .bind(&row.external_ref)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            let defaults = Settings::default();
+            let inputs = ExtractionInputs {
+                memory_enabled: memory_enabled.unwrap_or(defaults.memory_enabled),
+                min_user_turns: min_user_turns.unwrap_or(defaults.min_user_turns).into(),
+                stored_consent,
+                default_consent,
+                user_turns: row.user_turns,
+                last_user_seq: row.last_user_seq,
+                extracted_through_seq: row.extracted_through_seq,
+                queued_through_seq: row.queued_through_seq,
+            };
+            let extraction = match extraction_decision(&inputs) {
+                Err(reason) => Extraction::skipped(reason),
+                Ok(()) => {
+                    let job_id: Option<Uuid> = sqlx::query_scalar(job_sql)
+                        .bind(Uuid::now_v7())
+                        .bind(tenant)
+                        .bind(JobKind::ExtractFacts.as_str())
+                        .bind(JobStatus::Queued.as_str())
+                        .bind(&row.agent_id)
+                        .bind(&row.external_ref)
+                        .bind(row.id)
+                        .bind(row.last_seq)
+                        .bind(now)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    match job_id {
+                        Some(job_id) => {
+                            sqlx::query(mark_sql).bind(id).bind(tenant).bind(row.last_seq).execute(&mut *tx).await?;
+                            tx.wake_workers().await?;
+                            Extraction::queued(job_id)
+                        }
+                        // A job for exactly this state exists already.
+                        None => Extraction::skipped(SkipReason::NothingNew),
+                    }
+                }
+            };
+            tx.commit().await?;
+            Ok(Some(Ended { conversation: row.try_into()?, extraction }))
+        })
+    }
+
+    /// Open conversations not updated since `idle_before`, oldest first, across all
+    /// tenants: the idle sweeper's work list (each is then ended in its own tenant).
+    pub async fn idle_conversations(&self, idle_before: DateTime<Utc>, limit: i64) -> Result<Vec<(String, Uuid)>> {
+        // Uses the partial index conversations_open_idle.
+        let sql = "SELECT tenant_id, id FROM conversations WHERE status = 'open' AND updated_at < $1 \
+                   ORDER BY updated_at LIMIT $2";
+        with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(idle_before).bind(limit).fetch_all(pool).await
+        })
+    }
+}

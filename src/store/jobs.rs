@@ -1,0 +1,126 @@
+//! Job rows as the API reads them, and the wake-up that tells workers a job is queued.
+//! Claiming, leases and retries live with the worker's queue code.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Result, Store, with_pool};
+use crate::domain::{
+    ids::{AgentId, ExternalRef},
+    job::{Job, JobKind, JobStatus},
+};
+
+/// Tells idle workers of every replica that a job was queued. Runs inside the
+/// enqueueing transaction: PostgreSQL delivers a NOTIFY only at commit, so no worker
+/// looks before the job is visible. SQLite has one process, whose workers are woken
+/// in-process after commit instead.
+pub(super) trait WakeWorkers {
+    async fn wake_workers(&mut self) -> Result<()>;
+}
+
+impl WakeWorkers for sqlx::PgConnection {
+    async fn wake_workers(&mut self) -> Result<()> {
+        sqlx::query("SELECT pg_notify('engram_jobs', '')").execute(self).await?;
+        Ok(())
+    }
+}
+
+impl WakeWorkers for sqlx::SqliteConnection {
+    async fn wake_workers(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct JobRow {
+    id: Uuid,
+    kind: String,
+    status: String,
+    attempts: i32,
+    agent_id: String,
+    external_ref: String,
+    conversation_id: Uuid,
+    facts_added: Option<i32>,
+    last_error: Option<String>,
+    run_at: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<JobRow> for Job {
+    type Error = sqlx::Error;
+    fn try_from(row: JobRow) -> Result<Job> {
+        let decode = |e: String| sqlx::Error::Decode(e.into());
+        Ok(Job {
+            id: row.id,
+            kind: JobKind::parse(&row.kind).ok_or_else(|| decode(format!("unknown job kind {:?}", row.kind)))?,
+            status: JobStatus::parse(&row.status)
+                .ok_or_else(|| decode(format!("unknown job status {:?}", row.status)))?,
+            attempts: row.attempts,
+            agent_id: AgentId::parse(row.agent_id).map_err(decode)?,
+            external_ref: ExternalRef::parse(row.external_ref).map_err(decode)?,
+            conversation_id: row.conversation_id,
+            facts_added: row.facts_added,
+            last_error: row.last_error,
+            run_at: row.run_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+macro_rules! job_columns {
+    () => {
+        "id, kind, status, attempts, agent_id, external_ref, conversation_id, facts_added, last_error, run_at, \
+         created_at, updated_at"
+    };
+}
+
+/// Filters of the jobs list; `None` matches everything.
+#[derive(Debug, Default)]
+pub struct JobFilter {
+    pub status: Option<JobStatus>,
+    pub conversation_id: Option<Uuid>,
+}
+
+impl Store {
+    pub async fn get_job(&self, tenant: &str, id: Uuid) -> Result<Option<Job>> {
+        let sql = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1 AND tenant_id = $2");
+        let row: Option<JobRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(id).bind(tenant).fetch_optional(pool).await?
+        });
+        row.map(Job::try_from).transpose()
+    }
+
+    /// One page, newest first (ids are UUIDv7, so id order is creation order), after
+    /// the id `after`.
+    pub async fn list_jobs(
+        &self,
+        tenant: &str,
+        filter: &JobFilter,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<Job>> {
+        // Uses jobs_tenant_id.
+        let sql = concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM jobs WHERE tenant_id = $1 \
+               AND ($2 IS NULL OR status = $2) \
+               AND ($3 IS NULL OR conversation_id = $3) \
+               AND ($4 IS NULL OR id < $4) \
+             ORDER BY id DESC LIMIT $5"
+        );
+        let rows: Vec<JobRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(tenant)
+                .bind(filter.status.map(JobStatus::as_str))
+                .bind(filter.conversation_id)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(Job::try_from).collect()
+    }
+}

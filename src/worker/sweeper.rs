@@ -1,0 +1,66 @@
+//! The idle sweeper: ends conversations nobody wrote to for `ENGRAM_IDLE_END_SECS`
+//! (with the same decision and transaction as `POST …/end`), and forgets idempotency
+//! keys past their 24 hours.
+//!
+//! Safe with several replicas on one database: each conversation is ended in its own
+//! transaction that re-checks, under the row lock, that it is still open and idle, so
+//! a replica that lost the race (or an append that came in between) skips it.
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use tokio::sync::watch;
+
+use crate::{http::AppState, store::conversations::EndTrigger};
+
+/// Conversations ended per query; the sweep repeats until a batch comes back short.
+const BATCH: i64 = 100;
+
+/// Sweeps every `ENGRAM_SWEEP_INTERVAL_SECS` until `stop` turns true.
+pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(state.config.sweep_interval_secs));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.changed() => {}
+        }
+        // A dropped sender (`has_changed` errs) means nobody can stop us any more: stop too.
+        if *stop.borrow() || stop.has_changed().is_err() {
+            return;
+        }
+        if let Err(error) = end_idle_conversations(&state, &stop).await {
+            tracing::warn!(error = format!("{error:#}"), "idle sweep failed; retrying at the next interval");
+        }
+        match state.store.delete_expired_idempotency_keys().await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, "expired idempotency keys deleted"),
+            Err(error) => tracing::warn!(error = format!("{error:#}"), "idempotency key cleanup failed"),
+        }
+    }
+}
+
+async fn end_idle_conversations(state: &AppState, stop: &watch::Receiver<bool>) -> sqlx::Result<()> {
+    let idle = TimeDelta::seconds(i64::try_from(state.config.idle_end_secs).unwrap_or(i64::MAX));
+    let idle_before = crate::store::now() - idle;
+    loop {
+        let batch = state.store.idle_conversations(idle_before, BATCH).await?;
+        for (tenant, id) in &batch {
+            if *stop.borrow() {
+                return Ok(());
+            }
+            let trigger = EndTrigger::Idle { idle_before };
+            if let Some(ended) = state.end_conversation(tenant, *id, trigger).await? {
+                tracing::info!(
+                    conversation_id = %id,
+                    queued = ended.extraction.queued,
+                    reason = ?ended.extraction.reason,
+                    "idle conversation ended"
+                );
+            }
+        }
+        if i64::try_from(batch.len()).unwrap_or(i64::MAX) < BATCH {
+            return Ok(());
+        }
+    }
+}
