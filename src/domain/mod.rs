@@ -2,8 +2,11 @@
 //! replay-safe history, the memory prompt block, the extraction decision.
 
 pub mod agent_config;
+pub mod fact;
 pub mod fact_text;
 pub mod history;
 pub mod ids;
+pub mod memory_context;
 pub mod message;
 pub mod prompt;
+pub mod search_query;
