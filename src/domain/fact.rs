@@ -46,6 +46,30 @@ impl Source {
     }
 }
 
+/// Where a stored fact comes from: its `source` and `conversation_id` together, so an
+/// extracted fact cannot lack its conversation nor a manual one have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Manual,
+    Extracted { conversation_id: Uuid },
+}
+
+impl Origin {
+    pub fn source(self) -> Source {
+        match self {
+            Origin::Manual => Source::Manual,
+            Origin::Extracted { .. } => Source::Extracted,
+        }
+    }
+
+    pub fn conversation_id(self) -> Option<Uuid> {
+        match self {
+            Origin::Manual => None,
+            Origin::Extracted { conversation_id } => Some(conversation_id),
+        }
+    }
+}
+
 /// A fact about one end user, as one agent knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Fact {

@@ -30,6 +30,8 @@ use crate::{
 pub mod agents_config;
 pub mod consent;
 pub mod extract;
+pub mod facts;
+pub mod memory_context;
 pub mod ops;
 pub mod pagination;
 
@@ -72,6 +74,8 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(ops::router())
         .merge(agents_config::router())
         .merge(consent::router())
+        .merge(facts::router())
+        .merge(memory_context::router())
         .split_for_parts()
 }
 

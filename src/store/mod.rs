@@ -16,6 +16,7 @@ use sqlx::{
 
 pub mod agents;
 pub mod consent;
+pub mod facts;
 
 /// Runs `$body` with `$pool` bound to whichever backend's pool the store holds; the body
 /// is compiled once per backend, so it is type-checked against both.
