@@ -40,6 +40,7 @@ on_both_backends!(
     facts_are_scoped_by_tenant,
     invalid_requests_are_rejected,
     per_user_cap_refuses_more_facts,
+    concurrent_remembers_never_pass_the_cap,
     patch_changes_text_tags_and_score,
     patch_to_a_duplicate_is_a_conflict,
     delete_one_and_delete_all,
@@ -568,6 +569,27 @@ async fn per_user_cap_refuses_more_facts(backend: Backend) {
     assert_eq!(texts(&list["items"]), ["four", "three", "two"]);
 }
 
+async fn concurrent_remembers_never_pass_the_cap(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--max-facts-per-user", "10"]).await;
+    let token = agent("acme");
+    let url = format!("{}{}", app.base, facts_path(AGENT, USER));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let (client, url, token) = (app.client.clone(), url.clone(), token.clone());
+        tasks.spawn(async move {
+            let response =
+                client.post(url).bearer_auth(token).json(&json!({"fact": format!("fact {i}")})).send().await.unwrap();
+            response.status()
+        });
+    }
+    let statuses = tasks.join_all().await;
+    let created = statuses.iter().filter(|s| **s == StatusCode::CREATED).count();
+    let refused = statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count();
+    assert_eq!((created, refused), (10, 30), "{statuses:?}");
+    let (_, list) = app.get(&facts_path(AGENT, USER), &token).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(10));
+}
+
 async fn patch_changes_text_tags_and_score(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let token = agent("acme");
@@ -703,4 +725,38 @@ async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend)
     assert_eq!(list["items"][0]["source"], "extracted");
     assert!(list["items"][0]["conversation_id"].is_string());
     assert_eq!(list["items"][3]["source"], "manual");
+}
+
+fn new_fact(text: &str) -> engram::domain::fact::NewFact {
+    FactInput { fact: text.to_owned(), tags: None, score: None }.validate().unwrap()
+}
+
+/// The cap is exact on PostgreSQL because writers of one owner take a transaction
+/// lock before counting: a second writer waits for the first to commit and then
+/// counts its fact. (SQLite's `BEGIN IMMEDIATE` serialises every writer already.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_writers_of_one_owner_wait_for_each_other() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let Store::Postgres(pool) = Store::connect(&app.db.url, 4).await.unwrap() else { unreachable!() };
+    let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
+    let owner = Owner { tenant: "acme", agent: &agent_id, user: &user };
+
+    let mut first = pool.begin().await.unwrap();
+    let created = first.insert_fact(owner, &new_fact("Likes tea"), Origin::Manual, Some(1)).await.unwrap();
+    assert!(matches!(created, Remembered::Created(_)));
+    let second = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
+            let owner = Owner { tenant: "acme", agent: &agent_id, user: &user };
+            let mut tx = pool.begin().await.unwrap();
+            let outcome = tx.insert_fact(owner, &new_fact("Likes coffee"), Origin::Manual, Some(1)).await.unwrap();
+            tx.commit().await.unwrap();
+            outcome
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "the second writer waits for the first to commit");
+    first.commit().await.unwrap();
+    assert_eq!(second.await.unwrap(), Remembered::Full);
 }
