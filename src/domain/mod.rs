@@ -4,9 +4,12 @@
 pub mod agent_config;
 pub mod conversation;
 pub mod extracted;
+pub mod fact;
 pub mod fact_text;
 pub mod history;
 pub mod ids;
 pub mod job;
+pub mod memory_context;
 pub mod message;
 pub mod prompt;
+pub mod search_query;

@@ -33,7 +33,9 @@ pub mod agents_config;
 pub mod consent;
 pub mod conversations;
 pub mod extract;
+pub mod facts;
 pub mod jobs;
+pub mod memory_context;
 pub mod ops;
 pub mod pagination;
 pub mod rgpd;
@@ -100,6 +102,8 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(consent::router())
         .merge(conversations::router())
         .merge(jobs::router())
+        .merge(facts::router())
+        .merge(memory_context::router())
         .merge(rgpd::router())
         .split_for_parts()
 }

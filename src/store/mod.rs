@@ -18,6 +18,7 @@ pub mod agents;
 pub mod consent;
 pub mod conversations;
 pub mod extraction;
+pub mod facts;
 pub mod job_queue;
 pub mod jobs;
 pub mod messages;

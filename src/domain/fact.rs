@@ -1,0 +1,362 @@
+//! User facts: the stored object, and the validation of a new fact and of a partial
+//! update, as pure functions so every write path (manual remember, extraction) applies
+//! the same limits before touching storage.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{
+    fact_text,
+    ids::{AgentId, ExternalRef},
+};
+
+/// Longest fact, in characters of its cleaned form.
+pub const MAX_FACT_CHARS: usize = 1000;
+/// Most tags on one fact.
+pub const MAX_TAGS: usize = 20;
+/// Longest tag, in characters.
+pub const MAX_TAG_CHARS: usize = 64;
+
+/// How a fact came to be stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// Found in a conversation by the extraction worker.
+    Extracted,
+    /// Sent through `POST …/facts`.
+    Manual,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Extracted => "extracted",
+            Source::Manual => "manual",
+        }
+    }
+
+    pub fn parse(value: &str) -> Result<Source, String> {
+        match value {
+            "extracted" => Ok(Source::Extracted),
+            "manual" => Ok(Source::Manual),
+            other => Err(format!("unknown fact source {other:?}")),
+        }
+    }
+}
+
+/// Where a stored fact comes from: its `source` and `conversation_id` together, so an
+/// extracted fact cannot lack its conversation nor a manual one have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Manual,
+    Extracted { conversation_id: Uuid },
+}
+
+impl Origin {
+    pub fn source(self) -> Source {
+        match self {
+            Origin::Manual => Source::Manual,
+            Origin::Extracted { .. } => Source::Extracted,
+        }
+    }
+
+    pub fn conversation_id(self) -> Option<Uuid> {
+        match self {
+            Origin::Manual => None,
+            Origin::Extracted { conversation_id } => Some(conversation_id),
+        }
+    }
+}
+
+/// A fact about one end user, as one agent knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Fact {
+    pub id: Uuid,
+    pub agent_id: AgentId,
+    pub external_ref: ExternalRef,
+    /// The fact as stored: control characters and whitespace runs collapsed to one space.
+    #[schema(example = "Prefers tea over coffee")]
+    pub fact: String,
+    pub tags: Vec<String>,
+    /// 0–1, or null when unscored (counts as 0.5 when a token budget must drop facts).
+    pub score: Option<f64>,
+    pub source: Source,
+    /// The conversation an extracted fact came from; null for manual facts.
+    pub conversation_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A fact's text, parsed once: the display form that is stored and its duplicate key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactText {
+    text: String,
+    normalized: String,
+}
+
+impl FactText {
+    /// Cleans `raw` ([`fact_text::clean`]) and checks the length of the result. A text
+    /// whose duplicate key is empty (only punctuation or invisible characters) is
+    /// refused too: it says nothing, and all such texts would be "the same fact".
+    pub fn parse(raw: &str) -> Result<FactText, String> {
+        let text = fact_text::clean(raw);
+        let chars = text.chars().count();
+        if chars == 0 || chars > MAX_FACT_CHARS {
+            return Err(format!("fact must be 1-{MAX_FACT_CHARS} characters (after trimming), got {chars}"));
+        }
+        let normalized = fact_text::normalize(&text);
+        if normalized.is_empty() {
+            return Err("fact must contain more than punctuation and invisible characters".into());
+        }
+        Ok(FactText { text, normalized })
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The duplicate key (see [`fact_text::normalize`]).
+    pub fn normalized(&self) -> &str {
+        &self.normalized
+    }
+}
+
+/// A validated fact, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewFact {
+    pub text: FactText,
+    pub tags: Vec<String>,
+    pub score: Option<f64>,
+}
+
+/// The body of `POST …/facts`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactInput {
+    /// 1–1000 characters after trimming and collapsing whitespace.
+    #[schema(example = "Prefers tea over coffee")]
+    pub fact: String,
+    /// At most 20 tags of 1–64 characters; repeated tags are kept once.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// 0–1; omitted or null for an unscored fact.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub score: Option<f64>,
+}
+
+impl FactInput {
+    pub fn validate(self) -> Result<NewFact, String> {
+        Ok(NewFact {
+            text: FactText::parse(&self.fact)?,
+            tags: validate_tags(self.tags.unwrap_or_default())?,
+            score: self.score.map(validate_score).transpose()?,
+        })
+    }
+}
+
+/// The body of `PATCH …/facts/{fact_id}`: absent fields keep their value. `score: null`
+/// clears the score (the fact becomes unscored); `fact` and `tags` cannot be null
+/// (send `[]` to remove every tag). An empty patch is refused, so a client whose
+/// update silently carried nothing finds out.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactPatch {
+    /// 1–1000 characters; 409 when another stored fact of this user is the same fact.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = String)]
+    pub fact: Option<String>,
+    /// Replaces the whole tag list.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Vec<String>)]
+    pub tags: Option<Vec<String>>,
+    /// 0–1, or null to clear.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<f64>, minimum = 0.0, maximum = 1.0)]
+    pub score: Option<Option<f64>>,
+}
+
+/// A validated patch; `None` keeps the stored value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactChanges {
+    pub text: Option<FactText>,
+    pub tags: Option<Vec<String>>,
+    pub score: Option<Option<f64>>,
+}
+
+impl FactPatch {
+    pub fn validate(self) -> Result<FactChanges, String> {
+        if self.fact.is_none() && self.tags.is_none() && self.score.is_none() {
+            return Err("patch must set at least one of fact, tags, score".into());
+        }
+        Ok(FactChanges {
+            text: self.fact.as_deref().map(FactText::parse).transpose()?,
+            tags: self.tags.map(validate_tags).transpose()?,
+            score: self.score.map(|score| score.map(validate_score).transpose()).transpose()?,
+        })
+    }
+}
+
+/// A field that is there, even as `null` (which then reaches `T`'s own deserializer:
+/// an `Option` takes it, a `String` refuses it).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// Checks one tag; also used for the `tag` filter of lists and search.
+pub fn validate_tag(tag: &str) -> Result<(), String> {
+    let chars = tag.chars().count();
+    if chars == 0 || chars > MAX_TAG_CHARS {
+        return Err(format!("a tag must be 1-{MAX_TAG_CHARS} characters, got {chars}"));
+    }
+    if tag.chars().any(char::is_control) {
+        return Err("a tag must not contain control characters".into());
+    }
+    Ok(())
+}
+
+/// Checks a tag list and drops repeats (keeping the first), since tags are a set.
+fn validate_tags(tags: Vec<String>) -> Result<Vec<String>, String> {
+    if tags.len() > MAX_TAGS {
+        return Err(format!("at most {MAX_TAGS} tags, got {}", tags.len()));
+    }
+    let mut unique: Vec<String> = Vec::with_capacity(tags.len());
+    for tag in tags {
+        validate_tag(&tag)?;
+        if !unique.contains(&tag) {
+            unique.push(tag);
+        }
+    }
+    Ok(unique)
+}
+
+fn validate_score(score: f64) -> Result<f64, String> {
+    if score.is_finite() && (0.0..=1.0).contains(&score) {
+        Ok(score)
+    } else {
+        Err(format!("score must be between 0 and 1, got {score}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(json: &str) -> Result<NewFact, String> {
+        serde_json::from_str::<FactInput>(json).map_err(|e| e.to_string())?.validate()
+    }
+
+    fn patch(json: &str) -> Result<FactChanges, String> {
+        serde_json::from_str::<FactPatch>(json).map_err(|e| e.to_string())?.validate()
+    }
+
+    #[test]
+    fn new_fact_is_cleaned_and_keyed() {
+        let fact = input(r#"{"fact": "  Prefers TEA\nover   coffee. ", "tags": ["drinks"], "score": 0.9}"#).unwrap();
+        assert_eq!(fact.text.text(), "Prefers TEA over coffee.");
+        assert_eq!(fact.text.normalized(), "prefers tea over coffee");
+        assert_eq!(fact.tags, ["drinks"]);
+        assert_eq!(fact.score, Some(0.9));
+        let bare = input(r#"{"fact": "x", "score": null}"#).unwrap();
+        assert_eq!((bare.tags.len(), bare.score), (0, None));
+    }
+
+    #[test]
+    fn fact_length_is_counted_in_characters_after_cleaning() {
+        assert!(FactText::parse(&"é".repeat(MAX_FACT_CHARS)).is_ok());
+        assert!(FactText::parse(&"é".repeat(MAX_FACT_CHARS + 1)).is_err());
+        // Whitespace that cleaning removes does not count.
+        assert!(FactText::parse(&format!("  {}  \n", "x".repeat(MAX_FACT_CHARS))).is_ok());
+        for empty in ["", "   ", "\n\t", "\u{0}"] {
+            assert!(FactText::parse(empty).is_err(), "{empty:?}");
+        }
+    }
+
+    #[test]
+    fn fact_without_content_is_refused() {
+        for nothing in ["?!.", "…", "\u{200B}", ". ,"] {
+            assert!(FactText::parse(nothing).is_err(), "{nothing:?}");
+        }
+        assert!(FactText::parse("42").is_ok());
+    }
+
+    #[test]
+    fn invalid_inputs_are_refused() {
+        let too_many = serde_json::to_string(&(0..=MAX_TAGS).map(|i| format!("t{i}")).collect::<Vec<_>>()).unwrap();
+        let long_tag = "x".repeat(MAX_TAG_CHARS + 1);
+        for bad in [
+            r#"{"fact": ""}"#.to_string(),
+            r#"{"tags": ["a"]}"#.to_string(),
+            r#"{"fact": null}"#.to_string(),
+            format!(r#"{{"fact": "{}"}}"#, "x".repeat(MAX_FACT_CHARS + 1)),
+            format!(r#"{{"fact": "x", "tags": {too_many}}}"#),
+            format!(r#"{{"fact": "x", "tags": ["{long_tag}"]}}"#),
+            r#"{"fact": "x", "tags": [""]}"#.to_string(),
+            r#"{"fact": "x", "tags": ["a\nb"]}"#.to_string(),
+            r#"{"fact": "x", "score": 1.5}"#.to_string(),
+            r#"{"fact": "x", "score": -0.1}"#.to_string(),
+            r#"{"fact": "x", "score": "high"}"#.to_string(),
+            r#"{"fact": "x", "source": "manual"}"#.to_string(),
+        ] {
+            assert!(input(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn limits_are_inclusive() {
+        let tags = serde_json::to_string(&(0..MAX_TAGS).map(|i| format!("t{i}")).collect::<Vec<_>>()).unwrap();
+        let tag = "x".repeat(MAX_TAG_CHARS);
+        assert!(input(&format!(r#"{{"fact": "x", "tags": {tags}}}"#)).is_ok());
+        assert!(input(&format!(r#"{{"fact": "x", "tags": ["{tag}"], "score": 0}}"#)).is_ok());
+        assert!(input(r#"{"fact": "x", "score": 1}"#).is_ok());
+    }
+
+    #[test]
+    fn repeated_tags_are_kept_once() {
+        let fact = input(r#"{"fact": "x", "tags": ["b", "a", "b", "A"]}"#).unwrap();
+        assert_eq!(fact.tags, ["b", "a", "A"]);
+    }
+
+    #[test]
+    fn score_must_be_finite() {
+        assert!(validate_score(f64::NAN).is_err());
+        assert!(validate_score(f64::INFINITY).is_err());
+        assert!(validate_score(0.5).is_ok());
+    }
+
+    #[test]
+    fn patch_distinguishes_absent_from_null() {
+        let keep = patch(r#"{"tags": []}"#).unwrap();
+        assert_eq!(keep, FactChanges { text: None, tags: Some(vec![]), score: None });
+        let clear = patch(r#"{"score": null}"#).unwrap();
+        assert_eq!(clear.score, Some(None));
+        let set = patch(r#"{"score": 0.25, "fact": " Likes  tea "}"#).unwrap();
+        assert_eq!(set.score, Some(Some(0.25)));
+        assert_eq!(set.text.map(|t| t.text().to_owned()).as_deref(), Some("Likes tea"));
+    }
+
+    #[test]
+    fn invalid_patches_are_refused() {
+        for bad in [
+            "{}",
+            r#"{"fact": null}"#,
+            r#"{"tags": null}"#,
+            r#"{"fact": " "}"#,
+            r#"{"score": 2}"#,
+            r#"{"tags": ["", "a"]}"#,
+            r#"{"fact": "x", "source": "manual"}"#,
+        ] {
+            assert!(patch(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn source_round_trips() {
+        for source in [Source::Extracted, Source::Manual] {
+            assert_eq!(Source::parse(source.as_str()), Ok(source));
+            assert_eq!(serde_json::to_value(source).unwrap(), source.as_str());
+        }
+        assert!(Source::parse("other").is_err());
+    }
+}

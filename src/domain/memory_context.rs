@@ -1,0 +1,190 @@
+//! The memory context an agent fetches at the start of a conversation: whether it may
+//! have one at all, which facts it gets, and the prompt block built from exactly those.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{
+    fact::Fact,
+    prompt::{self, PromptFact},
+    search_query::SearchQuery,
+};
+
+/// Most facts one memory context may ask for.
+pub const MAX_FACTS: usize = 100;
+
+/// The answer of `GET …/memory-context`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct MemoryContext {
+    /// False when the agent's memory is off or the user refused consent; `facts` and
+    /// `prompt` are then empty.
+    pub enabled: bool,
+    /// Exactly the facts in `prompt`, in the same order.
+    pub facts: Vec<Fact>,
+    /// The fenced `<user-memory>` block, or "" when there is no fact.
+    #[schema(example = "<user-memory>\n- Name is Alice\n- Prefers tea over coffee\n</user-memory>")]
+    pub prompt: String,
+}
+
+impl MemoryContext {
+    pub fn disabled() -> MemoryContext {
+        MemoryContext { enabled: false, facts: Vec::new(), prompt: String::new() }
+    }
+
+    /// Builds the context from `candidates` in priority order (relevant first, then
+    /// recent; the same fact may appear twice): repeats dropped, the first
+    /// `max_facts` kept, then the lowest-scored ones dropped until the prompt fits
+    /// `token_budget`. Facts that render to nothing are left out of both lists.
+    pub fn assemble(candidates: Vec<Fact>, max_facts: usize, token_budget: Option<usize>) -> MemoryContext {
+        let mut unique: Vec<Fact> = Vec::with_capacity(max_facts.min(candidates.len()));
+        for fact in candidates {
+            if unique.len() == max_facts {
+                break;
+            }
+            if !unique.iter().any(|kept| kept.id == fact.id) {
+                unique.push(fact);
+            }
+        }
+        let prompt_facts: Vec<PromptFact<'_>> =
+            unique.iter().map(|f| PromptFact { text: &f.fact, score: f.score }).collect();
+        let kept = prompt::fit_to_budget(&prompt_facts, token_budget.unwrap_or(usize::MAX));
+        let prompt = prompt::render(&kept.iter().map(|&i| prompt_facts[i]).collect::<Vec<_>>());
+        // `kept` is ascending, so the facts stay in the prompt's order.
+        let facts =
+            unique.into_iter().enumerate().filter(|(i, _)| kept.binary_search(i).is_ok()).map(|(_, f)| f).collect();
+        MemoryContext { enabled: true, facts, prompt }
+    }
+}
+
+/// An agent's memory switch and a user's consent, read together in one query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    /// `(memory_enabled, max_injected_facts)`, or `None` when the agent was never
+    /// configured (memory is then off).
+    pub agent: Option<(bool, i32)>,
+    /// The stored consent, or `None` when the user never said.
+    pub consent: Option<bool>,
+}
+
+impl Gate {
+    /// How many facts to give by default, or `None` when the context must be empty:
+    /// memory off or never configured, or consent refused (stored, or by default).
+    pub fn open(self, default_consent: bool) -> Option<usize> {
+        let (memory_enabled, max_injected_facts) = self.agent?;
+        let consent = self.consent.unwrap_or(default_consent);
+        (memory_enabled && consent).then(|| usize::try_from(max_injected_facts).unwrap_or(0).clamp(1, MAX_FACTS))
+    }
+}
+
+/// The query string of `GET …/memory-context`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextRequest {
+    /// `None` when absent or blank: a blank query asks for nothing in particular.
+    pub query: Option<SearchQuery>,
+    pub max_facts: Option<usize>,
+    pub token_budget: Option<usize>,
+}
+
+impl ContextRequest {
+    pub fn parse(query: Option<&str>, max_facts: Option<i64>, token_budget: Option<i64>) -> Result<Self, String> {
+        let max_facts = max_facts
+            .map(|n| {
+                usize::try_from(n)
+                    .ok()
+                    .filter(|n| (1..=MAX_FACTS).contains(n))
+                    .ok_or_else(|| format!("max_facts must be 1-{MAX_FACTS}, got {n}"))
+            })
+            .transpose()?;
+        let token_budget = token_budget
+            .map(|n| {
+                usize::try_from(n)
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| format!("token_budget must be at least 1, got {n}"))
+            })
+            .transpose()?;
+        let query = query.and_then(|q| SearchQuery::parse(q).ok());
+        Ok(ContextRequest { query, max_facts, token_budget })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::domain::{
+        fact::Source,
+        ids::{AgentId, ExternalRef},
+    };
+
+    fn fact(text: &str, score: Option<f64>) -> Fact {
+        Fact {
+            id: Uuid::now_v7(),
+            agent_id: AgentId::parse("bot".into()).unwrap(),
+            external_ref: ExternalRef::parse("u1".into()).unwrap(),
+            fact: text.into(),
+            tags: vec![],
+            score,
+            source: Source::Manual,
+            conversation_id: None,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    fn texts(context: &MemoryContext) -> Vec<&str> {
+        context.facts.iter().map(|f| f.fact.as_str()).collect()
+    }
+
+    #[test]
+    fn repeats_are_dropped_before_counting() {
+        let (a, b, c) = (fact("a", None), fact("b", None), fact("c", None));
+        let candidates = vec![b.clone(), a.clone(), b.clone(), a, c];
+        let context = MemoryContext::assemble(candidates, 3, None);
+        assert_eq!(texts(&context), ["b", "a", "c"]);
+        assert_eq!(context.prompt, "<user-memory>\n- b\n- a\n- c\n</user-memory>");
+        assert!(context.enabled);
+    }
+
+    #[test]
+    fn budget_drops_lowest_scores_and_facts_match_the_prompt() {
+        let candidates = vec![fact("fact #0", Some(0.2)), fact("fact #1", None), fact("fact #2", Some(0.9))];
+        let context = MemoryContext::assemble(candidates, 10, Some(12));
+        assert_eq!(texts(&context), ["fact #1", "fact #2"]);
+        assert_eq!(context.prompt, "<user-memory>\n- fact #1\n- fact #2\n</user-memory>");
+        assert!(prompt::estimate_tokens(&context.prompt) <= 12);
+    }
+
+    #[test]
+    fn facts_that_render_to_nothing_are_not_listed() {
+        let context = MemoryContext::assemble(vec![fact("<>", Some(1.0)), fact("tea", None)], 10, None);
+        assert_eq!(texts(&context), ["tea"]);
+        let empty = MemoryContext::assemble(vec![], 10, None);
+        assert_eq!((empty.enabled, empty.facts.len(), empty.prompt.as_str()), (true, 0, ""));
+    }
+
+    #[test]
+    fn gate_needs_memory_on_and_consent() {
+        let on = Some((true, 7));
+        assert_eq!(Gate { agent: on, consent: None }.open(true), Some(7));
+        assert_eq!(Gate { agent: on, consent: Some(true) }.open(false), Some(7));
+        assert_eq!(Gate { agent: on, consent: None }.open(false), None);
+        assert_eq!(Gate { agent: on, consent: Some(false) }.open(true), None);
+        assert_eq!(Gate { agent: Some((false, 7)), consent: Some(true) }.open(true), None);
+        assert_eq!(Gate { agent: None, consent: Some(true) }.open(true), None);
+    }
+
+    #[test]
+    fn request_limits() {
+        assert!(ContextRequest::parse(None, Some(0), None).is_err());
+        assert!(ContextRequest::parse(None, Some(101), None).is_err());
+        assert!(ContextRequest::parse(None, None, Some(0)).is_err());
+        assert!(ContextRequest::parse(None, None, Some(-5)).is_err());
+        let ok = ContextRequest::parse(Some("  "), Some(100), Some(1)).unwrap();
+        assert_eq!(ok, ContextRequest { query: None, max_facts: Some(100), token_budget: Some(1) });
+        let with_query = ContextRequest::parse(Some("tea"), None, None).unwrap();
+        assert_eq!(with_query.query.map(|q| q.text().to_owned()).as_deref(), Some("tea"));
+    }
+}

@@ -1,0 +1,227 @@
+//! A full-text query over facts, checked once at the edge and prepared for either
+//! backend.
+//!
+//! PostgreSQL gets the raw text: `to_tsvector('english', …)` splits, stems and drops
+//! stop words itself, and the lexemes it returns are compared as values, so no
+//! character of the query is ever parsed as tsquery syntax. SQLite's FTS5 has no stop
+//! words and would read `OR`, `NEAR`, `*`, `"`, `(` as syntax, so its terms are made
+//! here: words split on anything that is not a letter or digit, lowercased, stop words
+//! dropped, repeats (by stem) dropped, and each one quoted as an FTS5 string, which
+//! FTS5 then tokenizes and stems like the indexed text.
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// PostgreSQL's `english` stop words (the Snowball list it ships), so both backends
+/// ignore the same words.
+const STOP_WORDS: [&str; 127] = [
+    "i",
+    "me",
+    "my",
+    "myself",
+    "we",
+    "our",
+    "ours",
+    "ourselves",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+    "he",
+    "him",
+    "his",
+    "himself",
+    "she",
+    "her",
+    "hers",
+    "herself",
+    "it",
+    "its",
+    "itself",
+    "they",
+    "them",
+    "their",
+    "theirs",
+    "themselves",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "this",
+    "that",
+    "these",
+    "those",
+    "am",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "having",
+    "do",
+    "does",
+    "did",
+    "doing",
+    "a",
+    "an",
+    "the",
+    "and",
+    "but",
+    "if",
+    "or",
+    "because",
+    "as",
+    "until",
+    "while",
+    "of",
+    "at",
+    "by",
+    "for",
+    "with",
+    "about",
+    "against",
+    "between",
+    "into",
+    "through",
+    "during",
+    "before",
+    "after",
+    "above",
+    "below",
+    "to",
+    "from",
+    "up",
+    "down",
+    "in",
+    "out",
+    "on",
+    "off",
+    "over",
+    "under",
+    "again",
+    "further",
+    "then",
+    "once",
+    "here",
+    "there",
+    "when",
+    "where",
+    "why",
+    "how",
+    "all",
+    "any",
+    "both",
+    "each",
+    "few",
+    "more",
+    "most",
+    "other",
+    "some",
+    "such",
+    "no",
+    "nor",
+    "not",
+    "only",
+    "own",
+    "same",
+    "so",
+    "than",
+    "too",
+    "very",
+    "s",
+    "t",
+    "can",
+    "will",
+    "just",
+    "don",
+    "should",
+    "now",
+];
+
+/// A non-blank search query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchQuery(String);
+
+impl SearchQuery {
+    /// Refuses an empty or whitespace-only query: it cannot match anything, so it is
+    /// a client mistake rather than a search with no results.
+    pub fn parse(text: &str) -> Result<SearchQuery, String> {
+        if text.trim().is_empty() {
+            return Err("the search query must not be empty".into());
+        }
+        Ok(SearchQuery(text.to_owned()))
+    }
+
+    /// The query as sent, for PostgreSQL's parser.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// The query's distinct meaningful words, each quoted as an FTS5 string (see the
+    /// module docs). Empty when every word is a stop word.
+    pub fn fts5_terms(&self) -> Vec<String> {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let mut stems: Vec<String> = Vec::new();
+        let mut terms = Vec::new();
+        for word in self.0.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            let word = word.to_lowercase();
+            if STOP_WORDS.contains(&word.as_str()) {
+                continue;
+            }
+            let stem = stemmer.stem(&word).into_owned();
+            if !stems.contains(&stem) {
+                stems.push(stem);
+                terms.push(format!("\"{}\"", word.replace('"', "\"\"")));
+            }
+        }
+        terms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(q: &str) -> Vec<String> {
+        SearchQuery::parse(q).unwrap().fts5_terms()
+    }
+
+    #[test]
+    fn blank_queries_are_refused() {
+        for blank in ["", " ", "\t\n"] {
+            assert!(SearchQuery::parse(blank).is_err(), "{blank:?}");
+        }
+    }
+
+    #[test]
+    fn stop_words_and_punctuation_are_dropped() {
+        assert_eq!(terms("what does she drink, tea?"), [r#""drink""#, r#""tea""#]);
+        assert_eq!(terms("allergies peanut"), [r#""allergies""#, r#""peanut""#]);
+        assert!(terms("what is it?").is_empty());
+    }
+
+    #[test]
+    fn fts5_syntax_cannot_get_through() {
+        let garbage = terms(r#"'":&|!() NEAR(a b) x* -y ^z OR AND"#);
+        assert_eq!(garbage, [r#""near""#, r#""b""#, r#""x""#, r#""y""#, r#""z""#]);
+        for term in &garbage {
+            let inner = &term[1..term.len() - 1];
+            assert!(inner.chars().all(char::is_alphanumeric), "{term}");
+        }
+    }
+
+    #[test]
+    fn words_with_the_same_stem_count_once() {
+        assert_eq!(terms("Drinks drink DRINKING tea teas"), [r#""drinks""#, r#""tea""#]);
+    }
+
+    #[test]
+    fn non_latin_words_are_kept() {
+        assert_eq!(terms("café Évora 東京"), [r#""café""#, r#""évora""#, r#""東京""#]);
+    }
+}

@@ -1,0 +1,232 @@
+//! `/api/agents/{agent_id}/users/{external_ref}/facts`: what one agent remembers about
+//! one end user — list, remember, search, update, delete.
+
+use axum::{Json, extract::State, http::StatusCode};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+use super::{
+    AppState,
+    extract::{ApiJson, ApiPath, ApiQuery},
+    pagination::{Page, decode_cursor, limit},
+};
+use crate::{
+    auth::{Caller, Scope},
+    domain::{
+        fact::{Fact, FactInput, FactPatch, validate_tag},
+        ids::{AgentId, ExternalRef},
+        search_query::SearchQuery,
+    },
+    error::{ApiError, ErrorBody},
+    store::facts::{Owner, Remembered, UpdateError},
+};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_facts, remember_fact, delete_facts))
+        .routes(routes!(search_facts))
+        .routes(routes!(update_fact, delete_fact))
+}
+
+/// The owner of the facts a request is about: the caller's tenant and the path's agent
+/// and user.
+pub(super) fn owner<'a>(caller: &'a Caller, agent: &'a AgentId, user: &'a ExternalRef) -> Owner<'a> {
+    Owner { tenant: &caller.tenant, agent, user }
+}
+
+/// Checks the optional `tag` filter with the same rule as a fact's tags.
+fn tag_filter(tag: Option<&str>) -> Result<Option<&str>, ApiError> {
+    tag.map(|t| validate_tag(t).map(|()| t)).transpose().map_err(ApiError::InvalidRequest)
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    /// Only facts carrying this tag.
+    tag: Option<String>,
+    /// 1–200, default 50.
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct SearchParams {
+    /// The words to look for (required, not blank); any of them may match.
+    q: Option<String>,
+    /// 1–200, default 10.
+    limit: Option<i64>,
+    /// Only facts carrying this tag.
+    tag: Option<String>,
+}
+
+/// A search hit: the fact and its relevance.
+#[derive(Debug, Serialize, ToSchema)]
+struct ScoredFact {
+    #[serde(flatten)]
+    fact: Fact,
+    /// The share of the query's words (after stemming, stop words ignored) the fact
+    /// contains, in (0, 1]; higher is more relevant.
+    relevance: f64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct SearchResults {
+    /// Most relevant first; equally relevant facts newest first.
+    items: Vec<ScoredFact>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct Deleted {
+    deleted: u64,
+}
+
+/// The user's facts known to this agent, newest first.
+#[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
+    params(
+        ("agent_id" = String, Path, description = "1–128 characters of [A-Za-z0-9._:-]"),
+        ("external_ref" = String, Path, description = "The end user's id, percent-encoded"),
+        ListQuery
+    ),
+    responses(
+        (status = 200, body = Page<Fact>),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn list_facts(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Page<Fact>>, ApiError> {
+    caller.require(Scope::MemoryRead)?;
+    let limit = limit(query.limit, 50, 200)?;
+    let before: Option<Uuid> = decode_cursor(query.cursor.as_deref())?;
+    let tag = tag_filter(query.tag.as_deref())?;
+    let rows = state.store.list_facts(owner(&caller, &agent, &user), tag, before, limit + 1).await?;
+    Ok(Json(Page::from_rows(rows, limit, |f| f.id)))
+}
+
+/// Remember a fact. 201 with the new fact, or 200 with the stored one when the same
+/// fact is already there (compared case-, space- and trailing-punctuation-insensitively).
+/// 409 when the user already has `ENGRAM_MAX_FACTS_PER_USER` facts for this agent.
+#[utoipa::path(post, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
+    params(("agent_id" = String, Path), ("external_ref" = String, Path)),
+    request_body = FactInput,
+    responses(
+        (status = 201, body = Fact, description = "stored"),
+        (status = 200, body = Fact, description = "the same fact was already stored"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the user has the maximum number of facts")
+    ),
+    security(("bearer" = [])))]
+async fn remember_fact(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
+    ApiJson(input): ApiJson<FactInput>,
+) -> Result<(StatusCode, Json<Fact>), ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    let fact = input.validate().map_err(ApiError::InvalidRequest)?;
+    let cap = state.config.max_facts_per_user;
+    match state.store.remember_fact(owner(&caller, &agent, &user), &fact, cap).await? {
+        Remembered::Created(fact) => Ok((StatusCode::CREATED, Json(fact))),
+        Remembered::Existing(fact) => Ok((StatusCode::OK, Json(fact))),
+        Remembered::Full => {
+            Err(ApiError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
+        }
+    }
+}
+
+/// Full-text search: facts containing any of the query's words (stemmed, stop words
+/// ignored), those with more of the words first, then the newest.
+#[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts/search", tag = "facts",
+    params(("agent_id" = String, Path), ("external_ref" = String, Path), SearchParams),
+    responses(
+        (status = 200, body = SearchResults),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn search_facts(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
+    ApiQuery(params): ApiQuery<SearchParams>,
+) -> Result<Json<SearchResults>, ApiError> {
+    caller.require(Scope::MemoryRead)?;
+    let query = SearchQuery::parse(params.q.as_deref().unwrap_or_default()).map_err(ApiError::InvalidRequest)?;
+    let limit = limit(params.limit, 10, 200)?;
+    let tag = tag_filter(params.tag.as_deref())?;
+    let hits = state.store.search_facts(owner(&caller, &agent, &user), &query, tag, limit).await?;
+    let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
+    Ok(Json(SearchResults { items }))
+}
+
+/// Change a fact's text, tags or score (`null` clears the score). 409 when the new
+/// text is the same fact as another stored one.
+#[utoipa::path(patch, path = "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}", tag = "facts",
+    params(("agent_id" = String, Path), ("external_ref" = String, Path), ("fact_id" = Uuid, Path)),
+    request_body = FactPatch,
+    responses(
+        (status = 200, body = Fact),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "duplicate of another fact")
+    ),
+    security(("bearer" = [])))]
+async fn update_fact(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
+    ApiJson(patch): ApiJson<FactPatch>,
+) -> Result<Json<Fact>, ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
+    match state.store.update_fact(owner(&caller, &agent, &user), id, &changes).await? {
+        Ok(fact) => Ok(Json(fact)),
+        Err(UpdateError::NotFound) => Err(ApiError::NotFound("fact")),
+        Err(UpdateError::Duplicate) => {
+            Err(ApiError::Conflict("another stored fact of this user is the same fact".into()))
+        }
+    }
+}
+
+/// Forget one fact.
+#[utoipa::path(delete, path = "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}", tag = "facts",
+    params(("agent_id" = String, Path), ("external_ref" = String, Path), ("fact_id" = Uuid, Path)),
+    responses(
+        (status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn delete_fact(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    if state.store.delete_fact(owner(&caller, &agent, &user), id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound("fact"))
+    }
+}
+
+/// Forget every fact this agent holds about the user.
+#[utoipa::path(delete, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
+    params(("agent_id" = String, Path), ("external_ref" = String, Path)),
+    responses(
+        (status = 200, body = Deleted), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)
+    ),
+    security(("bearer" = [])))]
+async fn delete_facts(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
+) -> Result<Json<Deleted>, ApiError> {
+    caller.require(Scope::MemoryWrite)?;
+    let deleted = state.store.delete_facts(owner(&caller, &agent, &user)).await?;
+    Ok(Json(Deleted { deleted }))
+}
