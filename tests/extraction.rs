@@ -26,8 +26,7 @@ on_both_backends!(
     consent_refusal_cancels_queued_jobs,
 );
 
-const ALICE_TURNS: [&str; 3] =
-    ["Hi! My name is Alice.", "I live in Paris, near the canal.", "I prefer tea over coffee, honestly."];
+const ALICE_TURNS: [&str; 3] = ["Hi! My name is Alice.", "I live in Paris.", "I prefer tea over coffee, honestly."];
 
 /// Creates a conversation, appends user turns with assistant replies, ends it, and
 /// returns the end response.

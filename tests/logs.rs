@@ -41,17 +41,23 @@ async fn logs_hold_no_personal_data() {
         let token = agent("acme");
         let user = enc(REF);
         app.put(&format!("/api/users/{user}/consent"), &token, json!({"ai_consent": true})).await;
-        let (_, conversation) =
-            app.post("/api/conversations", &token, json!({"agent_id": "concierge", "external_ref": REF, "title": WORDS})).await;
+        let (_, conversation) = app
+            .post("/api/conversations", &token, json!({"agent_id": "concierge", "external_ref": REF, "title": WORDS}))
+            .await;
         let id = conversation["id"].as_str().expect("conversation").to_string();
-        let messages: Vec<_> = [format!("My name is {WORDS}."), format!("I live in {WORDS}stadt."), format!("I love {WORDS} cake.")]
-            .into_iter()
-            .map(|text| json!({"role": "user", "content": text}))
-            .collect();
+        let messages: Vec<_> =
+            [format!("My name is {WORDS}."), format!("I live in {WORDS}stadt."), format!("I love {WORDS} cake.")]
+                .into_iter()
+                .map(|text| json!({"role": "user", "content": text}))
+                .collect();
         app.post(&format!("/api/conversations/{id}/messages"), &token, json!({"messages": messages})).await;
         // A rejected message too: errors must not echo content into the logs either.
-        app.post(&format!("/api/conversations/{id}/messages"), &token, json!({"messages": [{"role": "robot", "content": WORDS}]}))
-            .await;
+        app.post(
+            &format!("/api/conversations/{id}/messages"),
+            &token,
+            json!({"messages": [{"role": "robot", "content": WORDS}]}),
+        )
+        .await;
         let (_, ended) = app.post(&format!("/api/conversations/{id}/end"), &token, json!({})).await;
         let job_id = ended["extraction"]["job_id"].as_str().expect("job queued").to_string();
         let done = eventually(Duration::from_secs(20), || async {

@@ -31,7 +31,11 @@ fn user_path(user: &str) -> String {
 async fn history(app: &TestApp, tenant: &str, agent_id: &str, user: &str, marker: &str) -> String {
     let token = agent(tenant);
     let (_, conversation) = app
-        .post("/api/conversations", &token, json!({"agent_id": agent_id, "external_ref": user, "title": format!("{marker} title")}))
+        .post(
+            "/api/conversations",
+            &token,
+            json!({"agent_id": agent_id, "external_ref": user, "title": format!("{marker} title")}),
+        )
         .await;
     let id = conversation["id"].as_str().expect("conversation id").to_string();
     let messages = json!({"messages": [
@@ -51,7 +55,11 @@ async fn history(app: &TestApp, tenant: &str, agent_id: &str, user: &str, marker
         .expect("append");
     assert_eq!(response.status(), StatusCode::CREATED);
     let (status, _) = app
-        .post(&format!("/api/agents/{agent_id}/users/{}/facts", enc(user)), &token, json!({"fact": format!("Is called {marker}")}))
+        .post(
+            &format!("/api/agents/{agent_id}/users/{}/facts", enc(user)),
+            &token,
+            json!({"fact": format!("Is called {marker}")}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED);
     id
@@ -108,7 +116,8 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
         assert_eq!(found["items"], json!([]));
         let (_, context) = app.get(&format!("{base}/memory-context"), &reader).await;
         assert_eq!(context["facts"], json!([]));
-        let (_, listed) = app.get(&format!("/api/conversations?agent_id={agent_id}&external_ref={}", enc(SUBJECT)), &reader).await;
+        let (_, listed) =
+            app.get(&format!("/api/conversations?agent_id={agent_id}&external_ref={}", enc(SUBJECT)), &reader).await;
         assert_eq!(listed["items"], json!([]));
     }
     for id in &conversations {
@@ -149,7 +158,11 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
                     let sql = format!(
                         "SELECT count(*) FROM {table} t WHERE t::text LIKE '%' || $1 || '%' AND t::text LIKE '%globex%'"
                     );
-                    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(needle).fetch_one(&pool).await.unwrap_or(0)
+                    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
+                        .bind(needle)
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap_or(0)
                 } else {
                     0
                 };
@@ -206,7 +219,8 @@ async fn receipt_proves_the_erasure_without_the_identifier(backend: Backend) {
     assert!(!text.contains("whatsapp") && !text.contains("+33"), "the receipt holds no identifier: {text}");
     // The same person erased again hashes the same; another tenant's receipts are hidden.
     let (_, again) = app.delete(&user_path(SUBJECT), &rgpd).await;
-    let (_, second) = app.get(&format!("/api/rgpd/receipts/{}", again["receipt_id"].as_str().unwrap_or_default()), &rgpd).await;
+    let (_, second) =
+        app.get(&format!("/api/rgpd/receipts/{}", again["receipt_id"].as_str().unwrap_or_default()), &rgpd).await;
     assert_eq!(second["subject_hash"], hash);
     let (status, _) = app.get(&format!("/api/rgpd/receipts/{receipt_id}"), &token("globex", "rgpd")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -283,7 +297,18 @@ async fn running_extraction_stores_nothing_after_erasure(backend: Backend) {
     let llm = blocking_llm(received.clone(), release.clone()).await;
     let app = TestApp::spawn_with(
         backend,
-        &["--extractor", "openai", "--llm-base-url", &llm, "--llm-model", "m", "--llm-timeout-secs", "30", "--job-poll-ms", "50"],
+        &[
+            "--extractor",
+            "openai",
+            "--llm-base-url",
+            &llm,
+            "--llm-model",
+            "m",
+            "--llm-timeout-secs",
+            "30",
+            "--job-poll-ms",
+            "50",
+        ],
     )
     .await;
     app.enable_memory("acme", "concierge").await;

@@ -1,46 +1,31 @@
 //! What of an extractor's answer is kept: facts at or above the agent's confidence,
-//! cleaned and capped, tags bounded, duplicates within the batch dropped (duplicates of
-//! stored facts are dropped by the database's unique key).
+//! cleaned and cut to the fact length limit, with the tags that are valid (an extractor's
+//! stray tag drops the tag, not the fact), and duplicates within the batch dropped
+//! (duplicates of stored facts are dropped by the database's unique key).
 
 use std::collections::HashSet;
 
-use super::fact_text::{clean, normalize};
-use crate::extract::ExtractedFact;
+use super::fact::{FactText, MAX_FACT_CHARS, MAX_TAGS, NewFact, validate_tag};
+use crate::{domain::fact_text::clean, extract::ExtractedFact};
 
-pub const MAX_FACT_CHARS: usize = 1000;
-pub const MAX_TAGS: usize = 20;
-pub const MAX_TAG_CHARS: usize = 64;
-
-/// A fact ready to store: display text, its duplicate key, tags and score.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeptFact {
-    pub fact: String,
-    pub normalized: String,
-    pub tags: Vec<String>,
-    pub score: f64,
-}
-
-pub fn select(facts: Vec<ExtractedFact>, min_confidence: f64) -> Vec<KeptFact> {
+pub fn select(facts: Vec<ExtractedFact>, min_confidence: f64) -> Vec<NewFact> {
     let mut seen = HashSet::new();
     facts
         .into_iter()
         .filter(|f| f.score.is_finite() && f.score >= min_confidence)
         .filter_map(|f| {
-            let fact: String = clean(&f.fact).chars().take(MAX_FACT_CHARS).collect();
-            let fact = fact.trim_end().to_owned();
-            let normalized = normalize(&fact);
-            if normalized.is_empty() || !seen.insert(normalized.clone()) {
+            let cut: String = clean(&f.fact).chars().take(MAX_FACT_CHARS).collect();
+            let text = FactText::parse(&cut).ok()?;
+            if !seen.insert(text.normalized().to_owned()) {
                 return None;
             }
-            let mut tag_seen = HashSet::new();
-            let tags = f
-                .tags
-                .iter()
-                .map(|t| clean(t).chars().take(MAX_TAG_CHARS).collect::<String>())
-                .filter(|t| !t.is_empty() && tag_seen.insert(t.clone()))
-                .take(MAX_TAGS)
-                .collect();
-            Some(KeptFact { fact, normalized, tags, score: f.score.clamp(0.0, 1.0) })
+            let mut tags: Vec<String> = Vec::new();
+            for tag in f.tags {
+                if validate_tag(&tag).is_ok() && !tags.contains(&tag) && tags.len() < MAX_TAGS {
+                    tags.push(tag);
+                }
+            }
+            Some(NewFact { text, tags, score: Some(f.score.clamp(0.0, 1.0)) })
         })
         .collect()
 }
@@ -64,17 +49,18 @@ mod tests {
             ],
             0.7,
         );
-        let texts: Vec<_> = kept.iter().map(|k| k.fact.as_str()).collect();
+        let texts: Vec<_> = kept.iter().map(|k| k.text.text()).collect();
         assert_eq!(texts, ["Name is Alice", "Lives in Paris"]);
     }
 
     #[test]
-    fn caps_text_and_tags() {
+    fn cuts_text_and_keeps_only_valid_tags() {
         let mut long = fact(&"a".repeat(1500), 0.9);
-        long.tags = (0..30).map(|i| format!("tag{i}")).chain(["x".repeat(100)]).collect();
-        let kept = select(vec![long, fact("   ", 0.9), fact("nan", f64::NAN)], 0.5);
+        long.tags = (0..30).map(|i| format!("tag{i}")).chain(["x".repeat(100), String::new()]).collect();
+        let kept = select(vec![long, fact("   ", 0.9), fact("?!", 0.9), fact("nan", f64::NAN)], 0.5);
         assert_eq!(kept.len(), 1);
-        assert_eq!(kept[0].fact.chars().count(), MAX_FACT_CHARS);
+        assert_eq!(kept[0].text.text().chars().count(), MAX_FACT_CHARS);
         assert_eq!(kept[0].tags.len(), MAX_TAGS);
+        assert!(kept[0].tags.iter().all(|t| t.starts_with("tag")));
     }
 }

@@ -62,10 +62,14 @@ async fn get_consent(
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Consent>, ApiError> {
     caller.require(Scope::MemoryRead)?;
-    let stored = state.store.get_consent(&caller.tenant, &user).await?;
-    let (ai_consent, updated_at) = match stored {
+    Ok(Json(consent_of(&state, &caller.tenant, &user).await?))
+}
+
+/// The user's consent as the API shows it: the stored record, or the configured default.
+pub(super) async fn consent_of(state: &AppState, tenant: &str, user: &ExternalRef) -> sqlx::Result<Consent> {
+    let (ai_consent, updated_at) = match state.store.get_consent(tenant, user).await? {
         Some((consent, at)) => (consent, Some(at)),
         None => (state.config.default_ai_consent, None),
     };
-    Ok(Json(Consent { external_ref: user, ai_consent, updated_at }))
+    Ok(Consent { external_ref: user.clone(), ai_consent, updated_at })
 }

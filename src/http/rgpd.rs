@@ -1,20 +1,22 @@
 //! `/api/rgpd`: erasure and export of everything held about one end user (GDPR
 //! Art. 15, 17 and 20), and erasure receipts. Scope `rgpd` (or `admin`).
 
+use std::collections::HashMap;
+
 use axum::{Json, extract::State};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
-use super::{AppState, extract::ApiPath};
+use super::{AppState, consent::Consent, extract::ApiPath};
 use crate::{
     auth::{Caller, Scope},
-    domain::ids::ExternalRef,
+    domain::{conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message},
     error::{ApiError, ErrorBody},
     store::rgpd::{ErasedCounts, Receipt},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(erase_user)).routes(routes!(get_receipt))
+    OpenApiRouter::new().routes(routes!(erase_user, export_user)).routes(routes!(get_receipt))
 }
 
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
@@ -48,6 +50,57 @@ async fn erase_user(
         receipt_id: receipt.receipt_id,
         completed_at: receipt.completed_at,
     }))
+}
+
+/// One conversation with its messages, as the export holds it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ExportedConversation {
+    #[serde(flatten)]
+    pub conversation: Conversation,
+    pub messages: Vec<Message>,
+}
+
+/// Everything held about one end user (GDPR Art. 15 and 20).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Export {
+    pub external_ref: ExternalRef,
+    pub consent: Consent,
+    pub conversations: Vec<ExportedConversation>,
+    pub facts: Vec<Fact>,
+}
+
+/// Everything held about an end user in the tenant, across agents, machine-readable:
+/// consent, conversations with their messages, and facts.
+#[utoipa::path(get, path = "/api/rgpd/users/{external_ref}/ai-data", tag = "rgpd",
+    params(("external_ref" = String, Path, description = "The end user's id, percent-encoded")),
+    responses((status = 200, body = Export), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn export_user(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(user): ApiPath<ExternalRef>,
+) -> Result<Json<Export>, ApiError> {
+    caller.require(Scope::Rgpd)?;
+    let tenant = caller.tenant.as_str();
+    let store = &state.store;
+    let (consent, conversations, messages, facts) = tokio::try_join!(
+        super::consent::consent_of(&state, tenant, &user),
+        store.conversations_of_user(tenant, &user),
+        store.messages_of_user(tenant, &user),
+        store.facts_of_user(tenant, &user),
+    )?;
+    let mut by_conversation: HashMap<Uuid, Vec<Message>> = HashMap::new();
+    for message in messages {
+        by_conversation.entry(message.conversation_id).or_default().push(message);
+    }
+    let conversations = conversations
+        .into_iter()
+        .map(|conversation| {
+            let messages = by_conversation.remove(&conversation.id).unwrap_or_default();
+            ExportedConversation { conversation, messages }
+        })
+        .collect();
+    Ok(Json(Export { external_ref: user, consent, conversations, facts }))
 }
 
 /// An erasure receipt: the keyed hash of the subject, the counts and the time — never

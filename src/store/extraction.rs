@@ -1,13 +1,20 @@
 //! The extraction job's reads and its one fenced write.
 
-use sqlx::types::Json;
-use uuid::Uuid;
-
-use super::{BeginWrite, Result, Store, with_pool};
+use super::{
+    BeginWrite, Result, Store,
+    facts::{FactWrites, Owner, Remembered},
+    with_pool,
+};
 use crate::{
-    domain::{agent_config::Settings, extracted::KeptFact, message::content_text},
+    domain::{
+        agent_config::Settings,
+        fact::{NewFact, Origin},
+        ids::{AgentId, ExternalRef},
+        message::content_text,
+    },
     store::job_queue::ClaimedJob,
 };
+use sqlx::types::Json;
 
 /// Everything the extraction needs, read when the job starts.
 #[derive(Debug)]
@@ -79,10 +86,15 @@ impl Store {
     pub async fn store_extracted_facts(
         &self,
         job: &ClaimedJob,
-        facts: &[KeptFact],
+        facts: &[NewFact],
         max_facts: i64,
     ) -> Result<Option<u64>> {
         let now = super::now();
+        let decode = |e: String| sqlx::Error::Decode(e.into());
+        let agent = AgentId::parse(job.agent_id.clone()).map_err(decode)?;
+        let user = ExternalRef::parse(job.external_ref.clone()).map_err(decode)?;
+        let owner = Owner { tenant: &job.tenant_id, agent: &agent, user: &user };
+        let origin = Origin::Extracted { conversation_id: job.conversation_id };
         with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let fenced = sqlx::query(
@@ -101,39 +113,12 @@ impl Store {
             }
             let mut added = 0u64;
             for fact in facts {
-                added += sqlx::query(
-                    "INSERT INTO facts (id, tenant_id, agent_id, external_ref, fact, normalized, tags, score, source, \
-                     conversation_id, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'extracted', $9, $10, $10) \
-                     ON CONFLICT (tenant_id, agent_id, external_ref, normalized) DO NOTHING",
-                )
-                .bind(Uuid::now_v7())
-                .bind(&job.tenant_id)
-                .bind(&job.agent_id)
-                .bind(&job.external_ref)
-                .bind(&fact.fact)
-                .bind(&fact.normalized)
-                .bind(Json(&fact.tags))
-                .bind(fact.score)
-                .bind(job.conversation_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+                if let Remembered::Created(_) = tx.insert_fact(owner, fact, origin, None).await? {
+                    added += 1;
+                }
             }
             if added > 0 {
-                sqlx::query(
-                    "DELETE FROM facts WHERE id IN (SELECT id FROM facts \
-                     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-                     ORDER BY id DESC LIMIT $5 OFFSET $4)",
-                )
-                .bind(&job.tenant_id)
-                .bind(&job.agent_id)
-                .bind(&job.external_ref)
-                .bind(max_facts)
-                .bind(i64::MAX)
-                .execute(&mut *tx)
-                .await?;
+                tx.evict_oldest(owner, max_facts).await?;
             }
             sqlx::query("UPDATE jobs SET facts_added = $2 WHERE id = $1")
                 .bind(job.id)

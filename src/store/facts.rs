@@ -258,6 +258,17 @@ impl Store {
         facts(rows)
     }
 
+    /// Every fact about one end user in the tenant, across agents, oldest first (the
+    /// GDPR export).
+    pub async fn facts_of_user(&self, tenant: &str, user: &ExternalRef) -> Result<Vec<Fact>> {
+        // Uses facts_tenant_ref.
+        let sql = concat!("SELECT ", columns!(), " FROM facts WHERE tenant_id = $1 AND external_ref = $2 ORDER BY id");
+        let rows: Vec<FactRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(tenant).bind(user.as_str()).fetch_all(pool).await?
+        });
+        facts(rows)
+    }
+
     /// Stores a manual fact unless the same one is already there, refusing it when the
     /// owner already holds `cap` facts. The cap is exact: writers of one owner are
     /// serialised (see [`FactWrites::insert_fact`]).

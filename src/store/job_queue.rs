@@ -140,7 +140,7 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM jobs WHERE id = $1 AND tenant_id = $2")
+            let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM jobs WHERE id = $1 AND tenant_id = $2")
                 .bind(id)
                 .bind(tenant)
                 .fetch_optional(&mut *tx)
