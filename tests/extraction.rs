@@ -102,7 +102,7 @@ async fn ended_conversation_yields_facts_with_provenance_and_memory_context(back
     }
 
     // The next conversation starts with the agent already knowing the user.
-    let (status, context) = app.get(&format!("/api/agents/concierge/users/alice/memory-context"), &agent("acme")).await;
+    let (status, context) = app.get("/api/agents/concierge/users/alice/memory-context", &agent("acme")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(context["enabled"], true);
     let prompt = context["prompt"].as_str().unwrap_or_default();
