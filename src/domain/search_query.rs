@@ -13,7 +13,7 @@ use rust_stemmers::{Algorithm, Stemmer};
 
 /// PostgreSQL's `english` stop words (the Snowball list it ships), so both backends
 /// ignore the same words.
-const STOP_WORDS: [&str; 127] = [
+pub const STOP_WORDS: [&str; 127] = [
     "i",
     "me",
     "my",
