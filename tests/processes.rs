@@ -229,3 +229,25 @@ async fn three_replicas_run_each_job_exactly_once() {
         assert!(count >= 3, "user-{i} has {count} facts");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_and_exits_zero() {
+    let db = TestDb::fresh(Backend::Sqlite).await;
+    let mut service = Service::start(&db, &[]).await;
+    enable_memory(&service.base).await;
+    let status = Command::new("kill").args(["-TERM", &service.child.id().to_string()]).status().expect("kill runs");
+    assert!(status.success());
+    let exited = eventually(Duration::from_secs(20), || {
+        let polled = service.child.try_wait().ok().flatten();
+        async move { polled }
+    })
+    .await
+    .expect("engram exits after SIGTERM");
+    assert!(exited.success(), "exit status {exited:?}");
+    // What was written before the signal is there after a restart.
+    let again = Service::start(&db, &[]).await;
+    let (status, config) =
+        call(&again.base, reqwest::Method::GET, "/api/agents-config/concierge", &admin("acme"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(config["memory_enabled"], true);
+}

@@ -408,6 +408,11 @@ const TAIL_FILLERS: &[&[&str]] = &[
     &["right", "now"],
     &["these", "days"],
     &["all", "the", "time"],
+    &["by", "the", "way"],
+    &["of", "course"],
+    &["to", "be", "honest"],
+    &["honestly"],
+    &["btw"],
     &["too"],
     &["also"],
     &["now"],
@@ -1645,6 +1650,8 @@ mod tests {
     fn objects_are_cut_at_clause_boundaries() {
         assert_eq!(facts("I love hiking because it is relaxing"), vec!["Loves hiking"]);
         assert_eq!(facts("I live in Rome, but I travel a lot"), vec!["Lives in Rome", "Travels"]);
+        assert_eq!(facts("Great. I prefer tea over coffee, by the way."), vec!["Prefers tea over coffee"]);
+        assert_eq!(facts("I prefer tea over coffee, honestly."), vec!["Prefers tea over coffee"]);
         assert_eq!(facts("I like hiking, biking, and swimming"), vec!["Likes hiking, biking, and swimming"]);
         assert_eq!(facts("I love spending time with my family"), vec!["Loves spending time with their family"]);
         let long = format!("I like {}", "very long words ".repeat(20));
