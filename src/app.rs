@@ -13,7 +13,7 @@ use crate::{
     config::{Secret, ServeConfig},
     crypto,
     extract::Extractor,
-    http::{self, AppState},
+    http::{self, AppState, rate_limit::RateLimiter},
     store::Store,
     telemetry,
 };
@@ -57,6 +57,7 @@ impl App {
                 Secret(crypto::load_or_create_secret(&config.core.data_dir.join("receipt-key"))?)
             }
         };
+        let rate_limiter = RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst()).map(Arc::new);
         let state = AppState {
             store,
             auth: Arc::new(auth),
@@ -64,6 +65,7 @@ impl App {
             metrics: telemetry::metrics_handle(),
             job_wakeup: Arc::new(Notify::new()),
             receipt_key: Arc::new(receipt_key),
+            rate_limiter,
         };
         Ok(App { state, listener, extractor })
     }

@@ -198,6 +198,9 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or(ApiError::Unauthorized("malformed Authorization header"))?;
         let caller = state.auth.verify(token)?;
         tracing::Span::current().record("tenant", caller.tenant.as_str());
+        if let Some(limiter) = &state.rate_limiter {
+            limiter.check(&caller.tenant).map_err(ApiError::RateLimited)?;
+        }
         Ok(caller)
     }
 }

@@ -102,6 +102,12 @@ pub struct ServeConfig {
     /// Largest request body in bytes.
     #[arg(long, env = "ENGRAM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Requests per second per tenant, in this process; 0 for no limit.
+    #[arg(long, env = "ENGRAM_RATE_LIMIT_PER_SEC", default_value_t = 0)]
+    pub rate_limit_per_sec: u32,
+    /// Requests a tenant may send at once above the rate (default: twice the rate).
+    #[arg(long, env = "ENGRAM_RATE_LIMIT_BURST")]
+    pub rate_limit_burst: Option<u32>,
     /// Conversations idle this long are ended by the service (seconds).
     #[arg(long, env = "ENGRAM_IDLE_END_SECS", default_value_t = 1800)]
     pub idle_end_secs: u64,
@@ -161,6 +167,10 @@ impl ServeConfig {
             );
         }
         Ok(())
+    }
+
+    pub fn rate_limit_burst(&self) -> u32 {
+        self.rate_limit_burst.unwrap_or(self.rate_limit_per_sec.saturating_mul(2))
     }
 
     pub fn job_lease(&self) -> Duration {

@@ -32,6 +32,8 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("request body must be application/json")]
     UnsupportedMediaType,
+    #[error("rate limit exceeded; retry later")]
+    RateLimited(std::time::Duration),
     #[error("the database is unavailable; retry later")]
     Unavailable,
     #[error("internal error")]
@@ -68,6 +70,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -82,6 +85,7 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
+            ApiError::RateLimited(_) => "rate_limited",
             ApiError::Unavailable => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -103,8 +107,15 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         let mut response = error_response(self.status(), self.code(), self.to_string());
-        if matches!(self, ApiError::Unauthorized(_)) {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        match self {
+            ApiError::Unauthorized(_) => {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::RateLimited(wait) => {
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+            }
+            _ => {}
         }
         response
     }

@@ -24,6 +24,7 @@ on_both_backends!(
     retry_of_a_dead_job_succeeds,
     refused_user_is_never_sent_to_the_llm,
     consent_refusal_cancels_queued_jobs,
+    extraction_evicts_the_oldest_facts_beyond_the_cap,
 );
 
 const ALICE_TURNS: [&str; 3] = ["Hi! My name is Alice.", "I live in Paris.", "I prefer tea over coffee, honestly."];
@@ -109,6 +110,14 @@ async fn ended_conversation_yields_facts_with_provenance_and_memory_context(back
     assert!(prompt.starts_with("<user-memory>\n") && prompt.ends_with("\n</user-memory>"), "{prompt}");
     for expected in ["- Name is Alice", "- Lives in Paris", "- Prefers tea over coffee"] {
         assert!(prompt.lines().any(|l| l == expected), "{expected:?} not in {prompt}");
+    }
+
+    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap_or_default();
+    for series in
+        ["engram_jobs{status=\"succeeded\"}", "engram_facts_added_total", "engram_extraction_duration_seconds"]
+    {
+        assert!(metrics.contains(series), "{series} missing from /metrics");
     }
 
     // Ending again finds nothing new, and a second extraction would add no duplicates.
@@ -327,4 +336,20 @@ async fn consent_refusal_cancels_queued_jobs(backend: Backend) {
     app.put("/api/users/alice/consent", &agent("acme"), json!({"ai_consent": false})).await;
     let (_, job) = app.get(&format!("/api/jobs/{id}"), &admin("acme")).await;
     assert_eq!(job["status"], "cancelled", "{job}");
+}
+
+async fn extraction_evicts_the_oldest_facts_beyond_the_cap(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50", "--max-facts-per-user", "3"]).await;
+    app.enable_memory("acme", "concierge").await;
+    let path = "/api/agents/concierge/users/alice/facts";
+    for old in ["Owns a bicycle", "Plays chess"] {
+        let (status, _) = app.post(path, &agent("acme"), json!({"fact": old})).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
+    let job = job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(20)).await;
+    assert_eq!(job["facts_added"], 3);
+    let stored = texts(&facts_of(&app, "concierge", "alice").await);
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    assert!(!stored.iter().any(|f| f == "Owns a bicycle" || f == "Plays chess"), "the oldest were evicted: {stored:?}");
 }

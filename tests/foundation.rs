@@ -369,3 +369,22 @@ async fn openapi_document_is_committed_and_current() {
         "openapi/openapi.json is stale: run UPDATE_OPENAPI=1 cargo test --test foundation openapi"
     );
 }
+
+#[tokio::test]
+async fn each_tenant_is_rate_limited_on_its_own() {
+    let app = TestApp::spawn_with(Backend::Sqlite, &["--rate-limit-per-sec", "1", "--rate-limit-burst", "3"]).await;
+    let acme = admin("acme");
+    for _ in 0..3 {
+        let (status, _) = app.get("/api/agents-config", &acme).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let response = app.client.get(format!("{}/api/agents-config", app.base)).bearer_auth(&acme).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    let (status, _) = app.get("/api/agents-config", &admin("globex")).await;
+    assert_eq!(status, StatusCode::OK, "another tenant is not limited by acme's traffic");
+    let (status, _) = app.call(Method::GET, "/healthz", None, None).await;
+    assert_eq!(status, StatusCode::OK, "operations routes are not limited");
+}

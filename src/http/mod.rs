@@ -38,6 +38,7 @@ pub mod jobs;
 pub mod memory_context;
 pub mod ops;
 pub mod pagination;
+pub mod rate_limit;
 pub mod rgpd;
 
 /// Everything a handler may need, cloned per request (all fields are cheap handles).
@@ -51,6 +52,8 @@ pub struct AppState {
     pub job_wakeup: Arc<Notify>,
     /// Key of the erasure receipts' subject hash.
     pub receipt_key: Arc<crate::config::Secret>,
+    /// Per-tenant request limit; `None` when unlimited.
+    pub rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
 }
 
 impl AppState {
