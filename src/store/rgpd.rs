@@ -1,8 +1,14 @@
 //! GDPR erasure and receipts. Erasure is one transaction whose statement order matters
-//! on PostgreSQL (READ COMMITTED): it first locks the person's conversations and deletes
-//! their jobs, which waits for any in-flight append or fenced extraction write to commit;
-//! the deletes that follow take fresh snapshots and so see what those wrote. A job whose
-//! row is gone when it tries to commit stores nothing (its fence finds no row).
+//! on PostgreSQL (READ COMMITTED), where each statement sees what committed before it:
+//!
+//! 1. delete the person's jobs: this waits for an extraction that is storing facts (its
+//!    fenced transaction holds its job row) to commit, and a job whose row is gone when
+//!    it tries to store finds no row to fence on and stores nothing;
+//! 2. lock the person's conversations: this waits for in-flight appends and ends (they
+//!    lock the conversation row first), after the job rows, so that a storing
+//!    extraction, which updates its conversation last, can never wait on us in a cycle;
+//! 3. delete jobs again (ends that committed during step 2 may have queued one), then
+//!    facts, messages and conversations, each seeing everything committed before.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -50,17 +56,15 @@ impl Store {
         let who = user.as_str();
         let deleted = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            let delete_jobs = "DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2";
+            let mut jobs = sqlx::query(delete_jobs).bind(tenant).bind(who).execute(&mut *tx).await?.rows_affected();
             sqlx::query("UPDATE conversations SET status = status WHERE tenant_id = $1 AND external_ref = $2")
                 .bind(tenant)
                 .bind(who)
                 .execute(&mut *tx)
                 .await?;
-            let jobs = sqlx::query("DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2")
-                .bind(tenant)
-                .bind(who)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+            // Jobs queued by ends that committed while we waited for the conversations.
+            jobs += sqlx::query(delete_jobs).bind(tenant).bind(who).execute(&mut *tx).await?.rows_affected();
             let facts = sqlx::query("DELETE FROM facts WHERE tenant_id = $1 AND external_ref = $2")
                 .bind(tenant)
                 .bind(who)
