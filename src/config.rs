@@ -117,6 +117,9 @@ pub struct ServeConfig {
     /// Facts kept per agent and user.
     #[arg(long, env = "ENGRAM_MAX_FACTS_PER_USER", default_value_t = 1000)]
     pub max_facts_per_user: i64,
+    /// Succeeded and cancelled jobs are deleted this long after they finished (seconds).
+    #[arg(long, env = "ENGRAM_JOB_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
+    pub job_retention_secs: u64,
     /// Jobs run at once by this process.
     #[arg(long, env = "ENGRAM_WORKERS", default_value_t = 2)]
     pub workers: usize,

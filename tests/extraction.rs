@@ -25,6 +25,7 @@ on_both_backends!(
     refused_user_is_never_sent_to_the_llm,
     consent_refusal_cancels_queued_jobs,
     extraction_evicts_the_oldest_facts_beyond_the_cap,
+    finished_jobs_are_deleted_after_their_retention,
 );
 
 const ALICE_TURNS: [&str; 3] = ["Hi! My name is Alice.", "I live in Paris.", "I prefer tea over coffee, honestly."];
@@ -352,4 +353,23 @@ async fn extraction_evicts_the_oldest_facts_beyond_the_cap(backend: Backend) {
     let stored = texts(&facts_of(&app, "concierge", "alice").await);
     assert_eq!(stored.len(), 3, "{stored:?}");
     assert!(!stored.iter().any(|f| f == "Owns a bicycle" || f == "Plays chess"), "the oldest were evicted: {stored:?}");
+}
+
+async fn finished_jobs_are_deleted_after_their_retention(backend: Backend) {
+    let app = TestApp::spawn_with(
+        backend,
+        &["--job-poll-ms", "50", "--job-retention-secs", "1", "--sweep-interval-secs", "1"],
+    )
+    .await;
+    app.enable_memory("acme", "concierge").await;
+    let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
+    let id = job_id(&ended);
+    job_reaching(&app, &id, &["succeeded"], Duration::from_secs(20)).await;
+    let gone = eventually(Duration::from_secs(10), || async {
+        let (status, _) = app.get(&format!("/api/jobs/{id}"), &admin("acme")).await;
+        (status == StatusCode::NOT_FOUND).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the finished job was kept past its retention");
+    assert_eq!(facts_of(&app, "concierge", "alice").await.len(), 3, "its facts stay");
 }

@@ -121,6 +121,8 @@ CREATE TABLE jobs (
 -- claim: runnable jobs by due time
 CREATE INDEX jobs_claimable ON jobs (run_at) WHERE status IN ('queued', 'failed');
 CREATE INDEX jobs_running_lease ON jobs (locked_until) WHERE status = 'running';
+-- retention of finished jobs (the sweeper)
+CREATE INDEX jobs_finished ON jobs (updated_at) WHERE status IN ('succeeded', 'cancelled');
 CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id DESC);
 CREATE INDEX jobs_tenant_ref ON jobs (tenant_id, external_ref);
 

@@ -123,6 +123,7 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_claimable ON jobs (run_at) WHERE status IN ('queued', 'failed');
 CREATE INDEX jobs_running_lease ON jobs (locked_until) WHERE status = 'running';
+CREATE INDEX jobs_finished ON jobs (updated_at) WHERE status IN ('succeeded', 'cancelled');
 CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id DESC);
 CREATE INDEX jobs_tenant_ref ON jobs (tenant_id, external_ref);
 

@@ -123,4 +123,13 @@ impl Store {
         });
         rows.into_iter().map(Job::try_from).collect()
     }
+
+    /// Deletes succeeded and cancelled jobs last updated before `before`, across all
+    /// tenants: their rows name end users, and a finished job has nothing left to say
+    /// after a while. Dead and failed jobs stay for an admin to look at or retry.
+    pub async fn delete_finished_jobs(&self, before: DateTime<Utc>) -> Result<u64> {
+        // Uses jobs_finished.
+        let sql = "DELETE FROM jobs WHERE status IN ('succeeded', 'cancelled') AND updated_at < $1";
+        with_pool!(self, pool => Ok(sqlx::query(sql).bind(before).execute(pool).await?.rows_affected()))
+    }
 }

@@ -1,6 +1,6 @@
 //! The idle sweeper: ends conversations nobody wrote to for `ENGRAM_IDLE_END_SECS`
-//! (with the same decision and transaction as `POST …/end`), and forgets idempotency
-//! keys past their 24 hours.
+//! (with the same decision and transaction as `POST …/end`), forgets idempotency keys
+//! past their 24 hours, and deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS`.
 //!
 //! Safe with several replicas on one database: each conversation is ended in its own
 //! transaction that re-checks, under the row lock, that it is still open and idle, so
@@ -36,6 +36,12 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "expired idempotency keys deleted"),
             Err(error) => tracing::warn!(error = format!("{error:#}"), "idempotency key cleanup failed"),
+        }
+        let retention = TimeDelta::seconds(i64::try_from(state.config.job_retention_secs).unwrap_or(i64::MAX));
+        match state.store.delete_finished_jobs(crate::store::now() - retention).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, "finished jobs deleted"),
+            Err(error) => tracing::warn!(error = format!("{error:#}"), "finished job cleanup failed"),
         }
     }
 }
