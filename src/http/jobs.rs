@@ -15,7 +15,7 @@ use crate::{
     auth::{Caller, Scope},
     domain::job::{Job, JobStatus},
     error::{ApiError, ErrorBody},
-    store::jobs::JobFilter,
+    store::jobs::{JobFilter, Retry},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -88,9 +88,14 @@ async fn retry_job(
 ) -> Result<Json<Job>, ApiError> {
     caller.require(Scope::Admin)?;
     match state.store.retry_job(&caller.tenant, id).await? {
-        None => return Err(ApiError::NotFound("job")),
-        Some(false) => return Err(ApiError::Conflict("only a dead or failed job can be retried".into())),
-        Some(true) => state.job_wakeup.notify_one(),
+        Retry::Requeued(job) => {
+            state.job_wakeup.notify_one();
+            Ok(Json(job))
+        }
+        Retry::NotFound => Err(ApiError::NotFound("job")),
+        Retry::NotRetryable(status) => Err(ApiError::Conflict(format!(
+            "only a dead or failed job can be retried; this one is {}",
+            status.as_str()
+        ))),
     }
-    state.store.get_job(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("job"))
 }

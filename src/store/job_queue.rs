@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, jobs::WakeWorkers, with_pool};
+use super::{BeginWrite, Result, Store, with_pool};
 
 /// A job this worker holds, with what the extraction needs to know.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -122,35 +122,6 @@ impl Store {
             sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(super::now()).execute(pool).await?.rows_affected()
         });
         Ok(done == 1)
-    }
-
-    /// Requeues a `dead` or `failed` job with fresh attempts. `None` when no such job is
-    /// in the tenant; `Some(false)` when it is in another state.
-    pub async fn retry_job(&self, tenant: &str, id: Uuid) -> Result<Option<bool>> {
-        let now = super::now();
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let requeued = sqlx::query(
-                "UPDATE jobs SET status = 'queued', attempts = 0, run_at = $3, last_error = NULL, updated_at = $3 \
-                 WHERE id = $1 AND tenant_id = $2 AND status IN ('dead', 'failed')",
-            )
-            .bind(id)
-            .bind(tenant)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM jobs WHERE id = $1 AND tenant_id = $2")
-                .bind(id)
-                .bind(tenant)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if requeued == 1 {
-                tx.wake_workers().await?;
-            }
-            tx.commit().await?;
-            Ok(exists.map(|_| requeued == 1))
-        })
     }
 
     /// Jobs by status, for the `engram_jobs` gauge.

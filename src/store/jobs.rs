@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, with_pool};
+use super::{BeginWrite, Result, Store, with_pool};
 use crate::domain::{
     ids::{AgentId, ExternalRef},
     job::{Job, JobKind, JobStatus},
@@ -29,6 +29,15 @@ impl WakeWorkers for sqlx::SqliteConnection {
     async fn wake_workers(&mut self) -> Result<()> {
         Ok(())
     }
+}
+
+/// What became of a retry request.
+#[derive(Debug)]
+pub enum Retry {
+    Requeued(Job),
+    /// The job is in this other state.
+    NotRetryable(JobStatus),
+    NotFound,
 }
 
 #[derive(sqlx::FromRow)]
@@ -90,6 +99,30 @@ impl Store {
             sqlx::query_as(sql).bind(id).bind(tenant).fetch_optional(pool).await?
         });
         row.map(Job::try_from).transpose()
+    }
+
+    /// Requeues a `dead` or `failed` job with fresh attempts; the job is returned as
+    /// requeued, since a worker may claim it the next moment.
+    pub async fn retry_job(&self, tenant: &str, id: Uuid) -> Result<Retry> {
+        let now = super::now();
+        let sql = concat!(
+            "UPDATE jobs SET status = 'queued', attempts = 0, run_at = $3, last_error = NULL, updated_at = $3 \
+             WHERE id = $1 AND tenant_id = $2 AND status IN ('dead', 'failed') RETURNING ",
+            job_columns!()
+        );
+        let requeued: Option<JobRow> = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let row = sqlx::query_as(sql).bind(id).bind(tenant).bind(now).fetch_optional(&mut *tx).await?;
+            if row.is_some() {
+                tx.wake_workers().await?;
+            }
+            tx.commit().await?;
+            row
+        });
+        Ok(match requeued {
+            Some(row) => Retry::Requeued(row.try_into()?),
+            None => self.get_job(tenant, id).await?.map_or(Retry::NotFound, |job| Retry::NotRetryable(job.status)),
+        })
     }
 
     /// One page, newest first (ids are UUIDv7, so id order is creation order), after
