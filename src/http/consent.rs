@@ -62,14 +62,15 @@ async fn get_consent(
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Consent>, ApiError> {
     caller.require(Scope::MemoryRead)?;
-    Ok(Json(consent_of(&state, &caller.tenant, &user).await?))
+    let stored = state.store.get_consent(&caller.tenant, &user).await?;
+    Ok(Json(consent_view(&state, &user, stored)))
 }
 
 /// The user's consent as the API shows it: the stored record, or the configured default.
-pub(super) async fn consent_of(state: &AppState, tenant: &str, user: &ExternalRef) -> sqlx::Result<Consent> {
-    let (ai_consent, updated_at) = match state.store.get_consent(tenant, user).await? {
+pub(super) fn consent_view(state: &AppState, user: &ExternalRef, stored: Option<(bool, DateTime<Utc>)>) -> Consent {
+    let (ai_consent, updated_at) = match stored {
         Some((consent, at)) => (consent, Some(at)),
         None => (state.config.default_ai_consent, None),
     };
-    Ok(Consent { external_ref: user.clone(), ai_consent, updated_at })
+    Consent { external_ref: user.clone(), ai_consent, updated_at }
 }

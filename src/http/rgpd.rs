@@ -81,14 +81,9 @@ async fn export_user(
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Export>, ApiError> {
     caller.require(Scope::Rgpd)?;
-    let tenant = caller.tenant.as_str();
-    let store = &state.store;
-    let (consent, conversations, messages, facts) = tokio::try_join!(
-        super::consent::consent_of(&state, tenant, &user),
-        store.conversations_of_user(tenant, &user),
-        store.messages_of_user(tenant, &user),
-        store.facts_of_user(tenant, &user),
-    )?;
+    let data = state.store.export_user(&caller.tenant, &user).await?;
+    let consent = super::consent::consent_view(&state, &user, data.consent);
+    let (conversations, messages, facts) = (data.conversations, data.messages, data.facts);
     let mut by_conversation: HashMap<Uuid, Vec<Message>> = HashMap::new();
     for message in messages {
         by_conversation.entry(message.conversation_id).or_default().push(message);

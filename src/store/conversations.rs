@@ -108,21 +108,6 @@ impl Store {
         row.try_into()
     }
 
-    /// Every conversation of one end user in the tenant, across agents, oldest first
-    /// (the GDPR export).
-    pub async fn conversations_of_user(&self, tenant: &str, user: &ExternalRef) -> Result<Vec<Conversation>> {
-        // Uses conversations_tenant_ref_updated.
-        let sql = concat!(
-            "SELECT ",
-            conversation_columns!(),
-            " FROM conversations WHERE tenant_id = $1 AND external_ref = $2 ORDER BY created_at, id"
-        );
-        let rows: Vec<ConversationRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(tenant).bind(user.as_str()).fetch_all(pool).await?
-        });
-        rows.into_iter().map(Conversation::try_from).collect()
-    }
-
     pub async fn get_conversation(&self, tenant: &str, id: Uuid) -> Result<Option<Conversation>> {
         let sql = concat!("SELECT ", conversation_columns!(), " FROM conversations WHERE id = $1 AND tenant_id = $2");
         let row: Option<ConversationRow> = with_pool!(self, pool => {

@@ -61,7 +61,7 @@ pub struct Hit {
 }
 
 #[derive(sqlx::FromRow)]
-struct FactRow {
+pub(super) struct FactRow {
     id: Uuid,
     agent_id: String,
     external_ref: String,
@@ -121,6 +121,7 @@ macro_rules! columns {
         "id, agent_id, external_ref, fact, tags, score, source, conversation_id, created_at, updated_at"
     };
 }
+pub(super) use columns as fact_columns;
 
 /// The owner filter; every statement binds the owner as `$1, $2, $3`.
 macro_rules! owner {
@@ -254,17 +255,6 @@ impl Store {
                 .bind(limit)
                 .fetch_all(pool)
                 .await?
-        });
-        facts(rows)
-    }
-
-    /// Every fact about one end user in the tenant, across agents, oldest first (the
-    /// GDPR export).
-    pub async fn facts_of_user(&self, tenant: &str, user: &ExternalRef) -> Result<Vec<Fact>> {
-        // Uses facts_tenant_ref.
-        let sql = concat!("SELECT ", columns!(), " FROM facts WHERE tenant_id = $1 AND external_ref = $2 ORDER BY id");
-        let rows: Vec<FactRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(tenant).bind(user.as_str()).fetch_all(pool).await?
         });
         facts(rows)
     }

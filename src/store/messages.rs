@@ -8,7 +8,6 @@ use uuid::Uuid;
 use super::{BeginWrite, Result, Store, conversations::ConversationRow, with_pool};
 use crate::domain::{
     conversation::{AppendRequest, Appended, IdempotencyKey},
-    ids::ExternalRef,
     message::{BatchCounts, Message, Role, ToolCall},
 };
 
@@ -26,7 +25,7 @@ pub enum AppendOutcome {
 }
 
 #[derive(sqlx::FromRow)]
-struct MessageRow {
+pub(super) struct MessageRow {
     id: Uuid,
     conversation_id: Uuid,
     seq: i64,
@@ -63,6 +62,7 @@ macro_rules! message_columns {
         "id, conversation_id, seq, role, content, name, tool_calls, tool_call_id, metadata, created_at"
     };
 }
+pub(super) use message_columns;
 
 /// How long a stored `Idempotency-Key` answers repeats: a client's retries are over
 /// well within a day.
@@ -229,21 +229,6 @@ impl Store {
         });
         rows.reverse();
         self.messages_of(tenant, conversation_id, rows).await
-    }
-
-    /// Every message of one end user's conversations in the tenant, by conversation
-    /// then seq (the GDPR export).
-    pub async fn messages_of_user(&self, tenant: &str, user: &ExternalRef) -> Result<Vec<Message>> {
-        let sql = concat!(
-            "SELECT ",
-            message_columns!(),
-            " FROM messages WHERE tenant_id = $1 AND conversation_id IN \
-             (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2) ORDER BY conversation_id, seq"
-        );
-        let rows: Vec<MessageRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(tenant).bind(user.as_str()).fetch_all(pool).await?
-        });
-        rows.into_iter().map(Message::try_from).collect()
     }
 
     /// Decodes rows; an empty result asks whether the conversation exists at all, so

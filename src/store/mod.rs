@@ -49,6 +49,10 @@ pub enum Store {
 pub(crate) trait BeginWrite {
     type Db: sqlx::Database;
     async fn begin_write(&self) -> Result<Transaction<'static, Self::Db>>;
+
+    /// Opens a read transaction whose statements all see one snapshot (PostgreSQL
+    /// REPEATABLE READ; a SQLite read transaction is one snapshot in WAL mode).
+    async fn begin_snapshot(&self) -> Result<Transaction<'static, Self::Db>>;
 }
 
 impl BeginWrite for PgPool {
@@ -56,12 +60,20 @@ impl BeginWrite for PgPool {
     async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Postgres>> {
         self.begin().await
     }
+
+    async fn begin_snapshot(&self) -> Result<Transaction<'static, sqlx::Postgres>> {
+        self.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await
+    }
 }
 
 impl BeginWrite for SqlitePool {
     type Db = sqlx::Sqlite;
     async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Sqlite>> {
         self.begin_with("BEGIN IMMEDIATE").await
+    }
+
+    async fn begin_snapshot(&self) -> Result<Transaction<'static, sqlx::Sqlite>> {
+        self.begin().await
     }
 }
 

@@ -16,8 +16,14 @@ use sqlx::types::Json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, with_pool};
-use crate::domain::ids::ExternalRef;
+use super::{
+    BeginWrite, Result, Store,
+    conversations::{ConversationRow, conversation_columns},
+    facts::{FactRow, fact_columns},
+    messages::{MessageRow, message_columns},
+    with_pool,
+};
+use crate::domain::{conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message};
 
 /// Rows erased, per kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -36,6 +42,19 @@ pub struct Receipt {
     pub subject_hash: String,
     pub deleted: ErasedCounts,
     pub completed_at: DateTime<Utc>,
+}
+
+/// What the store holds about one end user (the export's raw material).
+#[derive(Debug)]
+pub struct UserData {
+    /// The stored consent and when it was set; `None` when the user never said.
+    pub consent: Option<(bool, DateTime<Utc>)>,
+    /// Oldest first.
+    pub conversations: Vec<Conversation>,
+    /// By conversation, then seq.
+    pub messages: Vec<Message>,
+    /// Oldest first.
+    pub facts: Vec<Fact>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -108,6 +127,43 @@ impl Store {
             deleted
         });
         Ok(Receipt { receipt_id, subject_hash: subject_hash.to_owned(), deleted, completed_at: now })
+    }
+
+    /// Everything held about one end user in the tenant, across agents, read in one
+    /// snapshot so that the export is consistent with itself (GDPR Art. 15 and 20).
+    pub async fn export_user(&self, tenant: &str, user: &ExternalRef) -> Result<UserData> {
+        let consent_sql = "SELECT ai_consent, updated_at FROM user_consents WHERE tenant_id = $1 AND external_ref = $2";
+        // Uses conversations_tenant_ref_updated.
+        let conversations_sql = concat!(
+            "SELECT ",
+            conversation_columns!(),
+            " FROM conversations WHERE tenant_id = $1 AND external_ref = $2 ORDER BY created_at, id"
+        );
+        let messages_sql = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE tenant_id = $1 AND conversation_id IN \
+             (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2) ORDER BY conversation_id, seq"
+        );
+        // Uses facts_tenant_ref.
+        let facts_sql =
+            concat!("SELECT ", fact_columns!(), " FROM facts WHERE tenant_id = $1 AND external_ref = $2 ORDER BY id");
+        let (consent, conversations, messages, facts): (_, Vec<ConversationRow>, Vec<MessageRow>, Vec<FactRow>) = with_pool!(self, pool => {
+            let mut tx = pool.begin_snapshot().await?;
+            let who = user.as_str();
+            let consent = sqlx::query_as(consent_sql).bind(tenant).bind(who).fetch_optional(&mut *tx).await?;
+            let conversations = sqlx::query_as(conversations_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
+            let messages = sqlx::query_as(messages_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
+            let facts = sqlx::query_as(facts_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            (consent, conversations, messages, facts)
+        });
+        Ok(UserData {
+            consent,
+            conversations: conversations.into_iter().map(Conversation::try_from).collect::<Result<_>>()?,
+            messages: messages.into_iter().map(Message::try_from).collect::<Result<_>>()?,
+            facts: facts.into_iter().map(Fact::try_from).collect::<Result<_>>()?,
+        })
     }
 
     pub async fn get_receipt(&self, tenant: &str, id: Uuid) -> Result<Option<Receipt>> {
