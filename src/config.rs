@@ -135,6 +135,9 @@ pub struct ServeConfig {
     /// How often idle workers look for due jobs when no notification comes (milliseconds).
     #[arg(long, env = "ENGRAM_JOB_POLL_MS", default_value_t = 1000)]
     pub job_poll_ms: u64,
+    /// How long a shutdown lets running jobs finish before releasing their leases (seconds).
+    #[arg(long, env = "ENGRAM_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
+    pub shutdown_grace_secs: u64,
     /// Which extractor turns conversations into facts.
     #[arg(long, env = "ENGRAM_EXTRACTOR", value_enum, default_value = "builtin")]
     pub extractor: ExtractorKind,

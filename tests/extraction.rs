@@ -4,11 +4,12 @@
 
 mod common;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use wiremock::{
     Mock, MockServer, ResponseTemplate,
     matchers::{body_partial_json, header, method, path},
@@ -26,6 +27,7 @@ on_both_backends!(
     consent_refusal_cancels_queued_jobs,
     extraction_evicts_the_oldest_facts_beyond_the_cap,
     finished_jobs_are_deleted_after_their_retention,
+    shutdown_releases_the_lease_of_a_running_job,
 );
 
 const ALICE_TURNS: [&str; 3] = ["Hi! My name is Alice.", "I live in Paris.", "I prefer tea over coffee, honestly."];
@@ -372,4 +374,37 @@ async fn finished_jobs_are_deleted_after_their_retention(backend: Backend) {
     .await;
     assert!(gone.is_some(), "the finished job was kept past its retention");
     assert_eq!(facts_of(&app, "concierge", "alice").await.len(), 3, "its facts stay");
+}
+
+async fn shutdown_releases_the_lease_of_a_running_job(backend: Backend) {
+    let (received, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let llm = blocking_llm(received.clone(), release.clone()).await;
+    let mut app = TestApp::spawn_with(
+        backend,
+        &[
+            "--extractor",
+            "openai",
+            "--llm-base-url",
+            &llm,
+            "--llm-model",
+            "m",
+            "--llm-timeout-secs",
+            "60",
+            "--job-poll-ms",
+            "50",
+            "--shutdown-grace-secs",
+            "1",
+        ],
+    )
+    .await;
+    app.enable_memory("acme", "concierge").await;
+    let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
+    let id = job_id(&ended);
+    tokio::time::timeout(Duration::from_secs(20), received.notified()).await.expect("the extraction started");
+    // The LLM never answers: shutdown must give the job back rather than hang or lose it.
+    tokio::time::timeout(Duration::from_secs(15), app.stop()).await.expect("shutdown finishes");
+    let after = TestApp::start(app.db.clone(), vec!["--workers".into(), "0".into()]).await;
+    let (_, job) = after.get(&format!("/api/jobs/{id}"), &admin("acme")).await;
+    assert_eq!(job["status"], "queued", "{job}");
+    assert_eq!(job["attempts"], 0, "an interrupted attempt is not counted: {job}");
 }

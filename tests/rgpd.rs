@@ -268,30 +268,6 @@ async fn rgpd_routes_need_the_rgpd_scope(backend: Backend) {
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
-/// An OpenAI-compatible server whose answer waits until the test releases it.
-async fn blocking_llm(received: Arc<Notify>, release: Arc<Notify>) -> String {
-    let reply = json!({
-        "id": "c", "object": "chat.completion", "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant",
-            "content": json!({"facts": [{"fact": "Name is Zorblax", "score": 0.9}]}).to_string()}, "finish_reason": "stop"}]
-    });
-    let router = axum::Router::new().route(
-        "/v1/chat/completions",
-        axum::routing::post(move || {
-            let (received, release, reply) = (received.clone(), release.clone(), reply.clone());
-            async move {
-                received.notify_one();
-                release.notified().await;
-                axum::Json(reply)
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    format!("http://{address}/v1")
-}
-
 async fn running_extraction_stores_nothing_after_erasure(backend: Backend) {
     let (received, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
     let llm = blocking_llm(received.clone(), release.clone()).await;

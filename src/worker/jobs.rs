@@ -10,8 +10,6 @@ use tokio::sync::watch;
 use super::extraction::{self, Outcome};
 use crate::{extract::Extractor, http::AppState, store::job_queue::ClaimedJob};
 
-/// How long a shutdown waits for a running job before giving its lease back.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// The longest a retry is pushed back.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
@@ -62,7 +60,7 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
             None
         }
         _ = stop.changed() => {
-            match tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await {
+            match tokio::time::timeout(Duration::from_secs(state.config.shutdown_grace_secs), &mut task).await {
                 Ok(joined) => Some(joined),
                 Err(_) => {
                     abort.abort();

@@ -2,14 +2,17 @@
 //! or a new PostgreSQL database), and an HTTP client that speaks the API.
 #![allow(dead_code)]
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use clap::Parser;
 use engram::{app::App, config::ServeConfig};
 use jsonwebtoken::{EncodingKey, Header};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::{sync::oneshot, task::JoinHandle};
+use tokio::{
+    sync::{Notify, oneshot},
+    task::JoinHandle,
+};
 
 pub const SECRET: &str = "test-secret-test-secret-test-secret!";
 
@@ -298,4 +301,28 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// An OpenAI-compatible server whose answer waits until the test releases it.
+pub async fn blocking_llm(received: Arc<Notify>, release: Arc<Notify>) -> String {
+    let reply = json!({
+        "id": "c", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant",
+            "content": json!({"facts": [{"fact": "Name is Zorblax", "score": 0.9}]}).to_string()}, "finish_reason": "stop"}]
+    });
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let (received, release, reply) = (received.clone(), release.clone(), reply.clone());
+            async move {
+                received.notify_one();
+                release.notified().await;
+                axum::Json(reply)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}/v1")
 }
