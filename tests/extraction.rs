@@ -117,9 +117,11 @@ async fn ended_conversation_yields_facts_with_provenance_and_memory_context(back
 
     let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
     let metrics = metrics.as_str().unwrap_or_default();
-    for series in
-        ["engram_jobs{status=\"succeeded\"}", "engram_facts_added_total", "engram_extraction_duration_seconds"]
-    {
+    for series in [
+        "engram_jobs{status=\"succeeded\"}",
+        "engram_facts_added_total{extractor=\"builtin\"}",
+        "engram_extraction_duration_seconds_count{extractor=\"builtin\"}",
+    ] {
         assert!(metrics.contains(series), "{series} missing from /metrics");
     }
 

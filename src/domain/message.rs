@@ -86,17 +86,13 @@ impl Message {
     /// The message's text for extraction: a string content as is, or the `text` of its
     /// parts joined by newlines (images and other parts carry no words to extract).
     pub fn text(&self) -> String {
-        content_text(&self.content)
-    }
-}
-
-pub fn content_text(content: &serde_json::Value) -> String {
-    match content {
-        serde_json::Value::String(text) => text.clone(),
-        serde_json::Value::Array(parts) => {
-            parts.iter().filter_map(|part| part.get("text").and_then(|t| t.as_str())).collect::<Vec<_>>().join("\n")
+        match &self.content {
+            serde_json::Value::String(text) => text.clone(),
+            serde_json::Value::Array(parts) => {
+                parts.iter().filter_map(|part| part.get("text").and_then(|t| t.as_str())).collect::<Vec<_>>().join("\n")
+            }
+            _ => String::new(),
         }
-        _ => String::new(),
     }
 }
 
@@ -234,6 +230,29 @@ mod tests {
         let message: NewMessage = serde_json::from_value(value).map_err(|e| e.to_string())?;
         message.validate().map_err(|e| format!("{e:?}"))?;
         Ok(message)
+    }
+
+    #[test]
+    fn text_joins_the_text_parts_only() {
+        let message = |content| Message {
+            id: uuid::Uuid::now_v7(),
+            conversation_id: uuid::Uuid::now_v7(),
+            seq: 1,
+            role: Role::User,
+            content,
+            name: None,
+            tool_calls: None,
+            tool_call_id: None,
+            metadata: None,
+            created_at: chrono::Utc::now(),
+        };
+        assert_eq!(message(json!("I live in Lyon")).text(), "I live in Lyon");
+        let parts = json!([
+            {"type": "text", "text": "My name is Alice."},
+            {"type": "image_url", "image_url": {"url": "https://example.org/a.png"}},
+            {"type": "text", "text": "I like tea."}
+        ]);
+        assert_eq!(message(parts).text(), "My name is Alice.\nI like tea.");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use super::{
     BeginWrite, Result, Store,
     facts::{FactWrites, Owner, Remembered},
+    messages::{MessageRow, message_columns},
     with_pool,
 };
 use crate::{
@@ -10,11 +11,10 @@ use crate::{
         agent_config::Settings,
         fact::{NewFact, Origin},
         ids::{AgentId, ExternalRef},
-        message::content_text,
+        message::Message,
     },
     store::job_queue::ClaimedJob,
 };
-use sqlx::types::Json;
 
 /// Everything the extraction needs, read when the job starts.
 #[derive(Debug)]
@@ -23,12 +23,9 @@ pub struct ExtractionInput {
     /// The stored consent; `None` when the user never said.
     pub consent: Option<bool>,
     pub extracted_through_seq: i64,
-    /// (seq, role, text) of the messages up to the job's `through_seq`.
-    pub messages: Vec<(i64, String, String)>,
+    /// The messages up to the job's `through_seq`, oldest first.
+    pub messages: Vec<Message>,
 }
-
-/// (seq, role, content) of one message.
-type MessageRow = (i64, String, Json<serde_json::Value>);
 
 #[derive(sqlx::FromRow)]
 struct InputRow {
@@ -50,10 +47,16 @@ impl Store {
                    LEFT JOIN agent_configs a ON a.tenant_id = c.tenant_id AND a.agent_id = c.agent_id \
                    LEFT JOIN user_consents u ON u.tenant_id = c.tenant_id AND u.external_ref = c.external_ref \
                    WHERE c.id = $1 AND c.tenant_id = $2";
-        let messages_sql = "SELECT seq, role, content FROM messages \
-                            WHERE conversation_id = $1 AND tenant_id = $2 AND seq <= $3 ORDER BY seq";
-        let (row, messages): (Option<InputRow>, Vec<MessageRow>) = with_pool!(self, pool => {
-            let row = sqlx::query_as(sql).bind(job.conversation_id).bind(&job.tenant_id).fetch_optional(pool).await?;
+        // Uses the UNIQUE (conversation_id, seq) index.
+        let messages_sql = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq <= $3 ORDER BY seq"
+        );
+        let (row, messages): (InputRow, Vec<MessageRow>) = with_pool!(self, pool => {
+            let row: Option<InputRow> =
+                sqlx::query_as(sql).bind(job.conversation_id).bind(&job.tenant_id).fetch_optional(pool).await?;
+            let Some(row) = row else { return Ok(None) };
             let messages = sqlx::query_as(messages_sql)
                 .bind(job.conversation_id)
                 .bind(&job.tenant_id)
@@ -62,7 +65,6 @@ impl Store {
                 .await?;
             (row, messages)
         });
-        let Some(row) = row else { return Ok(None) };
         let defaults = Settings::default();
         let settings = Settings {
             memory_enabled: row.memory_enabled.unwrap_or(defaults.memory_enabled),
@@ -75,7 +77,7 @@ impl Store {
             settings,
             consent: row.ai_consent,
             extracted_through_seq: row.extracted_through_seq,
-            messages: messages.into_iter().map(|(seq, role, content)| (seq, role, content_text(&content.0))).collect(),
+            messages: messages.into_iter().map(Message::try_from).collect::<Result<_>>()?,
         }))
     }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::{
-    domain::{extracted, message::Role},
+    domain::extracted,
     extract::{ExtractError, ExtractionRequest, Extractor, Turn},
     http::AppState,
     store::job_queue::ClaimedJob,
@@ -60,7 +60,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     let turns = input
         .messages
         .into_iter()
-        .filter_map(|(seq, role, text)| Role::parse(&role).map(|role| Turn { seq, role, text }))
+        .map(|message| Turn { seq: message.seq, role: message.role, text: message.text() })
         .collect();
     let request = ExtractionRequest {
         turns,

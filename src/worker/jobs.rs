@@ -73,11 +73,12 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
         }
     };
     let Some(joined) = result else { return };
-    metrics::histogram!("engram_extraction_duration_seconds").record(started.elapsed().as_secs_f64());
+    metrics::histogram!("engram_extraction_duration_seconds", "extractor" => extractor.name())
+        .record(started.elapsed().as_secs_f64());
     match joined {
         Ok(Ok(Outcome::Stored(added))) => {
             metrics::counter!("engram_jobs_finished_total", "outcome" => "succeeded").increment(1);
-            metrics::counter!("engram_facts_added_total").increment(added);
+            metrics::counter!("engram_facts_added_total", "extractor" => extractor.name()).increment(added);
             tracing::info!(job_id = %job.id, facts_added = added, "extraction succeeded");
         }
         Ok(Ok(Outcome::Cancelled(reason))) => {
