@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use wiremock::{
     Mock, MockServer, ResponseTemplate,
     matchers::{body_partial_json, header, method, path},
@@ -379,30 +378,10 @@ async fn finished_jobs_are_deleted_after_their_retention(backend: Backend) {
 }
 
 async fn shutdown_releases_the_lease_of_a_running_job(backend: Backend) {
-    let (received, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let llm = blocking_llm(received.clone(), release.clone()).await;
-    let mut app = TestApp::spawn_with(
-        backend,
-        &[
-            "--extractor",
-            "openai",
-            "--llm-base-url",
-            &llm,
-            "--llm-model",
-            "m",
-            "--llm-timeout-secs",
-            "60",
-            "--job-poll-ms",
-            "50",
-            "--shutdown-grace-secs",
-            "1",
-        ],
-    )
-    .await;
-    app.enable_memory("acme", "concierge").await;
+    let (mut app, llm) = spawn_with_blocking_llm(backend, &["--shutdown-grace-secs", "1"]).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let id = job_id(&ended);
-    tokio::time::timeout(Duration::from_secs(20), received.notified()).await.expect("the extraction started");
+    llm.called().await;
     // The LLM never answers: shutdown must give the job back rather than hang or lose it.
     tokio::time::timeout(Duration::from_secs(15), app.stop()).await.expect("shutdown finishes");
     let after = TestApp::start(app.db.clone(), vec!["--workers".into(), "0".into()]).await;

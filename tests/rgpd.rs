@@ -3,12 +3,11 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 on_both_backends!(
     erasure_leaves_nothing_and_spares_bystanders,
@@ -269,34 +268,16 @@ async fn rgpd_routes_need_the_rgpd_scope(backend: Backend) {
 }
 
 async fn running_extraction_stores_nothing_after_erasure(backend: Backend) {
-    let (received, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let llm = blocking_llm(received.clone(), release.clone()).await;
-    let app = TestApp::spawn_with(
-        backend,
-        &[
-            "--extractor",
-            "openai",
-            "--llm-base-url",
-            &llm,
-            "--llm-model",
-            "m",
-            "--llm-timeout-secs",
-            "30",
-            "--job-poll-ms",
-            "50",
-        ],
-    )
-    .await;
-    app.enable_memory("acme", "concierge").await;
+    let (app, llm) = spawn_with_blocking_llm(backend, &[]).await;
     let conversation = history(&app, "acme", "concierge", SUBJECT, "Zorblax").await;
     let (_, ended) = app.post(&format!("/api/conversations/{conversation}/end"), &agent("acme"), json!({})).await;
     assert_eq!(ended["extraction"]["queued"], true);
     // The job is running and its LLM call is in flight.
-    tokio::time::timeout(Duration::from_secs(20), received.notified()).await.expect("the extraction started");
+    llm.called().await;
     let (status, erased) = app.delete(&user_path(SUBJECT), &token("acme", "rgpd")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(erased["deleted"]["jobs"], 1);
-    release.notify_one();
+    llm.answer();
     // Give the worker time to try its (fenced) write.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (_, facts) = app.get(&format!("/api/agents/concierge/users/{}/facts", enc(SUBJECT)), &agent("acme")).await;

@@ -5,12 +5,15 @@ use chrono::{DateTime, Utc};
 use super::{Result, Store, with_pool};
 use crate::domain::ids::ExternalRef;
 
+/// A user's consent and when it was set; binds the tenant and external_ref.
+pub(super) const SELECT_CONSENT: &str =
+    "SELECT ai_consent, updated_at FROM user_consents WHERE tenant_id = $1 AND external_ref = $2";
+
 impl Store {
     /// The stored consent and when it was set, or `None` when the user never said.
     pub async fn get_consent(&self, tenant: &str, user: &ExternalRef) -> Result<Option<(bool, DateTime<Utc>)>> {
-        let sql = "SELECT ai_consent, updated_at FROM user_consents WHERE tenant_id = $1 AND external_ref = $2";
         with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(tenant).bind(user.as_str()).fetch_optional(pool).await
+            sqlx::query_as(SELECT_CONSENT).bind(tenant).bind(user.as_str()).fetch_optional(pool).await
         })
     }
 

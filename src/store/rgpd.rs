@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use super::{
     BeginWrite, Result, Store,
+    consent::SELECT_CONSENT,
     conversations::{ConversationRow, conversation_columns},
     facts::{FactRow, fact_columns},
     messages::{MessageRow, message_columns},
@@ -132,7 +133,6 @@ impl Store {
     /// Everything held about one end user in the tenant, across agents, read in one
     /// snapshot so that the export is consistent with itself (GDPR Art. 15 and 20).
     pub async fn export_user(&self, tenant: &str, user: &ExternalRef) -> Result<UserData> {
-        let consent_sql = "SELECT ai_consent, updated_at FROM user_consents WHERE tenant_id = $1 AND external_ref = $2";
         // Uses conversations_tenant_ref_updated.
         let conversations_sql = concat!(
             "SELECT ",
@@ -151,7 +151,7 @@ impl Store {
         let (consent, conversations, messages, facts): (_, Vec<ConversationRow>, Vec<MessageRow>, Vec<FactRow>) = with_pool!(self, pool => {
             let mut tx = pool.begin_snapshot().await?;
             let who = user.as_str();
-            let consent = sqlx::query_as(consent_sql).bind(tenant).bind(who).fetch_optional(&mut *tx).await?;
+            let consent = sqlx::query_as(SELECT_CONSENT).bind(tenant).bind(who).fetch_optional(&mut *tx).await?;
             let conversations = sqlx::query_as(conversations_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
             let messages = sqlx::query_as(messages_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
             let facts = sqlx::query_as(facts_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;

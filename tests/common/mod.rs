@@ -303,13 +303,35 @@ where
     }
 }
 
-/// An OpenAI-compatible server whose answer waits until the test releases it.
-pub async fn blocking_llm(received: Arc<Notify>, release: Arc<Notify>) -> String {
+/// An OpenAI-compatible LLM whose answer waits until the test releases it, to hold an
+/// extraction in the middle of its LLM call.
+pub struct BlockingLlm {
+    received: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+impl BlockingLlm {
+    /// Waits until an extraction's request has reached the LLM.
+    pub async fn called(&self) {
+        tokio::time::timeout(Duration::from_secs(20), self.received.notified()).await.expect("the extraction started");
+    }
+
+    /// Lets the pending request answer (with one fact, "Name is Zorblax").
+    pub fn answer(&self) {
+        self.release.notify_one();
+    }
+}
+
+/// Starts the app with its `openai` extractor pointed at a [`BlockingLlm`], memory on
+/// for agent `concierge` of tenant `acme`, and `extra` flags.
+pub async fn spawn_with_blocking_llm(backend: Backend, extra: &[&str]) -> (TestApp, BlockingLlm) {
+    let llm = BlockingLlm { received: Arc::new(Notify::new()), release: Arc::new(Notify::new()) };
     let reply = json!({
         "id": "c", "object": "chat.completion", "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant",
             "content": json!({"facts": [{"fact": "Name is Zorblax", "score": 0.9}]}).to_string()}, "finish_reason": "stop"}]
     });
+    let (received, release) = (llm.received.clone(), llm.release.clone());
     let router = axum::Router::new().route(
         "/v1/chat/completions",
         axum::routing::post(move || {
@@ -322,7 +344,13 @@ pub async fn blocking_llm(received: Arc<Notify>, release: Arc<Notify>) -> String
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("address");
+    let base = format!("http://{}/v1", listener.local_addr().expect("address"));
     tokio::spawn(async move { axum::serve(listener, router).await });
-    format!("http://{address}/v1")
+    let mut args =
+        vec!["--extractor", "openai", "--llm-base-url", &base, "--llm-model", "m", "--llm-timeout-secs", "60"];
+    args.extend_from_slice(&["--job-poll-ms", "50"]);
+    args.extend_from_slice(extra);
+    let app = TestApp::spawn_with(backend, &args).await;
+    app.enable_memory("acme", "concierge").await;
+    (app, llm)
 }
