@@ -22,7 +22,7 @@ impl Store {
     pub async fn set_consent(&self, tenant: &str, user: &ExternalRef, consent: bool) -> Result<DateTime<Utc>> {
         let now = super::now();
         with_pool!(self, pool => {
-            let mut tx = super::BeginWrite::begin_write(pool).await?;
+            let mut tx = super::Transactions::begin_write(pool).await?;
             sqlx::query(
                 "INSERT INTO user_consents (tenant_id, external_ref, ai_consent, updated_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (tenant_id, external_ref) DO UPDATE SET ai_consent = $3, updated_at = $4",

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, jobs::WakeWorkers, with_pool};
+use super::{Result, Store, Transactions, jobs::WakeWorkers, with_pool};
 use crate::domain::{
     agent_config::Settings,
     conversation::{

@@ -1,7 +1,7 @@
 //! The extraction job's reads and its one fenced write.
 
 use super::{
-    BeginWrite, Result, Store,
+    Result, Store, Transactions,
     facts::{FactWrites, Owner, Remembered},
     messages::{MessageRow, message_columns},
     with_pool,

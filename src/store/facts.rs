@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Transaction, types::Json};
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, with_pool};
+use super::{Result, Store, Transactions, with_pool};
 use crate::domain::{
     fact::{Fact, FactChanges, NewFact, Origin, Source},
     ids::{AgentId, ExternalRef},
@@ -404,7 +404,7 @@ impl Store {
 }
 
 /// Fact writes inside a caller's write transaction (opened with
-/// [`BeginWrite::begin_write`]), so that the extraction worker can store facts in the
+/// [`Transactions::begin_write`]), so that the extraction worker can store facts in the
 /// same transaction as its fenced job update, with the same duplicate rule and cap.
 pub trait FactWrites {
     /// Inserts `fact` unless the same fact (by normalised text) is stored for this

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, with_pool};
+use super::{Result, Store, Transactions, with_pool};
 
 /// A job this worker holds, with what the extraction needs to know.
 #[derive(Debug, Clone, sqlx::FromRow)]

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, with_pool};
+use super::{Result, Store, Transactions, with_pool};
 use crate::domain::{
     ids::{AgentId, ExternalRef},
     job::{Job, JobKind, JobStatus},

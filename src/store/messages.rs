@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{BeginWrite, Result, Store, conversations::ConversationRow, with_pool};
+use super::{Result, Store, Transactions, conversations::ConversationRow, with_pool};
 use crate::domain::{
     conversation::{AppendRequest, Appended, IdempotencyKey},
     message::{BatchCounts, Message, Role, ToolCall},

@@ -44,10 +44,13 @@ pub enum Store {
     Sqlite(SqlitePool),
 }
 
-/// Opens a write transaction. SQLite needs `BEGIN IMMEDIATE`: a deferred transaction
-/// that reads and then writes fails at once with SQLITE_BUSY instead of waiting.
-pub(crate) trait BeginWrite {
+/// The two kinds of transaction the store opens, each begun the way its backend needs.
+pub(crate) trait Transactions {
     type Db: sqlx::Database;
+
+    /// Opens a write transaction. SQLite needs `BEGIN IMMEDIATE`: a deferred
+    /// transaction that reads and then writes fails at once with SQLITE_BUSY instead of
+    /// waiting.
     async fn begin_write(&self) -> Result<Transaction<'static, Self::Db>>;
 
     /// Opens a read transaction whose statements all see one snapshot (PostgreSQL
@@ -55,7 +58,7 @@ pub(crate) trait BeginWrite {
     async fn begin_snapshot(&self) -> Result<Transaction<'static, Self::Db>>;
 }
 
-impl BeginWrite for PgPool {
+impl Transactions for PgPool {
     type Db = sqlx::Postgres;
     async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Postgres>> {
         self.begin().await
@@ -66,7 +69,7 @@ impl BeginWrite for PgPool {
     }
 }
 
-impl BeginWrite for SqlitePool {
+impl Transactions for SqlitePool {
     type Db = sqlx::Sqlite;
     async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Sqlite>> {
         self.begin_with("BEGIN IMMEDIATE").await

@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
-    BeginWrite, Result, Store,
+    Result, Store, Transactions,
     consent::SELECT_CONSENT,
     conversations::{ConversationRow, conversation_columns},
     facts::{FactRow, fact_columns},
