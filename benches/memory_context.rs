@@ -13,7 +13,16 @@ use std::{
 };
 
 use clap::Parser;
-use engram::{app::App, config::ServeConfig, domain::fact_text};
+use engram::{
+    app::App,
+    config::ServeConfig,
+    domain::{
+        fact::{FactInput, Origin},
+        fact_text,
+        ids::{AgentId, ExternalRef, TenantId},
+    },
+    store::{Store, facts::Owner},
+};
 use sqlx::Connection;
 use uuid::Uuid;
 
@@ -69,14 +78,15 @@ async fn run(url: &str) -> anyhow::Result<()> {
     .map(str::to_owned);
     let app = App::build(Args::try_parse_from(args)?.config).await?;
     let base = format!("http://{}", app.local_addr()?);
-    let token = app.state().auth.sign(TENANT, "admin", None, Duration::from_secs(3600))?;
+    let token = app.state().guard.authenticator.sign(TENANT, "admin", None, Duration::from_secs(3600))?;
+    let store = app.state().store.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run(async move {
         let _ = stopped.await;
     }));
 
     let started = Instant::now();
-    load_facts(url).await?;
+    load_facts(&store).await?;
     println!("loaded {} facts in {:.1?}", USERS * FACTS_PER_USER, started.elapsed());
 
     let client = reqwest::Client::new();
@@ -246,41 +256,24 @@ fn fact_texts(user: usize) -> Vec<String> {
     facts
 }
 
-/// Loads every fact straight into the table (the HTTP path would only measure the
-/// load itself), in batches bound as arrays, then refreshes the planner's statistics.
-async fn load_facts(url: &str) -> anyhow::Result<()> {
-    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(url).await?;
-    let now = chrono::Utc::now();
-    for batch in (0..USERS).collect::<Vec<_>>().chunks(100) {
-        let (mut ids, mut refs, mut texts, mut keys, mut scores) = (vec![], vec![], vec![], vec![], vec![]);
-        for &user in batch {
-            for (i, text) in fact_texts(user).into_iter().enumerate() {
-                ids.push(Uuid::now_v7());
-                refs.push(format!("user-{user}"));
-                keys.push(fact_text::normalize(&text));
-                texts.push(text);
-                scores.push(((user + i) % 10) as f64 / 10.0);
-            }
-        }
-        sqlx::query(
-            "INSERT INTO facts (id, tenant_id, agent_id, external_ref, fact, normalized, tags, score, source, \
-             conversation_id, created_at, updated_at) \
-             SELECT id, $1, $2, external_ref, fact, normalized, '[\"bench\"]'::jsonb, score, 'manual', NULL, $3, $3 \
-             FROM UNNEST($4::uuid[], $5::text[], $6::text[], $7::text[], $8::float8[]) \
-               AS t(id, external_ref, fact, normalized, score)",
-        )
-        .bind(TENANT)
-        .bind(AGENT)
-        .bind(now)
-        .bind(&ids)
-        .bind(&refs)
-        .bind(&texts)
-        .bind(&keys)
-        .bind(&scores)
-        .execute(&pool)
-        .await?;
+/// Loads every fact through the store's bulk import (the HTTP path would only
+/// measure the load itself), then refreshes the planner's statistics.
+async fn load_facts(store: &Store) -> anyhow::Result<()> {
+    let tenant = TenantId::parse(TENANT.into()).map_err(anyhow::Error::msg)?;
+    let agent = AgentId::parse(AGENT.into()).map_err(anyhow::Error::msg)?;
+    for user in 0..USERS {
+        let external_ref = ExternalRef::parse(format!("user-{user}")).map_err(anyhow::Error::msg)?;
+        let facts = fact_texts(user)
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let score = Some(((user + i) % 10) as f64 / 10.0);
+                FactInput { fact: text, tags: Some(vec!["bench".into()]), score }.validate().map_err(anyhow::Error::msg)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let owner = Owner { tenant: &tenant, agent: &agent, user: &external_ref };
+        store.import_facts(owner, &facts, Origin::Manual).await?;
     }
-    sqlx::query("ANALYZE facts").execute(&pool).await?;
-    pool.close().await;
+    store.refresh_statistics().await?;
     Ok(())
 }

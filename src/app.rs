@@ -9,11 +9,13 @@ use tokio::{
 };
 
 use crate::{
-    auth::{Authenticator, KeySource},
-    config::{Secret, ServeConfig},
+    admin,
+    auth::{Authenticator, Guard, KeySource, rate_limit::RateLimiter},
+    config::{MIN_SECRET_BYTES, Secret, ServeConfig},
     crypto,
     extract::Extractor,
-    http::{self, AppState, rate_limit::RateLimiter},
+    http,
+    service::AppState,
     store::Store,
     telemetry,
 };
@@ -28,18 +30,32 @@ impl App {
     /// Connects and migrates the database, loads the keys and binds the listener
     /// (`ENGRAM_BIND`; port 0 picks a free port, which tests use).
     pub async fn build(config: ServeConfig) -> anyhow::Result<App> {
-        config.validate()?;
+        let config = config.validated()?;
         let (auth, key_source) = Authenticator::from_config(&config.core)?;
-        if key_source == KeySource::DevelopmentSecret {
+        if key_source == KeySource::DevelopmentSecret && !config.bind.ip().is_loopback() {
+            // Not refused: the generated secret is as strong as a configured one, and
+            // `docker run` + `engram token` is a fair way to try the image. What breaks is
+            // operational (each volume, so each replica, has its own secret; tokens die
+            // with the volume), so it is said at error level where alerts look.
+            tracing::error!(
+                bind = %config.bind,
+                data_dir = %config.core.data_dir.display(),
+                "development mode on a non-loopback address: no ENGRAM_JWT_SECRET or ENGRAM_JWT_PUBLIC_KEY_FILE, \
+                 tokens are signed with a secret generated into the data directory; set ENGRAM_JWT_SECRET for \
+                 anything but a trial"
+            );
+        } else if key_source == KeySource::DevelopmentSecret {
             tracing::warn!(
                 data_dir = %config.core.data_dir.display(),
                 "development mode: no ENGRAM_JWT_SECRET or ENGRAM_JWT_PUBLIC_KEY_FILE, tokens are signed with a \
                  secret generated into the data directory (use `engram token` to make one)"
             );
         }
-        let store = Store::connect(&config.core.database_url(), config.core.db_max_connections).await?;
+        let store =
+            Store::connect(&config.core.database_url(), config.core.db_max_connections, config.request_timeout())
+                .await?;
         store.migrate().await?;
-        if let Store::Sqlite(_) = store {
+        if store.is_embedded() {
             tracing::info!(database = %config.core.database_url(), "using the embedded SQLite database");
         } else {
             tracing::info!("using PostgreSQL");
@@ -51,21 +67,22 @@ impl App {
         let receipt_key = match &config.receipt_key {
             Some(key) => key.clone(),
             None => {
-                if let Store::Postgres(_) = store {
+                if !store.is_embedded() {
                     tracing::warn!("ENGRAM_RECEIPT_KEY is not set: each replica generates its own receipt key");
                 }
-                Secret(crypto::load_or_create_secret(&config.core.data_dir.join("receipt-key"))?)
+                let path = config.core.data_dir.join("receipt-key");
+                Secret(crypto::load_or_create_secret(&path, MIN_SECRET_BYTES)?)
             }
         };
         let rate_limiter = RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst()).map(Arc::new);
+        let guard = Guard { authenticator: Arc::new(auth), rate_limiter };
         let state = AppState {
             store,
-            auth: Arc::new(auth),
+            guard,
             config: Arc::new(config),
             metrics: telemetry::metrics_handle(),
             job_wakeup: Arc::new(Notify::new()),
             receipt_key: Arc::new(receipt_key),
-            rate_limiter,
         };
         Ok(App { state, listener, extractor })
     }
@@ -85,7 +102,7 @@ impl App {
         let (stop_tx, stop_rx) = watch::channel(false);
         let background = crate::worker::spawn(state.clone(), extractor, stop_rx);
         tracing::info!(address = %listener.local_addr()?, "engram listening");
-        axum::serve(listener, http::router(state.clone())).with_graceful_shutdown(shutdown).await?;
+        axum::serve(listener, http::router(state.clone(), admin::router())).with_graceful_shutdown(shutdown).await?;
         let _ = stop_tx.send(true);
         for task in background {
             let _ = task.await;

@@ -1,5 +1,21 @@
 //! Settings, read once at start-up from flags and the environment (clap), validated so
 //! that a bad value stops the process with a message naming the variable.
+//!
+//! **Empty values.** A variable set to the empty string (`ENGRAM_X=`, or a deploy file's
+//! `${ENGRAM_X:-}` when the operator forgot it) is never taken as a value, because an
+//! empty secret or URL is always a mistake and quietly using it fails open:
+//! - where a fallback would weaken the service or move its data (`DATABASE_URL`,
+//!   `ENGRAM_JWT_SECRET`, `ENGRAM_JWT_ISSUER`, `ENGRAM_JWT_AUDIENCE`,
+//!   `ENGRAM_RECEIPT_KEY`, `ENGRAM_LLM_API_KEY`: every secret) it is an **error**: an
+//!   empty JWT secret would otherwise mean development mode, an empty receipt key an
+//!   unkeyed hash, an empty `DATABASE_URL` a SQLite file in the data directory;
+//! - where the fallback is the documented default (`ENGRAM_LLM_BASE_URL`,
+//!   `ENGRAM_LLM_MODEL`) it means **unset**;
+//! - paths, numbers, booleans, addresses and enums fail to parse when empty (clap).
+//!
+//! Secrets (`ENGRAM_JWT_SECRET`, `ENGRAM_RECEIPT_KEY`) must also be at least
+//! [`MIN_SECRET_BYTES`] long. [`ServeConfig::validated`] and [`CoreConfig::validated`]
+//! apply these rules; every command runs them before it uses a setting.
 
 use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -50,7 +66,8 @@ pub enum ExtractorKind {
 #[derive(Debug, Clone, Args)]
 pub struct CoreConfig {
     /// `postgres://…` for production, `sqlite://…` embedded. Default: `sqlite://<data dir>/engram.db`.
-    #[arg(long, env = "DATABASE_URL")]
+    /// Its value is kept out of `--help`: a URL carries the database password.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<Secret>,
     /// Directory for the embedded database and generated keys.
     #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "data")]
@@ -76,7 +93,44 @@ pub struct CoreConfig {
     pub db_max_connections: u32,
 }
 
+/// Shortest secret accepted, in bytes: 256 bits, the HMAC-SHA256 key size. A shorter
+/// one can be guessed offline from one token or one receipt.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// Refuses an empty or short secret, naming its variable (never its value).
+pub fn check_secret(variable: &str, secret: &Secret) -> anyhow::Result<()> {
+    anyhow::ensure!(!secret.0.is_empty(), "{variable} is set but empty; set it to {MIN_SECRET_BYTES}+ random bytes");
+    anyhow::ensure!(
+        secret.0.len() >= MIN_SECRET_BYTES,
+        "{variable} must be at least {MIN_SECRET_BYTES} bytes (it has {}), e.g. `openssl rand -hex 32`",
+        secret.0.len()
+    );
+    Ok(())
+}
+
+/// An empty value where emptiness has no safe meaning is an error (module doc).
+fn refuse_empty(variable: &str, value: Option<&str>) -> anyhow::Result<()> {
+    anyhow::ensure!(value != Some(""), "{variable} is set but empty; unset it or give it a value");
+    Ok(())
+}
+
+/// An empty value where unset means the documented default is unset (module doc).
+fn unset_if_empty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty())
+}
+
 impl CoreConfig {
+    /// Applies the empty-value and secret rules of the module doc.
+    pub fn validated(self) -> anyhow::Result<CoreConfig> {
+        refuse_empty("DATABASE_URL", self.database_url.as_ref().map(|url| url.0.as_str()))?;
+        refuse_empty("ENGRAM_JWT_ISSUER", self.jwt_issuer.as_deref())?;
+        refuse_empty("ENGRAM_JWT_AUDIENCE", self.jwt_audience.as_deref())?;
+        if let Some(secret) = &self.jwt_secret {
+            check_secret("ENGRAM_JWT_SECRET", secret)?;
+        }
+        Ok(self)
+    }
+
     pub fn database_url(&self) -> String {
         match &self.database_url {
             Some(url) => url.0.clone(),
@@ -102,6 +156,10 @@ pub struct ServeConfig {
     /// Largest request body in bytes.
     #[arg(long, env = "ENGRAM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Longest a request may take before it is answered 503 (seconds); also the
+    /// PostgreSQL `statement_timeout`, so the database stops work nobody waits for.
+    #[arg(long, env = "ENGRAM_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
     /// Requests per second per tenant, in this process; 0 for no limit.
     #[arg(long, env = "ENGRAM_RATE_LIMIT_PER_SEC", default_value_t = 0)]
     pub rate_limit_per_sec: u32,
@@ -117,6 +175,10 @@ pub struct ServeConfig {
     /// Facts kept per agent and user.
     #[arg(long, env = "ENGRAM_MAX_FACTS_PER_USER", default_value_t = 1000)]
     pub max_facts_per_user: i64,
+    /// Facts one extraction job stores at most (its highest-scored), so that one message
+    /// of many short clauses cannot flood a user's memory.
+    #[arg(long, env = "ENGRAM_MAX_FACTS_PER_JOB", default_value_t = 50)]
+    pub max_facts_per_job: usize,
     /// Succeeded and cancelled jobs are deleted this long after they finished (seconds).
     #[arg(long, env = "ENGRAM_JOB_RETENTION_SECS", default_value_t = 7 * 24 * 3600)]
     pub job_retention_secs: u64,
@@ -141,8 +203,9 @@ pub struct ServeConfig {
     /// Which extractor turns conversations into facts.
     #[arg(long, env = "ENGRAM_EXTRACTOR", value_enum, default_value = "builtin")]
     pub extractor: ExtractorKind,
-    /// Base URL of the LLM API (OpenAI-compatible: includes `/v1`).
-    #[arg(long, env = "ENGRAM_LLM_BASE_URL")]
+    /// Base URL of the LLM API (OpenAI-compatible: includes `/v1`). Hidden from `--help` like
+    /// every URL setting, since a URL may carry credentials (`https://user:token@proxy/v1`).
+    #[arg(long, env = "ENGRAM_LLM_BASE_URL", hide_env_values = true)]
     pub llm_base_url: Option<String>,
     #[arg(long, env = "ENGRAM_LLM_API_KEY", hide_env_values = true)]
     pub llm_api_key: Option<Secret>,
@@ -156,15 +219,34 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// The settings with the empty-value and secret rules of the module doc applied and
+    /// [`validate`](Self::validate) passed: what `App::build` runs on.
+    pub fn validated(mut self) -> anyhow::Result<ServeConfig> {
+        self.core = self.core.validated()?;
+        self.llm_base_url = unset_if_empty(self.llm_base_url);
+        self.llm_model = unset_if_empty(self.llm_model);
+        refuse_empty("ENGRAM_LLM_API_KEY", self.llm_api_key.as_ref().map(|key| key.0.as_str()))?;
+        if let Some(key) = &self.receipt_key {
+            check_secret("ENGRAM_RECEIPT_KEY", key)?;
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
     /// Checks what clap cannot: ranges and combinations.
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.workers <= 64, "ENGRAM_WORKERS must be at most 64");
         anyhow::ensure!(self.job_lease_secs >= 1, "ENGRAM_JOB_LEASE_SECS must be at least 1");
         anyhow::ensure!(self.job_max_attempts >= 1, "ENGRAM_JOB_MAX_ATTEMPTS must be at least 1");
         anyhow::ensure!(self.max_facts_per_user >= 1, "ENGRAM_MAX_FACTS_PER_USER must be at least 1");
+        anyhow::ensure!(
+            (1..=1000).contains(&self.max_facts_per_job),
+            "ENGRAM_MAX_FACTS_PER_JOB must be between 1 and 1000"
+        );
         anyhow::ensure!(self.idle_end_secs >= 1, "ENGRAM_IDLE_END_SECS must be at least 1");
         anyhow::ensure!(self.sweep_interval_secs >= 1, "ENGRAM_SWEEP_INTERVAL_SECS must be at least 1");
         anyhow::ensure!(self.max_body_bytes >= 1024, "ENGRAM_MAX_BODY_BYTES must be at least 1024");
+        anyhow::ensure!((1..=3600).contains(&self.request_timeout_secs), "ENGRAM_REQUEST_TIMEOUT_SECS must be 1-3600");
         if self.extractor != ExtractorKind::Builtin {
             anyhow::ensure!(
                 self.llm_model.is_some(),
@@ -179,7 +261,91 @@ impl ServeConfig {
         self.rate_limit_burst.unwrap_or(self.rate_limit_per_sec.saturating_mul(2))
     }
 
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs)
+    }
+
     pub fn job_lease(&self) -> Duration {
         Duration::from_secs(self.job_lease_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command, Parser};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: super::ServeConfig,
+    }
+
+    fn validated(args: &[&str]) -> anyhow::Result<super::ServeConfig> {
+        let args = std::iter::once("engram").chain(args.iter().copied());
+        Cli::try_parse_from(args).map_err(anyhow::Error::from)?.serve.validated()
+    }
+
+    /// The empty-value rule, for every setting (new ones included): an empty value is
+    /// refused, or it leaves the settings exactly as if the variable were unset. A flag
+    /// set to "" reaches clap's parsers the same way an empty environment variable does.
+    #[test]
+    fn an_empty_value_is_an_error_or_unset_never_a_value() {
+        let unset = format!("{:?}", validated(&[]).expect("defaults are valid"));
+        let serve = super::ServeConfig::augment_args(Command::new("serve"));
+        let mut refused = Vec::new();
+        for arg in serve.get_arguments().filter(|arg| arg.get_env().is_some()) {
+            let env = arg.get_env().and_then(|env| env.to_str()).unwrap_or_default().to_owned();
+            let flag = format!("--{}=", arg.get_long().expect("every setting has a flag"));
+            match validated(&[&flag]) {
+                Err(_) => refused.push(env),
+                Ok(config) => assert_eq!(format!("{config:?}"), unset, "empty {env} was taken as a value"),
+            }
+        }
+        for secret in ["DATABASE_URL", "ENGRAM_JWT_SECRET", "ENGRAM_RECEIPT_KEY", "ENGRAM_LLM_API_KEY"] {
+            assert!(refused.iter().any(|env| env == secret), "empty {secret} must be refused, refused: {refused:?}");
+        }
+        for optional in ["ENGRAM_LLM_BASE_URL", "ENGRAM_LLM_MODEL"] {
+            assert!(!refused.iter().any(|env| env == optional), "empty {optional} must mean unset");
+        }
+    }
+
+    #[test]
+    fn an_empty_llm_model_is_unset_so_an_llm_extractor_still_asks_for_one() {
+        let error = validated(&["--extractor", "openai", "--llm-model="]).expect_err("no model");
+        assert!(error.to_string().contains("ENGRAM_LLM_MODEL is required"), "{error}");
+    }
+
+    #[test]
+    fn short_or_empty_secrets_are_refused_by_name_without_echoing_them() {
+        for (flag, env) in [("--jwt-secret", "ENGRAM_JWT_SECRET"), ("--receipt-key", "ENGRAM_RECEIPT_KEY")] {
+            for value in ["", "short-secret-31-bytes-long-abcd"] {
+                let error = validated(&[&format!("{flag}={value}")]).expect_err("refused");
+                let message = format!("{error:#}");
+                assert!(message.contains(env), "{message}");
+                assert!(value.is_empty() || !message.contains(value), "the secret is echoed: {message}");
+            }
+            let exactly_32 = "k".repeat(super::MIN_SECRET_BYTES);
+            validated(&[&format!("{flag}={exactly_32}")]).expect("32 bytes are enough");
+        }
+    }
+
+    /// `--help` prints the current value of each setting's environment variable unless the
+    /// argument hides it; for a URL, secret or key that would leak a credential into a
+    /// terminal or a CI log. Paths to key files (`…_FILE`) are not secrets.
+    #[test]
+    fn help_hides_the_values_of_secret_bearing_env_vars() {
+        let serve = super::ServeConfig::augment_args(Command::new("serve"));
+        let secret_bearing: Vec<_> = serve
+            .get_arguments()
+            .filter_map(|arg| Some((arg, arg.get_env()?.to_str()?)))
+            .filter(|(_, env)| ["URL", "SECRET", "KEY"].iter().any(|s| env.contains(s)) && !env.ends_with("_FILE"))
+            .collect();
+        let names: Vec<&str> = secret_bearing.iter().map(|(_, env)| *env).collect();
+        for expected in ["DATABASE_URL", "ENGRAM_JWT_SECRET", "ENGRAM_LLM_API_KEY", "ENGRAM_RECEIPT_KEY"] {
+            assert!(names.contains(&expected), "{expected} is not among {names:?}");
+        }
+        for (arg, env) in secret_bearing {
+            assert!(arg.is_hide_env_values_set(), "{env} would be printed by --help");
+        }
     }
 }

@@ -34,8 +34,9 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("rate limit exceeded; retry later")]
     RateLimited(std::time::Duration),
-    #[error("the database is unavailable; retry later")]
-    Unavailable,
+    /// The database cannot be reached or is busy, or the request ran out of time.
+    #[error("{0}; retry later")]
+    Unavailable(&'static str),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -71,7 +72,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -86,7 +87,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::RateLimited(_) => "rate_limited",
-            ApiError::Unavailable => "unavailable",
+            ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -103,13 +104,16 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match &self {
             ApiError::Internal(cause) => tracing::error!(error = format!("{cause:#}"), "internal error"),
-            ApiError::Unavailable => tracing::warn!("database unavailable"),
+            ApiError::Unavailable(why) => tracing::warn!(reason = why, "service unavailable"),
             _ => {}
         }
         let mut response = error_response(self.status(), self.code(), self.to_string());
         match self {
             ApiError::Unauthorized(_) => {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::Unavailable(_) => {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::RateLimited(wait) => {
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
@@ -123,12 +127,29 @@ impl IntoResponse for ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        match error {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
-                ApiError::Unavailable
-            }
-            other => ApiError::Internal(anyhow::Error::new(other).context("database query failed")),
+        if is_unavailable(&error) {
+            return ApiError::Unavailable("the database is unavailable or busy");
         }
+        ApiError::Internal(anyhow::Error::new(error).context("database query failed"))
+    }
+}
+
+/// Errors that say "not now" rather than "wrong": the database is unreachable, shutting
+/// down, out of connections or over its statement timeout (PostgreSQL), or locked by
+/// another writer past the busy timeout (SQLite). A client should retry them.
+pub fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // PostgreSQL: connection exceptions (08…), shutdown and cannot-connect
+            // (57P01-57P03), statement timeout (57014), too many connections (53300).
+            let postgres = code.starts_with("08") || code.starts_with("57P") || code == "57014" || code == "53300";
+            // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+            let sqlite = code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6));
+            postgres || sqlite
+        }
+        _ => false,
     }
 }
 

@@ -1,6 +1,8 @@
 //! Engram: a memory service for AI agents.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+/// The operator's admin panel under `/admin`.
+pub mod admin;
 /// The application: build, serve, shut down.
 pub mod app;
 /// Bearer tokens, scopes and the `Caller` extractor.
@@ -17,6 +19,10 @@ pub mod error;
 pub mod extract;
 /// Routes, handlers and middleware.
 pub mod http;
+/// Which module may use which (a test that reads the source).
+mod layers;
+/// What handlers and workers share: the app state and the operations both start.
+pub mod service;
 /// SQL, for PostgreSQL and SQLite.
 pub mod store;
 /// Logs and metrics.

@@ -1,8 +1,12 @@
-//! The `engram` command line: `serve`, `migrate`, `token`.
+//! The `engram` command line: `serve`, `migrate`, `token`, `admin-link`, `healthcheck`.
 
-use std::process::ExitCode;
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    process::ExitCode,
+    time::Duration,
+};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use engram::{
     app::{App, shutdown_signal},
     auth::{Authenticator, parse_ttl},
@@ -27,18 +31,57 @@ enum Command {
     /// Print a signed token (HS256, with the configured or development secret).
     Token {
         #[command(flatten)]
-        core: CoreConfig,
-        #[arg(long)]
-        tenant: String,
-        /// Space-separated scopes: memory:read memory:write admin rgpd.
-        #[arg(long, default_value = "admin")]
-        scope: String,
-        #[arg(long)]
-        sub: Option<String>,
+        grant: Grant,
         /// Lifetime, e.g. 90s, 15m, 1h, 7d.
         #[arg(long, default_value = "1h", value_parser = parse_ttl)]
         ttl: std::time::Duration,
     },
+    /// Print a short-lived sign-in link to the admin panel (development).
+    AdminLink {
+        #[command(flatten)]
+        grant: Grant,
+        /// Lifetime of the token, and so of the panel session.
+        #[arg(long, default_value = "15m", value_parser = parse_ttl)]
+        ttl: std::time::Duration,
+        /// Where the server listens.
+        #[arg(long, env = "ENGRAM_BIND", default_value = "127.0.0.1:8080")]
+        bind: String,
+    },
+    /// Exit 0 if the local server's `/readyz` answers 200, 1 otherwise: the container
+    /// image's HEALTHCHECK, which needs no curl in the image.
+    Healthcheck {
+        /// The server's listen address; an unspecified one (`0.0.0.0`) is probed on loopback.
+        #[arg(long, env = "ENGRAM_BIND", default_value = "127.0.0.1:8080")]
+        bind: SocketAddr,
+        /// Seconds before a silent server counts as unhealthy.
+        #[arg(long, default_value_t = 3)]
+        timeout_secs: u64,
+    },
+}
+
+/// Who a signed token is for: what `token` and `admin-link` both take.
+#[derive(Args)]
+struct Grant {
+    #[command(flatten)]
+    core: CoreConfig,
+    #[arg(long)]
+    tenant: String,
+    /// Space-separated scopes: memory:read memory:write admin rgpd.
+    #[arg(long, default_value = "admin")]
+    scope: String,
+    #[arg(long)]
+    sub: Option<String>,
+}
+
+impl Grant {
+    /// The token signer, from settings checked as `serve` checks them.
+    fn authenticator(&self) -> anyhow::Result<Authenticator> {
+        Ok(Authenticator::from_config(&self.core.clone().validated()?)?.0)
+    }
+
+    fn sign(&self, auth: &Authenticator, ttl: Duration) -> anyhow::Result<String> {
+        auth.sign(&self.tenant, &self.scope, self.sub.as_deref(), ttl)
+    }
 }
 
 #[tokio::main]
@@ -54,13 +97,22 @@ async fn main() -> ExitCode {
         }
         Command::Migrate(core) => {
             telemetry::init_logs(LogFormat::Text);
-            migrate(&core).await
+            match core.validated() {
+                Ok(core) => migrate(&core).await,
+                Err(e) => Err(e),
+            }
         }
-        Command::Token { core, tenant, scope, sub, ttl } => Authenticator::from_config(&core)
-            .and_then(|(auth, _)| auth.sign(&tenant, &scope, sub.as_deref(), ttl))
-            .map(|token| {
-                println!("{token}");
-            }),
+        Command::Token { grant, ttl } => grant.authenticator().and_then(|auth| grant.sign(&auth, ttl)).map(|token| {
+            println!("{token}");
+        }),
+        Command::AdminLink { grant, ttl, bind } => grant
+            .authenticator()
+            .and_then(|auth| {
+                let token = grant.sign(&auth, ttl)?;
+                Ok(engram::admin::session::sign_in_link(&format!("http://{bind}"), &token))
+            })
+            .map(|link| println!("{link}")),
+        Command::Healthcheck { bind, timeout_secs } => healthcheck(bind, Duration::from_secs(timeout_secs)).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -71,8 +123,22 @@ async fn main() -> ExitCode {
     }
 }
 
+async fn healthcheck(bind: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
+    let host = match bind.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    let url = format!("http://{}/readyz", SocketAddr::new(host, bind.port()));
+    // No proxy: an HTTP(S)_PROXY in the container must not route a loopback probe.
+    let client = reqwest::Client::builder().timeout(timeout).no_proxy().build()?;
+    let response = client.get(&url).send().await.map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+    anyhow::ensure!(response.status() == reqwest::StatusCode::OK, "{url} answered {}", response.status());
+    Ok(())
+}
+
 async fn migrate(core: &CoreConfig) -> anyhow::Result<()> {
-    let store = Store::connect(&core.database_url(), 2).await?;
+    let store = Store::connect(&core.database_url(), 2, std::time::Duration::from_secs(3600)).await?;
     store.migrate().await?;
     tracing::info!(backend = store.backend(), "migrations applied");
     store.close().await;

@@ -48,3 +48,16 @@ pub fn metrics_handle() -> PrometheusHandle {
         })
         .clone()
 }
+
+/// Every job status, so that each gauge is set (to 0 when no job has it).
+const JOB_STATUSES: [&str; 6] = ["queued", "running", "succeeded", "failed", "dead", "cancelled"];
+
+/// Sets the `engram_jobs` gauges from counts read when `/metrics` is scraped, so every
+/// replica reports the queue as it is rather than as it saw it.
+pub fn set_job_gauges(counts: &[(String, i64)]) {
+    for status in JOB_STATUSES {
+        let n = counts.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+        // Job counts fit an f64 exactly far beyond any real queue.
+        metrics::gauge!("engram_jobs", "status" => status).set(n as f64);
+    }
+}

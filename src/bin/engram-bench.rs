@@ -11,18 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::{Args, Parser, Subcommand};
 use engram::domain::{message::Role, search_query::STOP_WORDS};
 use engram::extract::{ExtractionRequest, Turn, builtin};
 use rust_stemmers::{Algorithm, Stemmer};
-
-const USAGE: &str = "\
-usage: engram-bench <command> [options]
-
-commands:
-  extraction [--data PATH] [--limit N]
-      Precision, recall and F1 of the built-in fact extractor against the persona lines of
-      Synthetic-Persona-Chat (default data: ../shared/data/spc-valid.csv), beside a baseline
-      that keeps every first-person sentence.";
 
 /// Default confidence threshold of an agent; facts below it are never stored.
 const MIN_CONFIDENCE: f64 = 0.7;
@@ -31,33 +23,42 @@ const MIN_CONFIDENCE: f64 = 0.7;
 /// least this much.
 const MATCH_F1: f64 = 0.5;
 
-enum Failure {
-    /// Bad command line: print the usage and exit with 2.
-    Usage(String),
-    Run(String),
+/// The data sets live beside the repository, shared by every checkout.
+const SPC_VALID: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/spc-valid.csv");
+
+#[derive(Parser)]
+#[command(name = "engram-bench", about = "Offline evaluations of Engram's components against public data sets")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
+#[derive(Subcommand)]
+enum Command {
+    /// Precision, recall and F1 of the built-in fact extractor against the persona lines of
+    /// Synthetic-Persona-Chat, beside a baseline that keeps every first-person sentence.
+    Extraction(ExtractionArgs),
+}
+
+#[derive(Args)]
+struct ExtractionArgs {
+    /// Synthetic-Persona-Chat CSV file.
+    #[arg(long, value_name = "PATH", default_value = SPC_VALID)]
+    data: PathBuf,
+    /// Evaluate only the first N conversations.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+}
+
+/// Command-line mistakes exit with 2 and the usage (clap's convention); a failed run exits
+/// with 1 and its message.
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((command, options)) = args.split_first() else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    let result = match command.as_str() {
-        "extraction" => extraction(options),
-        "help" | "-h" | "--help" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        other => Err(Failure::Usage(format!("unknown command `{other}`"))),
+    let result = match Cli::parse().command {
+        Command::Extraction(args) => extraction(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(message)) => {
-            eprintln!("error: {message}\n\n{USAGE}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Run(message)) => {
+        Err(message) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
@@ -68,43 +69,6 @@ fn main() -> ExitCode {
 // extraction
 // ---------------------------------------------------------------------------------------
 
-struct ExtractionArgs {
-    data: PathBuf,
-    limit: Option<usize>,
-}
-
-fn parse_extraction_args(options: &[String]) -> Result<ExtractionArgs, Failure> {
-    let mut args = ExtractionArgs {
-        data: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/spc-valid.csv")),
-        limit: None,
-    };
-    let mut options = options.iter();
-    while let Some(option) = options.next() {
-        let (name, inline) = match option.split_once('=') {
-            Some((name, value)) => (name, Some(value.to_string())),
-            None => (option.as_str(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| options.next().cloned())
-                .ok_or_else(|| Failure::Usage(format!("{name} needs a value")))
-        };
-        match name {
-            "--data" => args.data = PathBuf::from(value()?),
-            "--limit" => {
-                let raw = value()?;
-                let limit = raw.parse().map_err(|_| Failure::Usage(format!("--limit: not a number: {raw}")))?;
-                args.limit = Some(limit);
-            }
-            other => {
-                return Err(Failure::Usage(format!("extraction: unknown option `{other}`")));
-            }
-        }
-    }
-    Ok(args)
-}
-
 /// One row of Synthetic-Persona-Chat.
 struct Dialogue {
     /// Persona lines of User 1 and User 2.
@@ -113,12 +77,10 @@ struct Dialogue {
     turns: Vec<(usize, String)>,
 }
 
-fn extraction(options: &[String]) -> Result<(), Failure> {
-    let args = parse_extraction_args(options)?;
-    let text = std::fs::read_to_string(&args.data)
-        .map_err(|e| Failure::Run(format!("cannot read {}: {e}", args.data.display())))?;
+fn extraction(args: &ExtractionArgs) -> Result<(), String> {
+    let text = std::fs::read_to_string(&args.data).map_err(|e| format!("cannot read {}: {e}", args.data.display()))?;
     let started = Instant::now();
-    let mut dialogues = parse_dialogues(&text).map_err(Failure::Run)?;
+    let mut dialogues = parse_dialogues(&text)?;
     if let Some(limit) = args.limit {
         dialogues.truncate(limit);
     }
@@ -207,21 +169,28 @@ fn first_person_sentences(dialogue: &Dialogue, speaker: usize) -> Vec<String> {
     out
 }
 
+/// The CSV's header names the columns; rows may be ragged (a missing field reads as empty)
+/// and blank rows are skipped.
 fn parse_dialogues(text: &str) -> Result<Vec<Dialogue>, String> {
-    let mut records = parse_csv(text)?.into_iter();
-    let header = records.next().ok_or("empty CSV file")?;
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.as_bytes());
+    let header = reader.headers().map_err(|e| format!("bad CSV header: {e}"))?.clone();
+    if header.is_empty() {
+        return Err("empty CSV file".into());
+    }
     let column =
         |name: &str| header.iter().position(|h| h.trim() == name).ok_or_else(|| format!("missing column `{name}`"));
     let (p1, p2, conv) =
         (column("user 1 personas")?, column("user 2 personas")?, column("Best Generated Conversation")?);
-    let field = |record: &[String], i: usize| record.get(i).cloned().unwrap_or_default();
-    Ok(records
-        .filter(|record| record.iter().any(|f| !f.trim().is_empty()))
-        .map(|record| Dialogue {
-            personas: [lines(&field(&record, p1)), lines(&field(&record, p2))],
-            turns: parse_turns(&field(&record, conv)),
-        })
-        .collect())
+    let mut dialogues = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("bad CSV record: {e}"))?;
+        if record.iter().all(|f| f.trim().is_empty()) {
+            continue;
+        }
+        let field = |i: usize| record.get(i).unwrap_or_default();
+        dialogues.push(Dialogue { personas: [lines(field(p1)), lines(field(p2))], turns: parse_turns(field(conv)) });
+    }
+    Ok(dialogues)
 }
 
 fn lines(text: &str) -> Vec<String> {
@@ -245,51 +214,6 @@ fn parse_turns(conversation: &str) -> Vec<(usize, String)> {
         }
     }
     turns
-}
-
-/// RFC 4180: comma-separated fields, optionally double-quoted; quoted fields may hold
-/// commas, line breaks and doubled quotes. Records end at CRLF or LF.
-fn parse_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
-    let mut records = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut chars = text.chars().peekable();
-    let mut in_quotes = false;
-    let mut line = 1;
-    while let Some(c) = chars.next() {
-        if c == '\n' {
-            line += 1;
-        }
-        if in_quotes {
-            match c {
-                '"' if chars.peek() == Some(&'"') => {
-                    field.push('"');
-                    chars.next();
-                }
-                '"' => in_quotes = false,
-                _ => field.push(c),
-            }
-            continue;
-        }
-        match c {
-            '"' if field.is_empty() => in_quotes = true,
-            ',' => record.push(std::mem::take(&mut field)),
-            '\r' if chars.peek() == Some(&'\n') => {}
-            '\n' => {
-                record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
-            }
-            _ => field.push(c),
-        }
-    }
-    if in_quotes {
-        return Err(format!("unterminated quoted field at end of file (line {line})"));
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push(record);
-    }
-    Ok(records)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -464,14 +388,19 @@ mod tests {
     }
 
     #[test]
-    fn csv_handles_quotes_newlines_and_crlf() {
-        let text = "a,b,c\r\n\"x, y\",\"line 1\nline 2\",\"say \"\"hi\"\"\"\r\nplain,,last";
-        let records = parse_csv(text).expect("valid csv");
-        assert_eq!(
-            records,
-            vec![vec!["a", "b", "c"], vec!["x, y", "line 1\nline 2", "say \"hi\""], vec!["plain", "", "last"],]
-        );
-        assert!(parse_csv("\"open").is_err());
+    fn csv_handles_quotes_newlines_crlf_and_ragged_rows() {
+        let text = "Best Generated Conversation,user 1 personas,user 2 personas\r\n\
+                    \"User 1: Hi, \"\"you\"\"\nUser 2: I play chess.\",\"I like tea.\r\nI nap.\",\"x, y\"\r\n\
+                    ,,\r\n\
+                    User 1: short";
+        let dialogues = parse_dialogues(text).expect("valid csv");
+        assert_eq!(dialogues.len(), 2);
+        assert_eq!(dialogues[0].turns, [(0, "Hi, \"you\"".to_string()), (1, "I play chess.".to_string())]);
+        assert_eq!(dialogues[0].personas, [vec!["I like tea.", "I nap."], vec!["x, y"]]);
+        assert_eq!(dialogues[1].turns, [(0, "short".to_string())]);
+        assert!(dialogues[1].personas.iter().all(Vec::is_empty));
+        assert!(parse_dialogues("").is_err());
+        assert!(parse_dialogues("a,b\n1,2\n").is_err());
     }
 
     #[test]
@@ -491,16 +420,30 @@ mod tests {
         assert_eq!(first_person_sentences(d, 0), ["I like tea."]);
     }
 
+    fn parse(args: &[&str]) -> Result<ExtractionArgs, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("engram-bench").chain(args.iter().copied()))?;
+        let Command::Extraction(args) = cli.command;
+        Ok(args)
+    }
+
     #[test]
     fn extraction_args() {
-        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let parsed = parse_extraction_args(&args(&["--data", "x.csv", "--limit=5"]))
-            .map_err(|_| "parse failed")
-            .expect("valid args");
+        let parsed = parse(&["extraction", "--data", "x.csv", "--limit=5"]).expect("valid args");
         assert_eq!(parsed.data, PathBuf::from("x.csv"));
         assert_eq!(parsed.limit, Some(5));
-        assert!(parse_extraction_args(&args(&["--limit", "many"])).is_err());
-        assert!(parse_extraction_args(&args(&["--bogus"])).is_err());
-        assert!(parse_extraction_args(&args(&["--data"])).is_err());
+        let defaults = parse(&["extraction"]).expect("valid args");
+        assert_eq!(defaults.data, PathBuf::from(SPC_VALID));
+        assert_eq!(defaults.limit, None);
+        assert!(parse(&["extraction", "--limit", "many"]).is_err());
+        assert!(parse(&["extraction", "--bogus"]).is_err());
+        assert!(parse(&["extraction", "--data"]).is_err());
+        assert!(parse(&["bogus"]).is_err());
+        assert!(parse(&[]).is_err());
+    }
+
+    #[test]
+    fn command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

@@ -47,10 +47,10 @@ impl Default for Settings {
 #[serde(deny_unknown_fields)]
 pub struct ConfigPatch {
     pub memory_enabled: Option<bool>,
-    /// 1–100
+    #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 1, maximum = 100)]
     pub min_user_turns: Option<i32>,
-    /// 1–100
+    #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 1, maximum = 100)]
     pub max_injected_facts: Option<i32>,
     /// 0–1
@@ -60,6 +60,22 @@ pub struct ConfigPatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>, max_length = 4000)]
     pub extraction_instructions: Option<Option<String>>,
+}
+
+/// An optional integer that also takes a number with a zero fraction (`3.0`): JSON
+/// Schema's `integer`, which the spec promises, counts `3.0` as an integer, and a
+/// client's JSON library may write one so.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+    use serde::de::Error;
+    match Option::<serde_json::Number>::deserialize(d)? {
+        None => Ok(None),
+        Some(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15).map(|f| f as i64))
+            .and_then(|i| i32::try_from(i).ok())
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("expected an integer, got {n}"))),
+    }
 }
 
 fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -123,8 +139,19 @@ mod tests {
         ] {
             assert!(patch(bad).is_err(), "{bad}");
         }
+        for bad in [r#"{"min_user_turns": 2.5}"#, r#"{"max_injected_facts": 1e300}"#, r#"{"min_user_turns": true}"#] {
+            assert!(patch(bad).is_err(), "{bad}");
+        }
         let long = format!(r#"{{"extraction_instructions": "{}"}}"#, "x".repeat(4001));
         assert!(patch(&long).is_err());
+    }
+
+    /// JSON Schema's `integer` (what the spec says) includes `5.0`.
+    #[test]
+    fn integers_may_be_written_with_a_zero_fraction() {
+        let written_as_float = patch(r#"{"min_user_turns": 5.0, "max_injected_facts": 7}"#).unwrap();
+        assert_eq!((written_as_float.min_user_turns, written_as_float.max_injected_facts), (Some(5), Some(7)));
+        assert_eq!(patch(r#"{"min_user_turns": null}"#).unwrap().min_user_turns, None);
     }
 
     #[test]

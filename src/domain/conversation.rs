@@ -63,10 +63,10 @@ pub struct Conversation {
 pub struct NewConversation {
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
-    /// At most 500 characters.
     #[serde(default)]
+    #[schema(max_length = 500)]
     pub title: Option<String>,
-    /// A JSON object; `{}` when absent.
+    /// A JSON object of at most 16 KiB serialized; `{}` when absent.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -84,9 +84,11 @@ impl NewConversation {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationPatch {
+    /// `null` clears it.
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 500)]
     pub title: Option<Option<String>>,
+    /// A JSON object of at most 16 KiB serialized.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -112,18 +114,43 @@ fn validate_title(title: Option<&str>) -> Result<(), String> {
     }
 }
 
-fn validate_metadata(metadata: Option<&serde_json::Value>) -> Result<(), String> {
+/// Largest serialized `metadata` of a conversation or a message: room for a client's
+/// bookkeeping, not a second content field.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+/// `metadata` must be a JSON object of at most [`MAX_METADATA_BYTES`].
+pub fn validate_metadata(metadata: Option<&serde_json::Value>) -> Result<(), String> {
     match metadata {
         Some(m) if !m.is_object() => Err("metadata must be a JSON object".into()),
+        Some(m) if json_size(m) > MAX_METADATA_BYTES => {
+            Err(format!("metadata must be at most {MAX_METADATA_BYTES} bytes of JSON"))
+        }
         _ => Ok(()),
     }
+}
+
+/// The size of `value` serialized, without building the text.
+pub fn json_size(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
 }
 
 /// `POST /api/conversations/{id}/messages`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AppendRequest {
-    /// 1–100 messages, stored in this order, all or none.
+    /// Stored in this order, all or none.
+    #[schema(min_items = 1, max_items = 100)]
     pub messages: Vec<NewMessage>,
 }
 
@@ -176,10 +203,8 @@ pub struct ExtractionInputs {
     /// False when the agent was never configured.
     pub memory_enabled: bool,
     pub min_user_turns: i64,
-    /// The user's stored consent, `None` when they never said.
-    pub stored_consent: Option<bool>,
-    /// `ENGRAM_DEFAULT_AI_CONSENT`, for users who never said.
-    pub default_consent: bool,
+    /// The user's consent, resolved by [`Policy::consent`](super::policy::Policy::consent).
+    pub consent: bool,
     pub user_turns: i64,
     pub last_user_seq: i64,
     pub extracted_through_seq: i64,
@@ -192,7 +217,7 @@ pub fn extraction_decision(inputs: &ExtractionInputs) -> Result<(), SkipReason> 
     if !inputs.memory_enabled {
         return Err(SkipReason::MemoryDisabled);
     }
-    if !inputs.stored_consent.unwrap_or(inputs.default_consent) {
+    if !inputs.consent {
         return Err(SkipReason::ConsentRefused);
     }
     if inputs.user_turns < inputs.min_user_turns {
@@ -242,8 +267,7 @@ mod tests {
         ExtractionInputs {
             memory_enabled: true,
             min_user_turns: 3,
-            stored_consent: None,
-            default_consent: true,
+            consent: true,
             user_turns: 3,
             last_user_seq: 6,
             extracted_through_seq: 0,
@@ -262,8 +286,7 @@ mod tests {
     fn each_condition_has_its_reason() {
         let cases = [
             (ExtractionInputs { memory_enabled: false, ..ready() }, SkipReason::MemoryDisabled),
-            (ExtractionInputs { stored_consent: Some(false), ..ready() }, SkipReason::ConsentRefused),
-            (ExtractionInputs { default_consent: false, ..ready() }, SkipReason::ConsentRefused),
+            (ExtractionInputs { consent: false, ..ready() }, SkipReason::ConsentRefused),
             (ExtractionInputs { user_turns: 2, ..ready() }, SkipReason::TooFewUserTurns),
             (ExtractionInputs { extracted_through_seq: 6, ..ready() }, SkipReason::NothingNew),
             (ExtractionInputs { queued_through_seq: 7, ..ready() }, SkipReason::NothingNew),
@@ -274,24 +297,13 @@ mod tests {
     }
 
     #[test]
-    fn stored_consent_overrides_the_default() {
-        let granted = ExtractionInputs { stored_consent: Some(true), default_consent: false, ..ready() };
-        assert_eq!(extraction_decision(&granted), Ok(()));
-    }
-
-    #[test]
     fn reasons_are_checked_in_contract_order() {
-        let everything_wrong = ExtractionInputs {
-            memory_enabled: false,
-            stored_consent: Some(false),
-            user_turns: 0,
-            last_user_seq: 0,
-            ..ready()
-        };
+        let everything_wrong =
+            ExtractionInputs { memory_enabled: false, consent: false, user_turns: 0, last_user_seq: 0, ..ready() };
         assert_eq!(extraction_decision(&everything_wrong), Err(SkipReason::MemoryDisabled));
         let memory_on = ExtractionInputs { memory_enabled: true, ..everything_wrong };
         assert_eq!(extraction_decision(&memory_on), Err(SkipReason::ConsentRefused));
-        let consented = ExtractionInputs { stored_consent: Some(true), ..memory_on };
+        let consented = ExtractionInputs { consent: true, ..memory_on };
         assert_eq!(extraction_decision(&consented), Err(SkipReason::TooFewUserTurns));
         let enough_turns = ExtractionInputs { user_turns: 3, ..consented };
         assert_eq!(extraction_decision(&enough_turns), Err(SkipReason::NothingNew));

@@ -6,7 +6,16 @@
 use std::collections::HashSet;
 
 use super::fact::{FactText, MAX_FACT_CHARS, MAX_TAGS, NewFact, validate_tag};
-use crate::{domain::fact_text::clean, extract::ExtractedFact};
+use crate::domain::fact_text::clean;
+
+/// One fact as an extractor proposes it, before [`select`] decides what is kept.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ExtractedFact {
+    pub fact: String,
+    pub score: f64,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
 
 pub fn select(facts: Vec<ExtractedFact>, min_confidence: f64) -> Vec<NewFact> {
     let mut seen = HashSet::new();
@@ -30,6 +39,15 @@ pub fn select(facts: Vec<ExtractedFact>, min_confidence: f64) -> Vec<NewFact> {
         .collect()
 }
 
+/// The `limit` highest-scored facts, best first (ties keep their order): what one job may
+/// store, so that the facts it stores when room is short are its best.
+pub fn best(mut facts: Vec<NewFact>, limit: usize) -> Vec<NewFact> {
+    // Stable: equal scores keep the order the extractor gave.
+    facts.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
+    facts.truncate(limit);
+    facts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +69,17 @@ mod tests {
         );
         let texts: Vec<_> = kept.iter().map(|k| k.text.text()).collect();
         assert_eq!(texts, ["Name is Alice", "Lives in Paris"]);
+    }
+
+    #[test]
+    fn best_keeps_the_highest_scores_in_order() {
+        let kept = select(
+            vec![fact("Likes tea", 0.7), fact("Name is Alice", 0.9), fact("Likes jam", 0.7), fact("Is 34", 0.8)],
+            0.5,
+        );
+        let texts: Vec<_> = best(kept.clone(), 3).into_iter().map(|k| k.text.text().to_owned()).collect();
+        assert_eq!(texts, ["Name is Alice", "Is 34", "Likes tea"]);
+        assert_eq!(best(kept, 10).len(), 4);
     }
 
     #[test]

@@ -100,7 +100,13 @@ impl FactText {
     /// Cleans `raw` ([`fact_text::clean`]) and checks the length of the result. A text
     /// whose duplicate key is empty (only punctuation or invisible characters) is
     /// refused too: it says nothing, and all such texts would be "the same fact".
+    /// The length is checked on `raw` too, so that the limit is the one a client can
+    /// check before sending (the spec's `maxLength`), whatever cleaning removes.
     pub fn parse(raw: &str) -> Result<FactText, String> {
+        let raw_chars = raw.chars().count();
+        if raw_chars > MAX_FACT_CHARS {
+            return Err(format!("fact must be 1-{MAX_FACT_CHARS} characters, got {raw_chars}"));
+        }
         let text = fact_text::clean(raw);
         let chars = text.chars().count();
         if chars == 0 || chars > MAX_FACT_CHARS {
@@ -131,15 +137,32 @@ pub struct NewFact {
     pub score: Option<f64>,
 }
 
+/// A tag as the spec states it (the rule is [`validate_tag`]): 1–64 characters, none of
+/// them a control character.
+#[derive(ToSchema)]
+#[schema(value_type = String, min_length = 1, max_length = 64, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$")]
+#[allow(dead_code)] // only its schema is used
+pub struct Tag(String);
+
+/// A fact's text as the spec states it (the rule is [`FactText::parse`]): 1–1000
+/// characters as sent, stored with whitespace runs collapsed and the ends trimmed. It
+/// must hold something besides white space, control and invisible (format) characters
+/// and the trailing punctuation `. , ; : ! ? …` (the pattern lists those of the Basic
+/// Multilingual Plane).
+#[derive(ToSchema)]
+#[schema(value_type = String, min_length = 1, max_length = 1000, pattern = "[^\\u0000-\\u0020\\u007F-\\u00A0\\u00AD\\u0600-\\u0605\\u061C\\u06DD\\u070F\\u0890\\u0891\\u08E2\\u1680\\u180E\\u2000-\\u200F\\u2028-\\u202F\\u205F-\\u2064\\u2066-\\u206F\\u3000\\uFEFF\\uFFF9-\\uFFFB.,;:!?\\u2026]", example = "Prefers tea over coffee")]
+#[allow(dead_code)] // only its schema is used
+pub struct FactString(String);
+
 /// The body of `POST …/facts`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FactInput {
-    /// 1–1000 characters after trimming and collapsing whitespace.
-    #[schema(example = "Prefers tea over coffee")]
+    #[schema(value_type = FactString)]
     pub fact: String,
-    /// At most 20 tags of 1–64 characters; repeated tags are kept once.
+    /// At most 20 tags; repeated tags are kept once.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<Tag>>, max_items = 20)]
     pub tags: Option<Vec<String>>,
     /// 0–1; omitted or null for an unscored fact.
     #[schema(minimum = 0.0, maximum = 1.0)]
@@ -162,14 +185,15 @@ impl FactInput {
 /// update silently carried nothing finds out.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct FactPatch {
-    /// 1–1000 characters; 409 when another stored fact of this user is the same fact.
+    /// As in `POST …/facts`; 409 when another stored fact of this user is the same fact.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = String)]
+    #[schema(value_type = FactString)]
     pub fact: Option<String>,
-    /// Replaces the whole tag list.
+    /// Replaces the whole tag list (at most 20).
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Vec<Tag>, max_items = 20)]
     pub tags: Option<Vec<String>>,
     /// 0–1, or null to clear.
     #[serde(default, deserialize_with = "present")]
@@ -263,11 +287,14 @@ mod tests {
     }
 
     #[test]
-    fn fact_length_is_counted_in_characters_after_cleaning() {
+    fn fact_length_is_counted_in_characters_as_sent_and_after_cleaning() {
         assert!(FactText::parse(&"é".repeat(MAX_FACT_CHARS)).is_ok());
         assert!(FactText::parse(&"é".repeat(MAX_FACT_CHARS + 1)).is_err());
-        // Whitespace that cleaning removes does not count.
-        assert!(FactText::parse(&format!("  {}  \n", "x".repeat(MAX_FACT_CHARS))).is_ok());
+        // The spec's maxLength is on the text as sent: whitespace that cleaning would
+        // remove still counts, so a client's own check agrees with the server.
+        let padded = format!(" {} ", "x".repeat(MAX_FACT_CHARS - 2));
+        assert_eq!(FactText::parse(&padded).map(|t| t.text().len()), Ok(MAX_FACT_CHARS - 2));
+        assert!(FactText::parse(&format!("  {}", "x".repeat(MAX_FACT_CHARS - 1))).is_err());
         for empty in ["", "   ", "\n\t", "\u{0}"] {
             assert!(FactText::parse(empty).is_err(), "{empty:?}");
         }

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 /// An agent's id: 1–128 characters of `[A-Za-z0-9._:-]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(try_from = "String", into = "String")]
-#[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "support-bot")]
+#[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$", min_length = 1, max_length = 128, example = "support-bot")]
 pub struct AgentId(String);
 
 impl AgentId {
@@ -26,11 +26,20 @@ impl AgentId {
     }
 }
 
-/// The end user's id on the caller's channel: 1–256 bytes of printable UTF-8. Personal
-/// data: never logged.
+/// The end user's id on the caller's channel: 1–256 bytes of printable UTF-8 (no control
+/// character: U+0000–U+001F, U+007F–U+009F). Personal data: never logged.
+///
+/// JSON Schema counts characters, not bytes: `maxLength` bounds the characters, and
+/// a value of multi-byte characters must also stay within 256 bytes of UTF-8.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(try_from = "String", into = "String")]
-#[schema(value_type = String, example = "whatsapp:+33612345678")]
+#[schema(
+    value_type = String,
+    pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+    min_length = 1,
+    max_length = 256,
+    example = "whatsapp:+33612345678"
+)]
 pub struct ExternalRef(String);
 
 impl ExternalRef {
@@ -50,6 +59,25 @@ impl ExternalRef {
 impl fmt::Debug for ExternalRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ExternalRef(***)")
+    }
+}
+
+/// The tenant, as named by the verified token's `tenant` claim (1–256 bytes) and
+/// nowhere else: only the authenticator makes one from a request, so a handler cannot
+/// hand the store a tenant a client chose.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TenantId(String);
+
+impl TenantId {
+    pub fn parse(value: String) -> Result<Self, String> {
+        if value.is_empty() || value.len() > 256 {
+            return Err("tenant must be 1-256 bytes".into());
+        }
+        Ok(TenantId(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -73,7 +101,7 @@ macro_rules! string_newtype_conversions {
         }
     )*};
 }
-string_newtype_conversions!(AgentId, ExternalRef);
+string_newtype_conversions!(AgentId, ExternalRef, TenantId);
 
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 use super::{
     fact::Fact,
+    policy::Policy,
     prompt::{self, PromptFact},
     search_query::SearchQuery,
 };
@@ -56,24 +57,11 @@ impl MemoryContext {
     }
 }
 
-/// An agent's memory switch and a user's consent, read together in one query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gate {
-    /// `(memory_enabled, max_injected_facts)`, or `None` when the agent was never
-    /// configured (memory is then off).
-    pub agent: Option<(bool, i32)>,
-    /// The stored consent, or `None` when the user never said.
-    pub consent: Option<bool>,
-}
-
-impl Gate {
-    /// How many facts to give by default, or `None` when the context must be empty:
-    /// memory off or never configured, or consent refused (stored, or by default).
-    pub fn open(self, default_consent: bool) -> Option<usize> {
-        let (memory_enabled, max_injected_facts) = self.agent?;
-        let consent = self.consent.unwrap_or(default_consent);
-        (memory_enabled && consent).then(|| usize::try_from(max_injected_facts).unwrap_or(0).clamp(1, MAX_FACTS))
-    }
+/// How many facts the memory context gives by default, or `None` when it must be
+/// empty: memory off or never configured, or consent refused (stored, or by default).
+pub fn default_max_facts(policy: &Policy, default_consent: bool) -> Option<usize> {
+    let max_injected_facts = policy.agent.as_ref()?.max_injected_facts;
+    policy.memory_on(default_consent).then(|| usize::try_from(max_injected_facts).unwrap_or(0).clamp(1, MAX_FACTS))
 }
 
 /// The query string of `GET …/memory-context`, validated.
@@ -103,7 +91,8 @@ impl ContextRequest {
                     .ok_or_else(|| format!("token_budget must be at least 1, got {n}"))
             })
             .transpose()?;
-        let query = query.and_then(|q| SearchQuery::parse(q).ok());
+        // Blank asks for nothing in particular; a query over the caps is a mistake.
+        let query = query.filter(|q| !q.trim().is_empty()).map(SearchQuery::parse).transpose()?;
         Ok(ContextRequest { query, max_facts, token_budget })
     }
 }
@@ -115,6 +104,7 @@ mod tests {
 
     use super::*;
     use crate::domain::{
+        agent_config::Settings,
         fact::Source,
         ids::{AgentId, ExternalRef},
     };
@@ -166,14 +156,15 @@ mod tests {
     }
 
     #[test]
-    fn gate_needs_memory_on_and_consent() {
-        let on = Some((true, 7));
-        assert_eq!(Gate { agent: on, consent: None }.open(true), Some(7));
-        assert_eq!(Gate { agent: on, consent: Some(true) }.open(false), Some(7));
-        assert_eq!(Gate { agent: on, consent: None }.open(false), None);
-        assert_eq!(Gate { agent: on, consent: Some(false) }.open(true), None);
-        assert_eq!(Gate { agent: Some((false, 7)), consent: Some(true) }.open(true), None);
-        assert_eq!(Gate { agent: None, consent: Some(true) }.open(true), None);
+    fn default_max_facts_needs_memory_on_and_consent() {
+        let agent = |memory_enabled| Some(Settings { memory_enabled, max_injected_facts: 7, ..Settings::default() });
+        let policy = |agent, stored_consent| Policy { agent, stored_consent };
+        assert_eq!(default_max_facts(&policy(agent(true), None), true), Some(7));
+        assert_eq!(default_max_facts(&policy(agent(true), Some(true)), false), Some(7));
+        assert_eq!(default_max_facts(&policy(agent(true), None), false), None);
+        assert_eq!(default_max_facts(&policy(agent(true), Some(false)), true), None);
+        assert_eq!(default_max_facts(&policy(agent(false), Some(true)), true), None);
+        assert_eq!(default_max_facts(&policy(None, Some(true)), true), None);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Messages of a conversation, as stored and returned.
 
+use super::conversation::{json_size, validate_metadata};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -38,7 +39,9 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
+    #[schema(min_length = 1)]
     pub id: String,
+    #[schema(min_length = 1)]
     pub name: String,
     /// The call's arguments, a JSON object.
     #[schema(value_type = Object)]
@@ -96,20 +99,50 @@ impl Message {
     }
 }
 
+/// The content block in which Anthropic's Messages API sends a tool's answer, with role
+/// `user`; see [`is_user_turn`] and `domain::history`.
+pub const TOOL_RESULT_BLOCK: &str = "tool_result";
+
+/// The `type` of a content part, if it has a string one.
+pub fn part_type(part: &serde_json::Value) -> Option<&str> {
+    part.get("type").and_then(serde_json::Value::as_str)
+}
+
+/// Whether a message is a turn of the end user, the unit of `min_user_turns`: role `user`
+/// with something the person said. Anthropic sends tool answers as `user` messages made
+/// of `tool_result` blocks; those are the tool speaking, so they never count, or an agent
+/// loop of three tool calls would look like three user turns.
+pub fn is_user_turn(role: Role, content: &serde_json::Value) -> bool {
+    let only_tool_results = match content {
+        serde_json::Value::Array(parts) => {
+            !parts.is_empty() && parts.iter().all(|part| part_type(part) == Some(TOOL_RESULT_BLOCK))
+        }
+        _ => false,
+    };
+    role == Role::User && !only_tool_results
+}
+
 /// Largest serialized `content` of one message: big enough for any chat turn, small
 /// enough that one message cannot crowd out a conversation's extraction prompt.
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
 
+/// Longest `name` or `tool_call_id`, in characters (providers allow 64).
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// Most tool calls on one assistant message.
+pub const MAX_TOOL_CALLS: usize = 128;
+
 /// Messages in one append: large enough to import a whole conversation in one call.
 pub const MAX_BATCH: usize = 100;
 
-/// A message as a client sends it, before it has an id and a seq.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// A message as a client sends it, before it has an id and a seq. Its schema is
+/// written by hand ([`new_message_schema`]) because where the tool fields may appear
+/// depends on the role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewMessage {
     pub role: Role,
     /// At most 64 KiB serialized.
-    #[schema(schema_with = content_schema)]
     pub content: serde_json::Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -121,8 +154,65 @@ pub struct NewMessage {
     pub tool_call_id: Option<String>,
     /// A JSON object, kept as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+}
+
+impl utoipa::PartialSchema for NewMessage {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        new_message_schema().into()
+    }
+}
+
+impl ToSchema for NewMessage {
+    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        schemas.push((ToolCall::name().into_owned(), <ToolCall as utoipa::PartialSchema>::schema()));
+        <ToolCall as ToSchema>::schemas(schemas);
+    }
+}
+
+/// The schema of [`NewMessage`]: one shape per role group, so that the spec states
+/// what [`NewMessage::validate`] checks: `tool_calls` only on `assistant` messages,
+/// `tool_call_id` only on `tool` messages (elsewhere absent or null), unknown fields
+/// refused.
+fn new_message_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::{
+        Ref, RefOr,
+        schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type},
+    };
+    let of_types = |types: &[Type]| ObjectBuilder::new().schema_type(types.iter().cloned().collect::<SchemaType>());
+    let null = || RefOr::from(Schema::from(of_types(&[Type::Null])));
+    let shape = |roles: &[&str], tool_calls: RefOr<Schema>, tool_call_id: RefOr<Schema>| {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("role", ObjectBuilder::new().schema_type(Type::String).enum_values(Some(roles.to_vec())))
+            .required("role")
+            .property("content", content_schema())
+            .required("content")
+            .property("name", of_types(&[Type::String, Type::Null]).max_length(Some(MAX_NAME_CHARS)))
+            .property("tool_calls", tool_calls)
+            .property("tool_call_id", tool_call_id)
+            .property(
+                "metadata",
+                of_types(&[Type::Object, Type::Null])
+                    .description(Some("A JSON object of at most 16 KiB serialized, kept as given.")),
+            )
+            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+    };
+    let tool_calls = ArrayBuilder::new()
+        .schema_type([Type::Array, Type::Null].into_iter().collect::<SchemaType>())
+        .items(Ref::from_schema_name("ToolCall"))
+        .max_items(Some(MAX_TOOL_CALLS))
+        .description(Some("The calls this message makes."));
+    let tool_call_id = of_types(&[Type::String, Type::Null])
+        .max_length(Some(MAX_NAME_CHARS))
+        .description(Some("The id of the call this message answers."));
+    OneOfBuilder::new()
+        .item(shape(&["system", "user"], null(), null()).title(Some("SystemOrUserMessage")))
+        .item(shape(&["assistant"], tool_calls.into(), null()).title(Some("AssistantMessage")))
+        .item(shape(&["tool"], null(), tool_call_id.into()).title(Some("ToolMessage")))
+        .description(Some("A message as a client sends it. `content` is at most 64 KiB serialized (413 above)."))
+        .build()
+        .into()
 }
 
 /// Why a message (and so its whole batch) is refused.
@@ -149,13 +239,30 @@ impl NewMessage {
             }
             _ => return invalid("content must be a string or an array of parts"),
         }
-        let size = serde_json::to_vec(&self.content).map_or(usize::MAX, |bytes| bytes.len());
+        let size = json_size(&self.content);
         if size > MAX_CONTENT_BYTES {
             return Err(MessageError::TooLarge(format!(
                 "message content is {size} bytes; the maximum is {MAX_CONTENT_BYTES}"
             )));
         }
+        let calls_size = self.tool_calls.as_ref().map_or(0, json_size);
+        if calls_size > MAX_CONTENT_BYTES {
+            return Err(MessageError::TooLarge(format!(
+                "tool_calls are {calls_size} bytes; the maximum is {MAX_CONTENT_BYTES}"
+            )));
+        }
+        let too_long = |field: &Option<String>| field.as_ref().is_some_and(|f| f.chars().nth(MAX_NAME_CHARS).is_some());
+        if too_long(&self.name) || too_long(&self.tool_call_id) {
+            return Err(MessageError::Invalid(format!(
+                "name and tool_call_id must be at most {MAX_NAME_CHARS} characters"
+            )));
+        }
         if let Some(calls) = &self.tool_calls {
+            if calls.len() > MAX_TOOL_CALLS {
+                return Err(MessageError::Invalid(format!(
+                    "an assistant message may carry at most {MAX_TOOL_CALLS} tool calls"
+                )));
+            }
             if self.role != Role::Assistant {
                 return invalid("tool_calls are only allowed on assistant messages");
             }
@@ -171,10 +278,7 @@ impl NewMessage {
         if self.tool_call_id.is_some() && self.role != Role::Tool {
             return invalid("tool_call_id is only allowed on tool messages");
         }
-        if self.metadata.as_ref().is_some_and(|m| !m.is_object()) {
-            return invalid("metadata must be a JSON object");
-        }
-        Ok(())
+        validate_metadata(self.metadata.as_ref()).map_err(MessageError::Invalid)
     }
 }
 
@@ -211,7 +315,7 @@ impl BatchCounts {
         let mut counts = BatchCounts { messages: 0, user_turns: 0, last_user_offset: None };
         for message in messages {
             counts.messages += 1;
-            if message.role == Role::User {
+            if is_user_turn(message.role, &message.content) {
                 counts.user_turns += 1;
                 counts.last_user_offset = Some(counts.messages);
             }
@@ -332,5 +436,23 @@ mod tests {
         assert_eq!(counts, BatchCounts { messages: 5, user_turns: 2, last_user_offset: Some(4) });
         let none = BatchCounts::of(&[msg("assistant")]);
         assert_eq!(none, BatchCounts { messages: 1, user_turns: 0, last_user_offset: None });
+    }
+
+    #[test]
+    fn tool_results_sent_as_user_messages_are_not_user_turns() {
+        let user = |content| parse(json!({"role": "user", "content": content})).unwrap();
+        let results_only = user(json!([
+            {"type": "tool_result", "tool_use_id": "t1", "content": "22 degrees"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "sunny"}]}
+        ]));
+        let results_and_words = user(json!([
+            {"type": "tool_result", "tool_use_id": "t3", "content": "ok"},
+            {"type": "text", "text": "and I live in Lyon"}
+        ]));
+        let counts = BatchCounts::of(&[user(json!("hi")), results_only.clone(), results_and_words, results_only]);
+        assert_eq!(counts, BatchCounts { messages: 4, user_turns: 2, last_user_offset: Some(3) });
+        // An empty part list is not made of tool results: it stays a (silent) user turn, as before.
+        assert!(is_user_turn(Role::User, &json!([])));
+        assert!(!is_user_turn(Role::Tool, &json!("42")));
     }
 }

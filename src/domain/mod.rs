@@ -11,5 +11,6 @@ pub mod ids;
 pub mod job;
 pub mod memory_context;
 pub mod message;
+pub mod policy;
 pub mod prompt;
 pub mod search_query;

@@ -143,16 +143,32 @@ pub const STOP_WORDS: [&str; 127] = [
     "now",
 ];
 
-/// A non-blank search query.
+/// Longest query, in characters: a question or a topic, not a document. The cost of a
+/// search grows with the query, so an unbounded one would let one request hold a
+/// database connection for as long as it likes.
+pub const MAX_QUERY_CHARS: usize = 1000;
+
+/// Most words (runs of letters and digits) of a query that are looked for, for the
+/// same reason; the words after them are ignored.
+pub const MAX_QUERY_TERMS: usize = 64;
+
+/// A non-blank search query of bounded size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchQuery(String);
 
 impl SearchQuery {
-    /// Refuses an empty or whitespace-only query: it cannot match anything, so it is
-    /// a client mistake rather than a search with no results.
+    /// Refuses an empty or whitespace-only query (it cannot match anything, so it is a
+    /// client mistake rather than a search with no results) and one over
+    /// [`MAX_QUERY_CHARS`]; keeps its first [`MAX_QUERY_TERMS`] words.
     pub fn parse(text: &str) -> Result<SearchQuery, String> {
         if text.trim().is_empty() {
             return Err("the search query must not be empty".into());
+        }
+        if text.chars().nth(MAX_QUERY_CHARS).is_some() {
+            return Err(format!("the search query must be at most {MAX_QUERY_CHARS} characters"));
+        }
+        if words(text).nth(MAX_QUERY_TERMS).is_some() {
+            return Ok(SearchQuery(words(text).take(MAX_QUERY_TERMS).collect::<Vec<_>>().join(" ")));
         }
         Ok(SearchQuery(text.to_owned()))
     }
@@ -168,7 +184,7 @@ impl SearchQuery {
         let stemmer = Stemmer::create(Algorithm::English);
         let mut stems: Vec<String> = Vec::new();
         let mut terms = Vec::new();
-        for word in self.0.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        for word in words(&self.0) {
             let word = word.to_lowercase();
             if STOP_WORDS.contains(&word.as_str()) {
                 continue;
@@ -183,9 +199,24 @@ impl SearchQuery {
     }
 }
 
+/// The runs of letters and digits of `text`.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_queries_are_refused() {
+        assert!(SearchQuery::parse(&"a".repeat(MAX_QUERY_CHARS)).is_ok());
+        assert!(SearchQuery::parse(&"a".repeat(MAX_QUERY_CHARS + 1)).is_err());
+        let many: Vec<String> = (0..MAX_QUERY_TERMS + 10).map(|i| format!("w{i}")).collect();
+        let kept = SearchQuery::parse(&many.join(", ")).unwrap();
+        assert_eq!(kept.text(), many[..MAX_QUERY_TERMS].join(" "));
+        assert_eq!(kept.fts5_terms().len(), MAX_QUERY_TERMS);
+    }
 
     fn terms(q: &str) -> Vec<String> {
         SearchQuery::parse(q).unwrap().fts5_terms()

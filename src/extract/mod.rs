@@ -27,13 +27,7 @@ pub struct ExtractionRequest {
     pub instructions: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ExtractedFact {
-    pub fact: String,
-    pub score: f64,
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
+pub use crate::domain::extracted::ExtractedFact;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -60,6 +54,12 @@ pub enum ExtractError {
     #[error("provider refused the request: {0}")]
     Fatal(String),
 }
+
+/// How long the builtin rules may work on one job. They run in time linear in their input
+/// (megabytes per second even unoptimised), so only a bug could reach this; the limit keeps
+/// such a bug from holding a worker forever. Reached, the attempt fails like any other and
+/// is retried at most `ENGRAM_JOB_MAX_ATTEMPTS` times.
+pub const BUILTIN_TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// The configured extractor (`ENGRAM_EXTRACTOR`).
 pub enum Extractor {
@@ -103,9 +103,52 @@ impl Extractor {
 
     pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
         match self {
-            Extractor::Builtin => Ok(Extraction { facts: builtin::extract(request), usage: None }),
+            Extractor::Builtin => run_builtin(request, BUILTIN_TIME_LIMIT).await,
             Extractor::OpenAi(client) => client.extract(request).await,
             Extractor::Anthropic(client) => client.extract(request).await,
         }
+    }
+}
+
+/// Runs the builtin rules on a blocking thread, so that a long conversation never stalls
+/// the async workers, for at most `limit`. A thread past its limit cannot be stopped: it
+/// is abandoned and finishes on its own (the rules always end; the limit only bounds the
+/// job's wait).
+async fn run_builtin(request: &ExtractionRequest, limit: Duration) -> Result<Extraction, ExtractError> {
+    let request = request.clone();
+    let task = tokio::task::spawn_blocking(move || builtin::extract(&request));
+    match tokio::time::timeout(limit, task).await {
+        Ok(Ok(facts)) => Ok(Extraction { facts, usage: None }),
+        Ok(Err(_)) => Err(ExtractError::Fatal("the builtin extractor failed".into())),
+        Err(_) => Err(ExtractError::Fatal(format!(
+            "the builtin extractor ran past its time limit of {} ms",
+            limit.as_millis()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::message::Role;
+
+    fn request(text: String) -> ExtractionRequest {
+        ExtractionRequest { turns: vec![Turn { seq: 1, role: Role::User, text }], from_seq: 0, instructions: None }
+    }
+
+    #[tokio::test]
+    async fn builtin_answers_within_its_limit_as_the_rules_do() {
+        let request = request("I live in Oslo. I like tea.".into());
+        let extraction = Extractor::Builtin.extract(&request).await.expect("extracted");
+        assert_eq!(extraction.facts, builtin::extract(&request));
+        assert_eq!(extraction.facts.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn builtin_past_its_limit_is_a_failed_attempt() {
+        // About 4 MB: tens of milliseconds at least, against a limit of one.
+        let request = request("I live in Oslo and I like tea, coffee, and cake. ".repeat(80_000));
+        let error = run_builtin(&request, Duration::from_millis(1)).await.expect_err("timed out");
+        assert!(matches!(&error, ExtractError::Fatal(m) if m.contains("time limit")), "{error}");
     }
 }

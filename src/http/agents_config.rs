@@ -6,17 +6,18 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState,
+    BodyErrors, CommonErrors,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{Caller, Scope},
+    auth::{Admin, MemoryRead, Scoped},
     domain::{
         agent_config::{AgentConfig, ConfigPatch},
         ids::AgentId,
     },
     error::{ApiError, ErrorBody},
+    service::AppState,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -26,58 +27,58 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
-    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     limit: Option<i64>,
+    /// A previous page's `next_cursor` (opaque: any other value is a 400).
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     cursor: Option<String>,
 }
 
 /// Create or update an agent's configuration. Any subset of the fields may be sent;
 /// the others keep their value (or their default on creation). Returns the whole config.
 #[utoipa::path(put, path = "/api/agents-config/{agent_id}", tag = "agents-config",
-    params(("agent_id" = String, Path, description = "1–128 characters of [A-Za-z0-9._:-]")),
+    params(("agent_id" = AgentId, Path)),
     request_body = ConfigPatch,
     responses(
         (status = 200, body = AgentConfig),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+        CommonErrors,
+        BodyErrors
     ),
     security(("bearer" = [])))]
 async fn put_config(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<Admin>,
     ApiPath(agent): ApiPath<AgentId>,
     ApiJson(patch): ApiJson<ConfigPatch>,
 ) -> Result<Json<AgentConfig>, ApiError> {
-    caller.require(Scope::Admin)?;
     patch.validate().map_err(ApiError::InvalidRequest)?;
     Ok(Json(state.store.upsert_agent_config(&caller.tenant, &agent, &patch).await?))
 }
 
 /// An agent's configuration; 404 when it was never configured (memory is then off).
 #[utoipa::path(get, path = "/api/agents-config/{agent_id}", tag = "agents-config",
-    params(("agent_id" = String, Path)),
-    responses((status = 200, body = AgentConfig), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    params(("agent_id" = AgentId, Path)),
+    responses((status = 200, body = AgentConfig), CommonErrors, (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn get_config(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryRead>,
     ApiPath(agent): ApiPath<AgentId>,
 ) -> Result<Json<AgentConfig>, ApiError> {
-    caller.require(Scope::MemoryRead)?;
     let config = state.store.get_agent_config(&caller.tenant, &agent).await?;
     config.map(Json).ok_or(ApiError::NotFound("agent config"))
 }
 
 /// Delete an agent's configuration: memory is off again; stored data is kept.
 #[utoipa::path(delete, path = "/api/agents-config/{agent_id}", tag = "agents-config",
-    params(("agent_id" = String, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    params(("agent_id" = AgentId, Path)),
+    responses((status = 204), CommonErrors, (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn delete_config(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<Admin>,
     ApiPath(agent): ApiPath<AgentId>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Scope::Admin)?;
     if state.store.delete_agent_config(&caller.tenant, &agent).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -88,14 +89,13 @@ async fn delete_config(
 /// All configured agents of the tenant, by `agent_id`.
 #[utoipa::path(get, path = "/api/agents-config", tag = "agents-config",
     params(ListQuery),
-    responses((status = 200, body = Page<AgentConfig>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Page<AgentConfig>), CommonErrors),
     security(("bearer" = [])))]
 async fn list_configs(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<Admin>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<AgentConfig>>, ApiError> {
-    caller.require(Scope::Admin)?;
     let limit = limit(query.limit, 50, 200)?;
     let after: Option<String> = decode_cursor(query.cursor.as_deref())?;
     let rows = state.store.list_agent_configs(&caller.tenant, after.as_deref(), limit + 1).await?;

@@ -13,12 +13,12 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::{
-    AppState,
+    BodyErrors, CommonErrors,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{Caller, Scope},
+    auth::{MemoryRead, MemoryWrite, Scoped},
     domain::{
         conversation::{
             AppendRequest, Appended, Conversation, ConversationPatch, ConversationStatus, Ended, IdempotencyKey,
@@ -29,6 +29,7 @@ use crate::{
         message::{Message, MessageError, validate_batch},
     },
     error::{ApiError, ErrorBody},
+    service::AppState,
     store::{
         conversations::{ConversationFilter, EndTrigger},
         messages::AppendOutcome,
@@ -48,27 +49,32 @@ const NOT_FOUND: ApiError = ApiError::NotFound("conversation");
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<AgentId>)]
     agent_id: Option<AgentId>,
     /// The end user's id.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<ExternalRef>)]
     external_ref: Option<ExternalRef>,
-    #[param(value_type = Option<String>, pattern = "^(open|ended)$")]
+    #[param(value_type = Option<ConversationStatus>)]
     status: Option<ConversationStatus>,
-    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     limit: Option<i64>,
+    /// A previous page's `next_cursor` (opaque: any other value is a 400).
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     cursor: Option<String>,
 }
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct MessagesQuery {
-    /// 1–1000, default 100. Not with `last`.
+    /// Default 100. Not with `last`.
+    #[param(minimum = 1, maximum = 1000, default = 100)]
     limit: Option<i64>,
     /// From a previous page's `next_cursor`. Not with `last`.
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     cursor: Option<String>,
-    /// Only the newest N messages (1–1000), still oldest first, in one page with no
+    /// Only the newest N messages, still oldest first, in one page with no
     /// `next_cursor`. Cannot be combined with `limit` or `cursor`.
+    #[param(minimum = 1, maximum = 1000)]
     last: Option<i64>,
     /// Drop incomplete tool turns so the history can be replayed to a model provider.
     sanitize: Option<bool>,
@@ -79,15 +85,15 @@ struct MessagesQuery {
     request_body = NewConversation,
     responses(
         (status = 201, body = Conversation),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+        CommonErrors,
+        BodyErrors
     ),
     security(("bearer" = [])))]
 async fn create_conversation(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiJson(new): ApiJson<NewConversation>,
 ) -> Result<(StatusCode, Json<Conversation>), ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     new.validate().map_err(ApiError::InvalidRequest)?;
     let conversation = state.store.create_conversation(&caller.tenant, new).await?;
     Ok((StatusCode::CREATED, Json(conversation)))
@@ -98,15 +104,14 @@ async fn create_conversation(
     params(ListQuery),
     responses(
         (status = 200, body = Page<Conversation>),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+        CommonErrors
     ),
     security(("bearer" = [])))]
 async fn list_conversations(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryRead>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Conversation>>, ApiError> {
-    caller.require(Scope::MemoryRead)?;
     let limit = limit(query.limit, 50, 200)?;
     let after: Option<(DateTime<Utc>, Uuid)> = decode_cursor(query.cursor.as_deref())?;
     let filter = ConversationFilter {
@@ -123,16 +128,15 @@ async fn list_conversations(
     params(("id" = Uuid, Path)),
     responses(
         (status = 200, body = Conversation),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
         (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn get_conversation(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Conversation>, ApiError> {
-    caller.require(Scope::MemoryRead)?;
     state.store.get_conversation(&caller.tenant, id).await?.map(Json).ok_or(NOT_FOUND)
 }
 
@@ -142,17 +146,17 @@ async fn get_conversation(
     request_body = ConversationPatch,
     responses(
         (status = 200, body = Conversation),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
+        BodyErrors,
         (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn update_conversation(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(patch): ApiJson<ConversationPatch>,
 ) -> Result<Json<Conversation>, ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     patch.validate().map_err(ApiError::InvalidRequest)?;
     state.store.update_conversation(&caller.tenant, id, patch).await?.map(Json).ok_or(NOT_FOUND)
 }
@@ -162,16 +166,15 @@ async fn update_conversation(
     params(("id" = Uuid, Path)),
     responses(
         (status = 204),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
         (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn delete_conversation(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     if state.store.delete_conversation(&caller.tenant, id).await? { Ok(StatusCode::NO_CONTENT) } else { Err(NOT_FOUND) }
 }
 
@@ -182,24 +185,25 @@ async fn delete_conversation(
 #[utoipa::path(post, path = "/api/conversations/{id}/messages", tag = "conversations",
     params(
         ("id" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII characters")
+        ("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII characters",
+            min_length = 1, max_length = 255, pattern = "^[!-~]+$")
     ),
     request_body = AppendRequest,
     responses(
         (status = 201, body = Appended),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "Idempotency-Key reused with another body"),
-        (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit")
+        (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit"),
+        (status = 415, body = ErrorBody, description = "`unsupported_media_type`: the body is not `application/json`")
     ),
     security(("bearer" = [])))]
 async fn append_messages(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
     headers: HeaderMap,
     ApiJson(request): ApiJson<AppendRequest>,
 ) -> Result<(StatusCode, Json<Appended>), ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     let key = match headers.get("idempotency-key") {
         None => None,
         Some(value) => Some(
@@ -226,24 +230,23 @@ async fn append_messages(
 }
 
 /// A conversation's messages, oldest first: by pages (`limit`, `cursor`) or only the
-/// newest N (`last`). `sanitize=true` drops incomplete tool turns (an assistant
-/// message whose `tool_calls` lack results, `tool` messages answering no call) from
-/// the returned page.
+/// newest N (`last`). `sanitize=true` drops incomplete tool turns from the returned
+/// page (calls not answered right after them, results answering no call), whether
+/// stored as OpenAI `tool_calls`, AI SDK parts or Anthropic blocks.
 #[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations",
     params(("id" = Uuid, Path), MessagesQuery),
     responses(
         (status = 200, body = Page<Message>),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
         (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn list_messages(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<MessagesQuery>,
 ) -> Result<Json<Page<Message>>, ApiError> {
-    caller.require(Scope::MemoryRead)?;
     let mut page = match query.last {
         Some(_) if query.limit.is_some() || query.cursor.is_some() => {
             return Err(ApiError::invalid("last cannot be combined with limit or cursor"));
@@ -275,17 +278,19 @@ async fn list_messages(
 #[utoipa::path(post, path = "/api/conversations/{id}/end", tag = "conversations",
     params(("id" = Uuid, Path)),
     responses(
-        (status = 200, body = Ended),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 200, body = Ended, links(
+            ("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/extraction/job_id")))),
+            ("RetryJob" = (operation_id = "retry_job", parameters(("id" = "$response.body#/extraction/job_id"))))
+        )),
+        CommonErrors,
         (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn end_conversation(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Ended>, ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     let ended = state.end_conversation(&caller.tenant, id, EndTrigger::Request).await?.ok_or(NOT_FOUND)?;
     Ok(Json(ended))
 }

@@ -8,18 +8,19 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::{
-    AppState,
+    BodyErrors, CommonErrors,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{Caller, Scope},
+    auth::{Caller, MemoryRead, MemoryWrite, Scoped},
     domain::{
-        fact::{Fact, FactInput, FactPatch, validate_tag},
+        fact::{Fact, FactInput, FactPatch, Tag, validate_tag},
         ids::{AgentId, ExternalRef},
         search_query::SearchQuery,
     },
     error::{ApiError, ErrorBody},
+    service::AppState,
     store::facts::{Owner, Remembered, UpdateError},
 };
 
@@ -45,20 +46,30 @@ fn tag_filter(tag: Option<&str>) -> Result<Option<&str>, ApiError> {
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// Only facts carrying this tag.
+    #[param(value_type = Option<Tag>)]
     tag: Option<String>,
-    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     limit: Option<i64>,
+    /// A previous page's `next_cursor` (opaque: any other value is a 400).
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     cursor: Option<String>,
 }
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct SearchParams {
-    /// The words to look for (required, not blank); any of them may match.
-    q: Option<String>,
-    /// 1–200, default 10.
+    /// The words to look for (not blank: at least one character that is not white
+    /// space; at most 1000 characters, of which the first 64 words count); any of them
+    /// may match.
+    #[param(
+        pattern = "[^\\t-\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]",
+        max_length = 1000
+    )]
+    q: String,
+    #[param(minimum = 1, maximum = 200, default = 10)]
     limit: Option<i64>,
     /// Only facts carrying this tag.
+    #[param(value_type = Option<Tag>)]
     tag: Option<String>,
 }
 
@@ -86,22 +97,21 @@ struct Deleted {
 /// The user's facts known to this agent, newest first.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
     params(
-        ("agent_id" = String, Path, description = "1–128 characters of [A-Za-z0-9._:-]"),
-        ("external_ref" = String, Path, description = "The end user's id, percent-encoded"),
+        ("agent_id" = AgentId, Path),
+        ("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded"),
         ListQuery
     ),
     responses(
         (status = 200, body = Page<Fact>),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+        CommonErrors
     ),
     security(("bearer" = [])))]
 async fn list_facts(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Fact>>, ApiError> {
-    caller.require(Scope::MemoryRead)?;
     let limit = limit(query.limit, 50, 200)?;
     let before: Option<Uuid> = decode_cursor(query.cursor.as_deref())?;
     let tag = tag_filter(query.tag.as_deref())?;
@@ -113,22 +123,22 @@ async fn list_facts(
 /// fact is already there (compared case-, space- and trailing-punctuation-insensitively).
 /// 409 when the user already has `ENGRAM_MAX_FACTS_PER_USER` facts for this agent.
 #[utoipa::path(post, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
-    params(("agent_id" = String, Path), ("external_ref" = String, Path)),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)),
     request_body = FactInput,
     responses(
         (status = 201, body = Fact, description = "stored"),
         (status = 200, body = Fact, description = "the same fact was already stored"),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
+        BodyErrors,
         (status = 409, body = ErrorBody, description = "the user has the maximum number of facts")
     ),
     security(("bearer" = [])))]
 async fn remember_fact(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiJson(input): ApiJson<FactInput>,
 ) -> Result<(StatusCode, Json<Fact>), ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     let fact = input.validate().map_err(ApiError::InvalidRequest)?;
     let cap = state.config.max_facts_per_user;
     match state.store.remember_fact(owner(&caller, &agent, &user), &fact, cap).await? {
@@ -143,20 +153,19 @@ async fn remember_fact(
 /// Full-text search: facts containing any of the query's words (stemmed, stop words
 /// ignored), those with more of the words first, then the newest.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts/search", tag = "facts",
-    params(("agent_id" = String, Path), ("external_ref" = String, Path), SearchParams),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), SearchParams),
     responses(
         (status = 200, body = SearchResults),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+        CommonErrors
     ),
     security(("bearer" = [])))]
 async fn search_facts(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchResults>, ApiError> {
-    caller.require(Scope::MemoryRead)?;
-    let query = SearchQuery::parse(params.q.as_deref().unwrap_or_default()).map_err(ApiError::InvalidRequest)?;
+    let query = SearchQuery::parse(&params.q).map_err(ApiError::InvalidRequest)?;
     let limit = limit(params.limit, 10, 200)?;
     let tag = tag_filter(params.tag.as_deref())?;
     let hits = state.store.search_facts(owner(&caller, &agent, &user), &query, tag, limit).await?;
@@ -167,21 +176,21 @@ async fn search_facts(
 /// Change a fact's text, tags or score (`null` clears the score). 409 when the new
 /// text is the same fact as another stored one.
 #[utoipa::path(patch, path = "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}", tag = "facts",
-    params(("agent_id" = String, Path), ("external_ref" = String, Path), ("fact_id" = Uuid, Path)),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ("fact_id" = Uuid, Path)),
     request_body = FactPatch,
     responses(
         (status = 200, body = Fact),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
+        BodyErrors,
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "duplicate of another fact")
     ),
     security(("bearer" = [])))]
 async fn update_fact(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
     ApiJson(patch): ApiJson<FactPatch>,
 ) -> Result<Json<Fact>, ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
     match state.store.update_fact(owner(&caller, &agent, &user), id, &changes).await? {
         Ok(fact) => Ok(Json(fact)),
@@ -194,18 +203,16 @@ async fn update_fact(
 
 /// Forget one fact.
 #[utoipa::path(delete, path = "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}", tag = "facts",
-    params(("agent_id" = String, Path), ("external_ref" = String, Path), ("fact_id" = Uuid, Path)),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ("fact_id" = Uuid, Path)),
     responses(
-        (status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)
+        (status = 204), CommonErrors, (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn delete_fact(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     if state.store.delete_fact(owner(&caller, &agent, &user), id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -215,18 +222,16 @@ async fn delete_fact(
 
 /// Forget every fact this agent holds about the user.
 #[utoipa::path(delete, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
-    params(("agent_id" = String, Path), ("external_ref" = String, Path)),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)),
     responses(
-        (status = 200, body = Deleted), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)
+        (status = 200, body = Deleted), CommonErrors
     ),
     security(("bearer" = [])))]
 async fn delete_facts(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryWrite>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
 ) -> Result<Json<Deleted>, ApiError> {
-    caller.require(Scope::MemoryWrite)?;
     let deleted = state.store.delete_facts(owner(&caller, &agent, &user)).await?;
     Ok(Json(Deleted { deleted }))
 }

@@ -7,14 +7,15 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::{
-    AppState,
+    CommonErrors,
     extract::{ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{Caller, Scope},
+    auth::{Admin, Scoped},
     domain::job::{Job, JobStatus},
     error::{ApiError, ErrorBody},
+    service::AppState,
     store::jobs::{JobFilter, Retry},
 };
 
@@ -25,11 +26,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
-    #[param(value_type = Option<String>, pattern = "^(queued|running|succeeded|failed|dead|cancelled)$")]
+    #[param(value_type = Option<JobStatus>)]
     status: Option<JobStatus>,
     conversation_id: Option<Uuid>,
-    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     limit: Option<i64>,
+    /// A previous page's `next_cursor` (opaque: any other value is a 400).
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     cursor: Option<String>,
 }
 
@@ -38,15 +41,14 @@ struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, body = Page<Job>),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+        CommonErrors
     ),
     security(("bearer" = [])))]
 async fn list_jobs(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<Admin>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Job>>, ApiError> {
-    caller.require(Scope::Admin)?;
     let limit = limit(query.limit, 50, 200)?;
     let after: Option<Uuid> = decode_cursor(query.cursor.as_deref())?;
     let filter = JobFilter { status: query.status, conversation_id: query.conversation_id };
@@ -59,16 +61,15 @@ async fn list_jobs(
     params(("id" = Uuid, Path)),
     responses(
         (status = 200, body = Job),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
         (status = 404, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn get_job(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<Admin>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Job>, ApiError> {
-    caller.require(Scope::Admin)?;
     state.store.get_job(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("job"))
 }
 
@@ -77,16 +78,15 @@ async fn get_job(
     params(("id" = Uuid, Path)),
     responses(
         (status = 200, body = Job),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        CommonErrors,
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)
     ),
     security(("bearer" = [])))]
 async fn retry_job(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<Admin>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Job>, ApiError> {
-    caller.require(Scope::Admin)?;
     match state.store.retry_job(&caller.tenant, id).await? {
         Retry::Requeued(job) => {
             state.job_wakeup.notify_one();

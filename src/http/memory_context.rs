@@ -9,17 +9,18 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState,
+    CommonErrors,
     extract::{ApiPath, ApiQuery},
     facts::owner,
 };
 use crate::{
-    auth::{Caller, Scope},
+    auth::{MemoryRead, Scoped},
     domain::{
         ids::{AgentId, ExternalRef},
-        memory_context::{ContextRequest, MemoryContext},
+        memory_context::{ContextRequest, MemoryContext, default_max_facts},
     },
-    error::{ApiError, ErrorBody},
+    error::ApiError,
+    service::AppState,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -29,12 +30,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ContextParams {
-    /// What the conversation is about: matching facts come first. Blank means none.
+    /// What the conversation is about: matching facts come first. Blank means none; at
+    /// most 1000 characters, of which the first 64 words count.
+    #[param(max_length = 1000)]
     query: Option<String>,
-    /// 1–100; default the agent's `max_injected_facts`.
+    /// Default: the agent's `max_injected_facts`.
+    #[param(minimum = 1, maximum = 100)]
     max_facts: Option<i64>,
-    /// At least 1. Tokens ≈ characters / 4; the lowest-scored facts (unscored = 0.5)
-    /// are dropped until the prompt fits.
+    /// Tokens ≈ characters / 4; the lowest-scored facts (unscored = 0.5) are dropped
+    /// until the prompt fits.
+    #[param(minimum = 1)]
     token_budget: Option<i64>,
 }
 
@@ -42,23 +47,23 @@ struct ContextParams {
 /// relevant first, then the most recent, up to `max_facts`. Empty and `enabled: false`
 /// when the agent's memory is off or the user refused consent.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/memory-context", tag = "facts",
-    params(("agent_id" = String, Path), ("external_ref" = String, Path), ContextParams),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ContextParams),
     responses(
         (status = 200, body = MemoryContext),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
+        CommonErrors
     ),
     security(("bearer" = [])))]
 async fn memory_context(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Scoped<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<ContextParams>,
 ) -> Result<Json<MemoryContext>, ApiError> {
-    caller.require(Scope::MemoryRead)?;
     let request = ContextRequest::parse(params.query.as_deref(), params.max_facts, params.token_budget)
         .map_err(ApiError::InvalidRequest)?;
     let owner = owner(&caller, &agent, &user);
-    let Some(default_max) = state.store.memory_gate(owner).await?.open(state.config.default_ai_consent) else {
+    let policy = state.store.policy(owner).await?;
+    let Some(default_max) = default_max_facts(&policy, state.config.default_ai_consent) else {
         return Ok(Json(MemoryContext::disabled()));
     };
     let max_facts = request.max_facts.unwrap_or(default_max);

@@ -1,17 +1,15 @@
-//! The HTTP API: shared state, the route table (one `router()` per resource file) and
+//! The HTTP API: the route table (one `router()` per resource file) and
 //! the middleware every request goes through.
 
-use std::{sync::Arc, time::Instant};
+use std::time::Instant;
 
 use axum::{
     Router,
     extract::{DefaultBodyLimit, MatchedPath, Request, State},
-    http::{HeaderName, HeaderValue, StatusCode},
+    http::{HeaderName, HeaderValue, Method, StatusCode},
     middleware::{self, Next},
-    response::Response,
+    response::{IntoResponse, Response},
 };
-use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::sync::Notify;
 use tower_http::catch_panic::CatchPanicLayer;
 use tracing::Instrument;
 use utoipa::{
@@ -22,11 +20,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::{
-    auth::Authenticator,
-    config::ServeConfig,
-    domain::conversation::Ended,
     error::{ApiError, REQUEST_ID, error_response},
-    store::{Store, conversations::EndTrigger},
+    service::AppState,
 };
 
 pub mod agents_config;
@@ -38,39 +33,42 @@ pub mod jobs;
 pub mod memory_context;
 pub mod ops;
 pub mod pagination;
-pub mod rate_limit;
 pub mod rgpd;
 
-/// Everything a handler may need, cloned per request (all fields are cheap handles).
-#[derive(Clone)]
-pub struct AppState {
-    pub store: Store,
-    pub auth: Arc<Authenticator>,
-    pub config: Arc<ServeConfig>,
-    pub metrics: PrometheusHandle,
-    /// Wakes this process's idle job workers when a job was queued (after commit).
-    pub job_wakeup: Arc<Notify>,
-    /// Key of the erasure receipts' subject hash.
-    pub receipt_key: Arc<crate::config::Secret>,
-    /// Per-tenant request limit; `None` when unlimited.
-    pub rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
+/// The errors every authenticated route can answer, listed once for the spec: a bad
+/// path or query value, no valid token, a token without the scope, the tenant's rate
+/// limit, the database unreachable.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // only its documentation is used
+pub(crate) enum CommonErrors {
+    #[response(status = 400, description = "`invalid_request`: a bad path, query or body value")]
+    InvalidRequest(crate::error::ErrorBody),
+    #[response(
+        status = 401,
+        description = "`unauthorized`: missing, malformed, expired or badly signed token",
+        headers(("WWW-Authenticate" = String, description = "`Bearer`"))
+    )]
+    Unauthorized(crate::error::ErrorBody),
+    #[response(status = 403, description = "`forbidden`: the token lacks the scope this route needs")]
+    Forbidden(crate::error::ErrorBody),
+    #[response(
+        status = 429,
+        description = "`rate_limited`: the tenant's rate limit was hit",
+        headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))
+    )]
+    RateLimited(crate::error::ErrorBody),
+    #[response(status = 503, description = "`unavailable`: the database is unreachable; retry later")]
+    Unavailable(crate::error::ErrorBody),
 }
 
-impl AppState {
-    /// Ends a conversation (see [`Store::end_conversation`]) and, when that queued an
-    /// extraction, wakes a worker. The end route and the idle sweeper both come here.
-    pub async fn end_conversation(
-        &self,
-        tenant: &str,
-        id: uuid::Uuid,
-        trigger: EndTrigger,
-    ) -> sqlx::Result<Option<Ended>> {
-        let ended = self.store.end_conversation(tenant, id, trigger, self.config.default_ai_consent).await?;
-        if ended.as_ref().is_some_and(|e| e.extraction.queued) {
-            self.job_wakeup.notify_one();
-        }
-        Ok(ended)
-    }
+/// The errors of a route that reads a JSON body, on top of [`CommonErrors`].
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // only its documentation is used
+pub(crate) enum BodyErrors {
+    #[response(status = 413, description = "`payload_too_large`: the body is over its limit (default 1 MiB)")]
+    PayloadTooLarge(crate::error::ErrorBody),
+    #[response(status = 415, description = "`unsupported_media_type`: the body is not `application/json`")]
+    UnsupportedMediaType(crate::error::ErrorBody),
 }
 
 #[derive(OpenApi)]
@@ -116,10 +114,13 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     routes().1
 }
 
-pub fn router(state: AppState) -> Router {
+/// The API, plus `pages` (the admin panel, which `app` hands in so that neither
+/// front end imports the other), behind the middleware every request goes through.
+pub fn router(state: AppState, pages: Router<AppState>) -> Router {
     let (api, doc) = routes();
     let max_body = state.config.max_body_bytes;
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .merge(pages)
         .fallback(|| async { ApiError::NotFound("route") })
         .method_not_allowed_fallback(|| async {
             error_response(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed".into())
@@ -132,12 +133,27 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The method as a metrics and log label, from a closed set: any token is a valid HTTP
+/// method, so the raw one would let a client add label values (and memory) without end.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// One span per request, with the route template (never the raw path: it holds
 /// external refs), request id, tenant (recorded by the auth extractor), status and
 /// latency; HTTP metrics; and the `x-request-id` header on every response.
-async fn observe(State(_): State<AppState>, request: Request, next: Next) -> Response {
+async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = request
         .headers()
@@ -147,7 +163,7 @@ async fn observe(State(_): State<AppState>, request: Request, next: Next) -> Res
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
-    let method = request.method().clone();
+    let method = method_label(request.method());
     let span = tracing::info_span!(
         "request",
         method = %method,
@@ -157,13 +173,23 @@ async fn observe(State(_): State<AppState>, request: Request, next: Next) -> Res
         status = tracing::field::Empty,
         latency_ms = tracing::field::Empty,
     );
-    let mut response = REQUEST_ID.scope(request_id.clone(), next.run(request)).instrument(span.clone()).await;
+    // Past the time limit the handler is dropped (its database work with it: the
+    // statement timeout ends what the server would still be doing) and the client
+    // learns it may retry.
+    let limit = state.config.request_timeout();
+    let handled = async move {
+        match tokio::time::timeout(limit, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => ApiError::Unavailable("the request took too long").into_response(),
+        }
+    };
+    let mut response = REQUEST_ID.scope(request_id.clone(), handled).instrument(span.clone()).await;
     let status = response.status().as_u16();
     let latency = started.elapsed();
     span.record("status", status);
     span.record("latency_ms", latency.as_secs_f64() * 1000.0);
     span.in_scope(|| tracing::info!("request completed"));
-    let labels = [("method", method.to_string()), ("route", route), ("status", status.to_string())];
+    let labels = [("method", method.to_owned()), ("route", route), ("status", status.to_string())];
     metrics::counter!("engram_http_requests_total", &labels).increment(1);
     metrics::histogram!("engram_http_request_duration_seconds", &labels[..2]).record(latency.as_secs_f64());
     if let Ok(value) = HeaderValue::from_str(&request_id) {

@@ -9,8 +9,8 @@ use axum::{
 use serde_json::{Value, json};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::AppState;
-use crate::error::ApiError;
+use crate::service::AppState;
+use crate::{error::ApiError, telemetry};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(healthz)).routes(routes!(readyz)).routes(routes!(metrics))
@@ -30,10 +30,10 @@ async fn healthz() -> Json<Value> {
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     match state.store.ready().await {
         Ok(true) => Ok(Json(json!({"status": "ready", "database": state.store.backend()}))),
-        Ok(false) => Err(ApiError::Unavailable),
+        Ok(false) => Err(ApiError::Unavailable("the database is unavailable or not migrated")),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
-            Err(ApiError::Unavailable)
+            Err(ApiError::Unavailable("the database is unavailable or not migrated"))
         }
     }
 }
@@ -42,6 +42,9 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
 /// and LLM calls.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    crate::worker::metrics::refresh_job_gauges(&state.store).await;
+    match state.store.count_jobs_by_status().await {
+        Ok(counts) => telemetry::set_job_gauges(&counts),
+        Err(e) => tracing::warn!(error = %e, "counting jobs for metrics failed"),
+    }
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
 }

@@ -5,12 +5,12 @@ use chrono::{DateTime, Utc};
 use super::{Result, Store, with_pool};
 use crate::domain::{
     agent_config::{AgentConfig, ConfigPatch, Settings},
-    ids::AgentId,
+    ids::{AgentId, TenantId},
 };
 
 #[derive(sqlx::FromRow)]
 struct ConfigRow {
-    agent_id: String,
+    agent_id: AgentId,
     memory_enabled: bool,
     min_user_turns: i32,
     max_injected_facts: i32,
@@ -20,11 +20,11 @@ struct ConfigRow {
     updated_at: DateTime<Utc>,
 }
 
-impl TryFrom<ConfigRow> for AgentConfig {
-    type Error = sqlx::Error;
-    fn try_from(row: ConfigRow) -> Result<AgentConfig> {
-        Ok(AgentConfig {
-            agent_id: AgentId::parse(row.agent_id).map_err(|e| sqlx::Error::Decode(e.into()))?,
+/// The agent id decodes as an `AgentId` (see `store/ids.rs`), so nothing here can fail.
+impl From<ConfigRow> for AgentConfig {
+    fn from(row: ConfigRow) -> AgentConfig {
+        AgentConfig {
+            agent_id: row.agent_id,
             memory_enabled: row.memory_enabled,
             min_user_turns: row.min_user_turns,
             max_injected_facts: row.max_injected_facts,
@@ -32,7 +32,7 @@ impl TryFrom<ConfigRow> for AgentConfig {
             extraction_instructions: row.extraction_instructions,
             created_at: row.created_at,
             updated_at: row.updated_at,
-        })
+        }
     }
 }
 
@@ -44,22 +44,27 @@ macro_rules! columns {
 }
 
 impl Store {
-    pub async fn get_agent_config(&self, tenant: &str, agent: &AgentId) -> Result<Option<AgentConfig>> {
+    pub async fn get_agent_config(&self, tenant: &TenantId, agent: &AgentId) -> Result<Option<AgentConfig>> {
         let sql = concat!("SELECT ", columns!(), " FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2");
         let row: Option<ConfigRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(tenant).bind(agent.as_str()).fetch_optional(pool).await?
+            sqlx::query_as(sql).bind(tenant.as_str()).bind(agent.as_str()).fetch_optional(pool).await?
         });
-        row.map(AgentConfig::try_from).transpose()
+        Ok(row.map(AgentConfig::from))
     }
 
     /// The agent's settings, or the defaults (memory off) when it was never configured.
-    pub async fn agent_settings(&self, tenant: &str, agent: &AgentId) -> Result<Settings> {
+    pub async fn agent_settings(&self, tenant: &TenantId, agent: &AgentId) -> Result<Settings> {
         Ok(self.get_agent_config(tenant, agent).await?.map(Settings::from).unwrap_or_default())
     }
 
     /// Creates or partially updates a config in one statement: the patch's absent fields
     /// keep their stored value (or the default on insert).
-    pub async fn upsert_agent_config(&self, tenant: &str, agent: &AgentId, patch: &ConfigPatch) -> Result<AgentConfig> {
+    pub async fn upsert_agent_config(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        patch: &ConfigPatch,
+    ) -> Result<AgentConfig> {
         let defaults = Settings::default();
         let inserted = patch.apply(defaults);
         let now = super::now();
@@ -87,7 +92,7 @@ impl Store {
                 .bind(inserted.min_confidence)
                 .bind(&inserted.extraction_instructions)
                 .bind(now)
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(patch.memory_enabled)
                 .bind(patch.min_user_turns)
                 .bind(patch.max_injected_facts)
@@ -96,27 +101,32 @@ impl Store {
                 .fetch_one(pool)
                 .await?
         });
-        row.try_into()
+        Ok(row.into())
     }
 
     /// One page of configs ordered by agent id, after `after` (keyset).
-    pub async fn list_agent_configs(&self, tenant: &str, after: Option<&str>, limit: i64) -> Result<Vec<AgentConfig>> {
+    pub async fn list_agent_configs(
+        &self,
+        tenant: &TenantId,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<AgentConfig>> {
         let sql = concat!(
             "SELECT ",
             columns!(),
             " FROM agent_configs WHERE tenant_id = $1 AND ($2 IS NULL OR agent_id > $2) ORDER BY agent_id LIMIT $3"
         );
         let rows: Vec<ConfigRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(tenant).bind(after).bind(limit).fetch_all(pool).await?
+            sqlx::query_as(sql).bind(tenant.as_str()).bind(after).bind(limit).fetch_all(pool).await?
         });
-        rows.into_iter().map(AgentConfig::try_from).collect()
+        Ok(rows.into_iter().map(AgentConfig::from).collect())
     }
 
     /// Returns whether a config was deleted.
-    pub async fn delete_agent_config(&self, tenant: &str, agent: &AgentId) -> Result<bool> {
+    pub async fn delete_agent_config(&self, tenant: &TenantId, agent: &AgentId) -> Result<bool> {
         let sql = "DELETE FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2";
         let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(tenant).bind(agent.as_str()).execute(pool).await?.rows_affected()
+            sqlx::query(sql).bind(tenant.as_str()).bind(agent.as_str()).execute(pool).await?.rows_affected()
         });
         Ok(done > 0)
     }

@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Result, Store, with_pool};
-use crate::domain::ids::ExternalRef;
+use super::{Result, Store, with_pool, with_tx};
+use crate::domain::ids::{ExternalRef, TenantId};
 
 /// A user's consent and when it was set; binds the tenant and external_ref.
 pub(super) const SELECT_CONSENT: &str =
@@ -11,27 +11,27 @@ pub(super) const SELECT_CONSENT: &str =
 
 impl Store {
     /// The stored consent and when it was set, or `None` when the user never said.
-    pub async fn get_consent(&self, tenant: &str, user: &ExternalRef) -> Result<Option<(bool, DateTime<Utc>)>> {
+    pub async fn get_consent(&self, tenant: &TenantId, user: &ExternalRef) -> Result<Option<(bool, DateTime<Utc>)>> {
         with_pool!(self, pool => {
-            sqlx::query_as(SELECT_CONSENT).bind(tenant).bind(user.as_str()).fetch_optional(pool).await
+            sqlx::query_as(SELECT_CONSENT).bind(tenant.as_str()).bind(user.as_str()).fetch_optional(pool).await
         })
     }
 
     /// Stores consent. A refusal also cancels the user's queued extraction jobs in the
     /// same transaction, so nothing of theirs reaches an LLM after this returns.
-    pub async fn set_consent(&self, tenant: &str, user: &ExternalRef, consent: bool) -> Result<DateTime<Utc>> {
+    pub async fn set_consent(&self, tenant: &TenantId, user: &ExternalRef, consent: bool) -> Result<DateTime<Utc>> {
         let now = super::now();
-        with_pool!(self, pool => {
-            let mut tx = super::Transactions::begin_write(pool).await?;
+        let mut tx = self.begin_write().await?;
+        with_tx!(tx, tx => {
             sqlx::query(
                 "INSERT INTO user_consents (tenant_id, external_ref, ai_consent, updated_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (tenant_id, external_ref) DO UPDATE SET ai_consent = $3, updated_at = $4",
             )
-            .bind(tenant)
+            .bind(tenant.as_str())
             .bind(user.as_str())
             .bind(consent)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
             if !consent {
                 sqlx::query(
@@ -39,14 +39,14 @@ impl Store {
                      lease_token = NULL, updated_at = $3 \
                      WHERE tenant_id = $1 AND external_ref = $2 AND status IN ('queued', 'failed', 'running')",
                 )
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(user.as_str())
                 .bind(now)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
             }
-            tx.commit().await?;
         });
+        tx.commit().await?;
         Ok(now)
     }
 }

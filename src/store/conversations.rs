@@ -5,15 +5,19 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Result, Store, Transactions, jobs::WakeWorkers, with_pool};
+use super::{
+    Result, Store,
+    policy::{POLICY_SQL, PolicyRow},
+    with_pool, with_tx,
+};
 use crate::domain::{
-    agent_config::Settings,
     conversation::{
         Conversation, ConversationPatch, ConversationStatus, Ended, Extraction, ExtractionInputs, NewConversation,
         SkipReason, extraction_decision,
     },
-    ids::{AgentId, ExternalRef},
+    ids::{AgentId, ExternalRef, TenantId},
     job::{JobKind, JobStatus},
+    policy::Policy,
 };
 
 /// A conversation row with the bookkeeping columns the API does not show.
@@ -85,7 +89,7 @@ pub enum EndTrigger {
 }
 
 impl Store {
-    pub async fn create_conversation(&self, tenant: &str, new: NewConversation) -> Result<Conversation> {
+    pub async fn create_conversation(&self, tenant: &TenantId, new: NewConversation) -> Result<Conversation> {
         let now = super::now();
         let metadata = new.metadata.unwrap_or_else(|| serde_json::json!({}));
         let sql = concat!(
@@ -96,7 +100,7 @@ impl Store {
         let row: ConversationRow = with_pool!(self, pool => {
             sqlx::query_as(sql)
                 .bind(Uuid::now_v7())
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(new.agent_id.as_str())
                 .bind(new.external_ref.as_str())
                 .bind(new.title)
@@ -108,10 +112,10 @@ impl Store {
         row.try_into()
     }
 
-    pub async fn get_conversation(&self, tenant: &str, id: Uuid) -> Result<Option<Conversation>> {
+    pub async fn get_conversation(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Conversation>> {
         let sql = concat!("SELECT ", conversation_columns!(), " FROM conversations WHERE id = $1 AND tenant_id = $2");
         let row: Option<ConversationRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(id).bind(tenant).fetch_optional(pool).await?
+            sqlx::query_as(sql).bind(id).bind(tenant.as_str()).fetch_optional(pool).await?
         });
         row.map(Conversation::try_from).transpose()
     }
@@ -119,7 +123,7 @@ impl Store {
     /// One page, most recently updated first, after the `(updated_at, id)` key `after`.
     pub async fn list_conversations(
         &self,
-        tenant: &str,
+        tenant: &TenantId,
         filter: &ConversationFilter<'_>,
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: i64,
@@ -138,7 +142,7 @@ impl Store {
         let (after_at, after_id) = after.unzip();
         let rows: Vec<ConversationRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(filter.agent_id.map(AgentId::as_str))
                 .bind(filter.external_ref.map(ExternalRef::as_str))
                 .bind(filter.status.map(ConversationStatus::as_str))
@@ -154,7 +158,7 @@ impl Store {
     /// Applies a patch; `None` when there is no such conversation in the tenant.
     pub async fn update_conversation(
         &self,
-        tenant: &str,
+        tenant: &TenantId,
         id: Uuid,
         patch: ConversationPatch,
     ) -> Result<Option<Conversation>> {
@@ -173,7 +177,7 @@ impl Store {
         let row: Option<ConversationRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
                 .bind(id)
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(set_title)
                 .bind(title)
                 .bind(patch.metadata.map(Json))
@@ -186,10 +190,10 @@ impl Store {
 
     /// Deletes a conversation; its messages and idempotency records go with it (ON
     /// DELETE CASCADE). Facts and jobs are kept: they outlive their source.
-    pub async fn delete_conversation(&self, tenant: &str, id: Uuid) -> Result<bool> {
+    pub async fn delete_conversation(&self, tenant: &TenantId, id: Uuid) -> Result<bool> {
         let sql = "DELETE FROM conversations WHERE id = $1 AND tenant_id = $2";
         let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(id).bind(tenant).execute(pool).await?.rows_affected()
+            sqlx::query(sql).bind(id).bind(tenant.as_str()).execute(pool).await?.rows_affected()
         });
         Ok(done > 0)
     }
@@ -204,7 +208,7 @@ impl Store {
     /// `(conversation_id, through_seq)` of jobs is the backstop.
     pub async fn end_conversation(
         &self,
-        tenant: &str,
+        tenant: &TenantId,
         id: Uuid,
         trigger: EndTrigger,
         default_consent: bool,
@@ -224,52 +228,50 @@ impl Store {
              RETURNING ",
             conversation_columns!()
         );
-        let settings_sql = "SELECT \
-               (SELECT memory_enabled FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2), \
-               (SELECT min_user_turns FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2), \
-               (SELECT ai_consent FROM user_consents WHERE tenant_id = $1 AND external_ref = $3)";
         let job_sql = "INSERT INTO jobs (id, tenant_id, kind, status, attempts, agent_id, external_ref, \
                conversation_id, through_seq, run_at, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9, $9) \
              ON CONFLICT (conversation_id, through_seq) DO NOTHING RETURNING id";
         let mark_sql = "UPDATE conversations SET queued_through_seq = $3 WHERE id = $1 AND tenant_id = $2";
 
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
+        let mut tx = self.begin_write().await?;
+        let (row, policy): (ConversationRow, PolicyRow) = with_tx!(tx, tx => {
             let Some(row): Option<ConversationRow> = sqlx::query_as(end_sql)
                 .bind(id)
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(now)
                 .bind(idle_before)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut **tx)
                 .await?
             else {
                 return Ok(None);
             };
-            let (memory_enabled, min_user_turns, stored_consent): (Option<bool>, Option<i32>, Option<bool>) =
-                sqlx::query_as(settings_sql)
-                    .bind(tenant)
-                    .bind(&row.agent_id)
-                    .bind(&row.external_ref)
-                    .fetch_one(&mut *tx)
-                    .await?;
-            let defaults = Settings::default();
-            let inputs = ExtractionInputs {
-                memory_enabled: memory_enabled.unwrap_or(defaults.memory_enabled),
-                min_user_turns: min_user_turns.unwrap_or(defaults.min_user_turns).into(),
-                stored_consent,
-                default_consent,
-                user_turns: row.user_turns,
-                last_user_seq: row.last_user_seq,
-                extracted_through_seq: row.extracted_through_seq,
-                queued_through_seq: row.queued_through_seq,
-            };
-            let extraction = match extraction_decision(&inputs) {
-                Err(reason) => Extraction::skipped(reason),
-                Ok(()) => {
-                    let job_id: Option<Uuid> = sqlx::query_scalar(job_sql)
+            let policy = sqlx::query_as(POLICY_SQL)
+                .bind(tenant.as_str())
+                .bind(&row.agent_id)
+                .bind(&row.external_ref)
+                .fetch_one(&mut **tx)
+                .await?;
+            (row, policy)
+        });
+        let policy = Policy::from(policy);
+        let settings = policy.settings();
+        let inputs = ExtractionInputs {
+            memory_enabled: settings.memory_enabled,
+            min_user_turns: settings.min_user_turns.into(),
+            consent: policy.consent(default_consent),
+            user_turns: row.user_turns,
+            last_user_seq: row.last_user_seq,
+            extracted_through_seq: row.extracted_through_seq,
+            queued_through_seq: row.queued_through_seq,
+        };
+        let extraction = match extraction_decision(&inputs) {
+            Err(reason) => Extraction::skipped(reason),
+            Ok(()) => {
+                let job_id: Option<Uuid> = with_tx!(tx, tx => {
+                    sqlx::query_scalar(job_sql)
                         .bind(Uuid::now_v7())
-                        .bind(tenant)
+                        .bind(tenant.as_str())
                         .bind(JobKind::ExtractFacts.as_str())
                         .bind(JobStatus::Queued.as_str())
                         .bind(&row.agent_id)
@@ -277,27 +279,29 @@ impl Store {
                         .bind(row.id)
                         .bind(row.last_seq)
                         .bind(now)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    match job_id {
-                        Some(job_id) => {
-                            sqlx::query(mark_sql).bind(id).bind(tenant).bind(row.last_seq).execute(&mut *tx).await?;
-                            tx.wake_workers().await?;
-                            Extraction::queued(job_id)
-                        }
-                        // A job for exactly this state exists already.
-                        None => Extraction::skipped(SkipReason::NothingNew),
+                        .fetch_optional(&mut **tx)
+                        .await?
+                });
+                match job_id {
+                    Some(job_id) => {
+                        with_tx!(tx, tx => {
+                            sqlx::query(mark_sql).bind(id).bind(tenant.as_str()).bind(row.last_seq).execute(&mut **tx).await?;
+                        });
+                        tx.wake_workers().await?;
+                        Extraction::queued(job_id)
                     }
+                    // A job for exactly this state exists already.
+                    None => Extraction::skipped(SkipReason::NothingNew),
                 }
-            };
-            tx.commit().await?;
-            Ok(Some(Ended { conversation: row.try_into()?, extraction }))
-        })
+            }
+        };
+        tx.commit().await?;
+        Ok(Some(Ended { conversation: row.try_into()?, extraction }))
     }
 
     /// Open conversations not updated since `idle_before`, oldest first, across all
     /// tenants: the idle sweeper's work list (each is then ended in its own tenant).
-    pub async fn idle_conversations(&self, idle_before: DateTime<Utc>, limit: i64) -> Result<Vec<(String, Uuid)>> {
+    pub async fn idle_conversations(&self, idle_before: DateTime<Utc>, limit: i64) -> Result<Vec<(TenantId, Uuid)>> {
         // Uses the partial index conversations_open_idle.
         let sql = "SELECT tenant_id, id FROM conversations WHERE status = 'open' AND updated_at < $1 \
                    ORDER BY updated_at LIMIT $2";

@@ -12,27 +12,61 @@
 //! Every statement filters on `tenant_id, agent_id, external_ref` (index
 //! `facts_owner_id`), so one agent never reads another's facts and another tenant's
 //! fact id is simply not found.
+//!
+//! **The cap** (`ENGRAM_MAX_FACTS_PER_USER`) bounds an owner's facts of both sources. A
+//! manual fact beyond it is refused (409). Extraction makes room by eviction instead, and
+//! evicts only extracted facts, oldest (by id, which is time-ordered) first: manual facts
+//! are curated by an operator and no conversation can push them out. The room an
+//! extraction has is the cap minus the owner's manual facts; when manual facts alone
+//! fill the cap, an extraction stores nothing and evicts nothing.
 
-use std::future::Future;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
-use sqlx::{Transaction, types::Json};
+use sqlx::{
+    Database, Encode, Type,
+    query::{Query, QueryAs},
+    types::Json,
+};
 use uuid::Uuid;
 
-use super::{Result, Store, Transactions, with_pool};
+use super::{Result, Store, Tx, with_pool, with_tx};
 use crate::domain::{
     fact::{Fact, FactChanges, NewFact, Origin, Source},
-    ids::{AgentId, ExternalRef},
-    memory_context::Gate,
+    ids::{AgentId, ExternalRef, TenantId},
     search_query::SearchQuery,
 };
 
 /// Whose facts: every fact belongs to one agent's view of one user in one tenant.
 #[derive(Debug, Clone, Copy)]
 pub struct Owner<'a> {
-    pub tenant: &'a str,
+    pub tenant: &'a TenantId,
     pub agent: &'a AgentId,
     pub user: &'a ExternalRef,
+}
+
+/// Binds an owner as `$1, $2, $3`, the way every statement about one owner's facts
+/// starts.
+pub(super) trait BindOwner<'q> {
+    fn bind_owner(self, owner: Owner<'q>) -> Self;
+}
+
+impl<'q, DB: Database> BindOwner<'q> for Query<'q, DB, <DB as Database>::Arguments>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_owner(self, owner: Owner<'q>) -> Self {
+        self.bind(owner.tenant.as_str()).bind(owner.agent.as_str()).bind(owner.user.as_str())
+    }
+}
+
+impl<'q, DB: Database, O> BindOwner<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_owner(self, owner: Owner<'q>) -> Self {
+        self.bind(owner.tenant.as_str()).bind(owner.agent.as_str()).bind(owner.user.as_str())
+    }
 }
 
 /// What became of a fact sent to be stored.
@@ -63,8 +97,8 @@ pub struct Hit {
 #[derive(sqlx::FromRow)]
 pub(super) struct FactRow {
     id: Uuid,
-    agent_id: String,
-    external_ref: String,
+    agent_id: AgentId,
+    external_ref: ExternalRef,
     fact: String,
     tags: Json<Vec<String>>,
     score: Option<f64>,
@@ -80,8 +114,8 @@ impl TryFrom<FactRow> for Fact {
         let decode = |e: String| sqlx::Error::Decode(e.into());
         Ok(Fact {
             id: row.id,
-            agent_id: AgentId::parse(row.agent_id).map_err(decode)?,
-            external_ref: ExternalRef::parse(row.external_ref).map_err(decode)?,
+            agent_id: row.agent_id,
+            external_ref: row.external_ref,
             fact: row.fact,
             tags: row.tags.0,
             score: row.score,
@@ -116,123 +150,157 @@ fn facts(rows: Vec<FactRow>) -> Result<Vec<Fact>> {
     rows.into_iter().map(Fact::try_from).collect()
 }
 
-macro_rules! columns {
+/// The columns a [`FactRow`] reads, in its order.
+macro_rules! fact_columns {
     () => {
         "id, agent_id, external_ref, fact, tags, score, source, conversation_id, created_at, updated_at"
     };
 }
-pub(super) use columns as fact_columns;
+pub(super) use fact_columns;
 
-/// The owner filter; every statement binds the owner as `$1, $2, $3`.
-macro_rules! owner {
-    () => {
-        "tenant_id = $1 AND agent_id = $2 AND external_ref = $3"
-    };
-}
+// Every statement below filters on the owner first: `$1` tenant, `$2` agent, `$3`
+// external ref (index `facts_owner_id`). The remaining binds are listed above each.
 
-/// Facts carrying tag `$5` (or all when `$5` is null): JSONB's `?` on PostgreSQL, a
-/// scan of the JSON array on SQLite.
-macro_rules! has_tag {
-    (postgres) => {
-        "($5 IS NULL OR tags ? $5)"
-    };
-    (sqlite) => {
-        "($5 IS NULL OR EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5))"
-    };
-}
+/// One page, newest first. `$4` cursor id (or NULL), `$5` tag (or NULL), `$6` limit.
+const LIST: &str = "SELECT {columns} FROM facts \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($4 IS NULL OR id < $4) \
+       AND ($5 IS NULL OR {has_tag}) \
+     ORDER BY id DESC LIMIT $6";
 
-/// One page, newest first, before cursor id `$4`, with tag `$5`, at most `$6` rows.
-macro_rules! list_sql {
-    ($dialect:tt) => {
-        concat!(
-            "SELECT ",
-            columns!(),
-            " FROM facts WHERE ",
-            owner!(),
-            " AND ($4 IS NULL OR id < $4) AND ",
-            has_tag!($dialect),
-            " ORDER BY id DESC LIMIT $6"
-        )
-    };
-}
-
-/// Every fact of the owner with tag `$5`, with `matched` (distinct words of query `$4`
-/// it contains) and `total` (distinct words in the query). See the module docs.
-macro_rules! scored {
-    (postgres) => {
-        concat!(
-            "SELECT ",
-            columns!(),
-            ", (SELECT count(*) FROM unnest(q.words) AS w WHERE w = ANY (tsvector_to_array(facts.search))) AS matched, \
-             cardinality(q.words)::bigint AS total \
-             FROM facts, (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words) AS q WHERE ",
-            owner!(),
-            " AND ",
-            has_tag!(postgres)
-        )
-    };
-    (sqlite) => {
-        concat!(
-            "SELECT ",
-            columns!(),
-            ", (SELECT count(*) FROM json_each($4) AS w WHERE EXISTS \
-                (SELECT 1 FROM facts_fts WHERE facts_fts MATCH w.value AND facts_fts.rowid = facts.rowid)) AS matched, \
-             json_array_length($4) AS total FROM facts WHERE ",
-            owner!(),
-            " AND ",
-            has_tag!(sqlite)
-        )
-    };
-}
+/// Every fact of the owner with tag `$5` (or all when NULL), with `matched` (distinct
+/// words of query `$4` it contains) and `total` (distinct words in the query).
+const SCORED: &str = "SELECT facts.*, {matched} AS matched, {total} AS total FROM facts{query_words} \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag})";
 
 /// The `$6` best matches: most query words first, then newest.
-macro_rules! search_sql {
-    ($dialect:tt) => {
-        concat!(
-            "SELECT ",
-            columns!(),
-            ", matched, total FROM (",
-            scored!($dialect),
-            ") AS scored WHERE matched > 0 ORDER BY matched DESC, id DESC LIMIT $6"
-        )
-    };
+const SEARCH: &str = "SELECT {columns}, matched, total FROM ({scored}) AS scored \
+     WHERE matched > 0 ORDER BY matched DESC, id DESC LIMIT $6";
+
+/// The memory context's candidates in one round trip: the `$6` best matches (`$5` is
+/// NULL: no tag filter), then the `$6` newest facts, which may repeat a match (the
+/// caller drops repeats).
+const CONTEXT: &str = "SELECT * FROM (SELECT {columns}, matched, total, 0 AS part FROM ({scored}) AS scored \
+       WHERE matched > 0 ORDER BY matched DESC, id DESC LIMIT $6) AS hits \
+     UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, 1 FROM facts \
+       WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 ORDER BY id DESC LIMIT $6) AS recent \
+     ORDER BY part, matched DESC, id DESC";
+
+/// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
+/// PostgreSQL, a scan of the JSON array on SQLite) and word matching (PostgreSQL
+/// compares the lexemes of `to_tsvector('english', $4)` with each fact's `search`
+/// vector; SQLite runs each FTS5 term of the JSON array `$4` through `facts_fts`).
+struct Dialect {
+    has_tag: &'static str,
+    matched: &'static str,
+    total: &'static str,
+    query_words: &'static str,
 }
 
-/// The memory context's candidates in one round trip: the `$6` best matches, then the
-/// `$6` newest facts (which may repeat a match; the caller drops repeats).
-macro_rules! context_sql {
-    ($dialect:tt) => {
-        concat!(
-            "SELECT ",
-            columns!(),
-            ", matched, total, 0 AS part FROM (",
-            search_sql!($dialect),
-            ") AS hits UNION ALL SELECT ",
-            columns!(),
-            ", 0, 0, 1 FROM (SELECT ",
-            columns!(),
-            " FROM facts WHERE ",
-            owner!(),
-            " ORDER BY id DESC LIMIT $6) AS recent ORDER BY part, matched DESC, id DESC"
-        )
-    };
+const POSTGRES: Dialect = Dialect {
+    has_tag: "tags ? $5",
+    matched: "(SELECT count(*) FROM unnest(q.words) AS w WHERE w = ANY (tsvector_to_array(facts.search)))",
+    total: "cardinality(q.words)::bigint",
+    query_words: ", (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words) AS q",
+};
+
+const SQLITE: Dialect = Dialect {
+    has_tag: "EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5)",
+    matched: "(SELECT count(*) FROM json_each($4) AS w \
+               WHERE EXISTS (SELECT 1 FROM facts_fts WHERE facts_fts MATCH w.value AND facts_fts.rowid = facts.rowid))",
+    total: "json_array_length($4)",
+    query_words: "",
+};
+
+/// The fact reads with their holes filled for one dialect, built once.
+struct Reads {
+    list: String,
+    search: String,
+    context: String,
 }
+
+impl Reads {
+    fn new(dialect: &Dialect) -> Reads {
+        let fill = |template: &str| {
+            template
+                .replace("{scored}", SCORED)
+                .replace("{columns}", fact_columns!())
+                .replace("{has_tag}", dialect.has_tag)
+                .replace("{matched}", dialect.matched)
+                .replace("{total}", dialect.total)
+                .replace("{query_words}", dialect.query_words)
+        };
+        Reads { list: fill(LIST), search: fill(SEARCH), context: fill(CONTEXT) }
+    }
+}
+
+static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES));
+static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE));
+
+/// `$4` id, `$5` new text (or NULL), `$6` its normalised form, `$7` tags (or NULL),
+/// `$8` whether the score changes, `$9` the new score, `$10` now.
+const UPDATE: &str = concat!(
+    "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
+       tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 RETURNING ",
+    fact_columns!()
+);
+
+/// `$4` id.
+const DELETE_ONE: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4";
+
+const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3";
+
+/// Serialises the writers of one owner until the transaction ends (PostgreSQL; SQLite's
+/// `BEGIN IMMEDIATE` serialises every writer already). Owners hashing alike only wait
+/// for each other.
+const OWNER_LOCK_PG: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 0))";
+
+/// Inserts unless the owner already has this fact (by normalised text) or holds the
+/// cap. `$4` id, `$5` text, `$6` normalised text, `$7` tags, `$8` score, `$9` source,
+/// `$10` conversation id, `$11` now, `$12` cap (or NULL for none). The only unique
+/// key an insert can meet is the duplicate key (ids are fresh), which PostgreSQL
+/// indexes by the text's MD5 and SQLite by the text.
+const INSERT: &str = concat!(
+    "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
+       conversation_id, created_at, updated_at) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11 \
+     WHERE $12 IS NULL \
+        OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3) < $12 \
+     ON CONFLICT DO NOTHING RETURNING ",
+    fact_columns!()
+);
+
+/// The stored fact with normalised text `$4`.
+const SAME_FACT: &str = concat!(
+    "SELECT ",
+    fact_columns!(),
+    " FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND normalized = $4"
+);
+
+/// Deletes every extracted fact older than the owner's `$4`+1-th newest extracted one;
+/// manual facts are never evicted.
+const EVICT: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+       AND source = 'extracted' \
+       AND id <= (SELECT id FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+                  AND source = 'extracted' ORDER BY id DESC LIMIT 1 OFFSET $4)";
+
+/// The owner's manual facts.
+const COUNT_MANUAL: &str = "SELECT count(*) FROM facts \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND source = 'manual'";
 
 impl Store {
-    /// Picks the statement written for this backend.
-    fn dialect(&self, postgres: &'static str, sqlite: &'static str) -> &'static str {
-        match self {
-            Store::Postgres(_) => postgres,
-            Store::Sqlite(_) => sqlite,
-        }
+    /// The fact reads in this store's dialect.
+    fn reads(&self) -> &'static Reads {
+        self.dialect(&*POSTGRES_READS, &*SQLITE_READS)
     }
 
     /// The search parameter `$4`: the raw text for PostgreSQL's parser, the JSON array
     /// of quoted terms for FTS5.
     fn search_param(&self, query: &SearchQuery) -> String {
-        match self {
-            Store::Postgres(_) => query.text().to_owned(),
-            Store::Sqlite(_) => serde_json::Value::from(query.fts5_terms()).to_string(),
+        if self.is_embedded() {
+            serde_json::Value::from(query.fts5_terms()).to_string()
+        } else {
+            query.text().to_owned()
         }
     }
 
@@ -244,12 +312,9 @@ impl Store {
         before: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
-        let sql = self.dialect(list_sql!(postgres), list_sql!(sqlite));
         let rows: Vec<FactRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(owner.tenant)
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
+            sqlx::query_as(self.reads().list.as_str())
+                .bind_owner(owner)
                 .bind(before)
                 .bind(tag)
                 .bind(limit)
@@ -261,14 +326,27 @@ impl Store {
 
     /// Stores a manual fact unless the same one is already there, refusing it when the
     /// owner already holds `cap` facts. The cap is exact: writers of one owner are
-    /// serialised (see [`FactWrites::insert_fact`]).
+    /// serialised (see [`Tx::insert_fact`]).
     pub async fn remember_fact(&self, owner: Owner<'_>, fact: &NewFact, cap: i64) -> Result<Remembered> {
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let outcome = tx.insert_fact(owner, fact, Origin::Manual, Some(cap)).await?;
-            tx.commit().await?;
-            Ok(outcome)
-        })
+        let mut tx = self.begin_write().await?;
+        let outcome = tx.insert_fact(owner, fact, Origin::Manual, Some(cap)).await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Imports facts (benchmarks, migrations from another memory store) in one
+    /// transaction, with the duplicate rule of [`Tx::insert_fact`] and no cap. Returns
+    /// how many were added.
+    pub async fn import_facts(&self, owner: Owner<'_>, facts: &[NewFact], origin: Origin) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let mut added = 0;
+        for fact in facts {
+            if let Remembered::Created(_) = tx.insert_fact(owner, fact, origin, None).await? {
+                added += 1;
+            }
+        }
+        tx.commit().await?;
+        Ok(added)
     }
 
     /// The `limit` facts matching most words of `query` (then newest), with tag `tag`.
@@ -279,12 +357,9 @@ impl Store {
         tag: Option<&str>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let sql = self.dialect(search_sql!(postgres), search_sql!(sqlite));
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(owner.tenant)
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
+            sqlx::query_as(self.reads().search.as_str())
+                .bind_owner(owner)
                 .bind(self.search_param(query))
                 .bind(tag)
                 .bind(limit)
@@ -301,19 +376,10 @@ impl Store {
         id: Uuid,
         changes: &FactChanges,
     ) -> Result<std::result::Result<Fact, UpdateError>> {
-        let sql = concat!(
-            "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
-             tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 WHERE ",
-            owner!(),
-            " AND id = $4 RETURNING ",
-            columns!()
-        );
         let text = changes.text.as_ref();
         let result: Result<Option<FactRow>> = with_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(owner.tenant)
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
+            sqlx::query_as(UPDATE)
+                .bind_owner(owner)
                 .bind(id)
                 .bind(text.map(|t| t.text()))
                 .bind(text.map(|t| t.normalized()))
@@ -334,12 +400,9 @@ impl Store {
 
     /// Returns whether the fact existed.
     pub async fn delete_fact(&self, owner: Owner<'_>, id: Uuid) -> Result<bool> {
-        let sql = concat!("DELETE FROM facts WHERE ", owner!(), " AND id = $4");
         let deleted = with_pool!(self, pool => {
-            sqlx::query(sql)
-                .bind(owner.tenant)
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
+            sqlx::query(DELETE_ONE)
+                .bind_owner(owner)
                 .bind(id)
                 .execute(pool)
                 .await?
@@ -350,34 +413,13 @@ impl Store {
 
     /// Deletes every fact of the owner; returns how many there were.
     pub async fn delete_facts(&self, owner: Owner<'_>) -> Result<u64> {
-        let sql = concat!("DELETE FROM facts WHERE ", owner!());
         Ok(with_pool!(self, pool => {
-            sqlx::query(sql)
-                .bind(owner.tenant)
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
+            sqlx::query(DELETE_ALL)
+                .bind_owner(owner)
                 .execute(pool)
                 .await?
                 .rows_affected()
         }))
-    }
-
-    /// The agent's memory switch and the user's consent in one round trip (the memory
-    /// context is read at every conversation start).
-    pub async fn memory_gate(&self, owner: Owner<'_>) -> Result<Gate> {
-        let sql = "SELECT \
-             (SELECT memory_enabled FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2) AS memory_enabled, \
-             (SELECT max_injected_facts FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2) AS max_facts, \
-             (SELECT ai_consent FROM user_consents WHERE tenant_id = $1 AND external_ref = $3) AS consent";
-        let (memory_enabled, max_facts, consent): (Option<bool>, Option<i32>, Option<bool>) = with_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(owner.tenant)
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
-                .fetch_one(pool)
-                .await?
-        });
-        Ok(Gate { agent: memory_enabled.zip(max_facts), consent })
     }
 
     /// The memory context's candidates, in one query: without `query` the `limit`
@@ -387,12 +429,9 @@ impl Store {
         let Some(query) = query else {
             return self.list_facts(owner, None, None, limit).await;
         };
-        let sql = self.dialect(context_sql!(postgres), context_sql!(sqlite));
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(owner.tenant)
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
+            sqlx::query_as(self.reads().context.as_str())
+                .bind_owner(owner)
                 .bind(self.search_param(query))
                 .bind(None::<&str>)
                 .bind(limit)
@@ -403,10 +442,10 @@ impl Store {
     }
 }
 
-/// Fact writes inside a caller's write transaction (opened with
-/// [`Transactions::begin_write`]), so that the extraction worker can store facts in the
-/// same transaction as its fenced job update, with the same duplicate rule and cap.
-pub trait FactWrites {
+/// Fact writes inside a write transaction, so that the extraction worker stores facts
+/// in the same transaction as its fenced job update, with the same duplicate rule and
+/// cap as a manual remember.
+impl Tx {
     /// Inserts `fact` unless the same fact (by normalised text) is stored for this
     /// owner, in which case the stored one is returned. With a `cap`, refuses (`Full`)
     /// when the owner already holds `cap` facts; a duplicate is still `Existing`.
@@ -415,104 +454,93 @@ pub trait FactWrites {
     /// PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises every writer), so the
     /// count and the insert see every committed fact: concurrent remembers never go
     /// past the cap, and identical ones resolve to one row.
-    fn insert_fact(
+    pub async fn insert_fact(
         &mut self,
         owner: Owner<'_>,
         fact: &NewFact,
         origin: Origin,
         cap: Option<i64>,
-    ) -> impl Future<Output = Result<Remembered>> + Send;
+    ) -> Result<Remembered> {
+        self.lock_owner(owner).await?;
+        let row: Option<FactRow> = with_tx!(self, tx => {
+            let inserted: Option<FactRow> = sqlx::query_as(INSERT)
+                .bind_owner(owner)
+                .bind(Uuid::now_v7())
+                .bind(fact.text.text())
+                .bind(fact.text.normalized())
+                .bind(Json(&fact.tags))
+                .bind(fact.score)
+                .bind(origin.source().as_str())
+                .bind(origin.conversation_id())
+                .bind(super::now())
+                .bind(cap)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if let Some(row) = inserted {
+                return Ok(Remembered::Created(row.try_into()?));
+            }
+            sqlx::query_as(SAME_FACT)
+                .bind_owner(owner)
+                .bind(fact.text.normalized())
+                .fetch_optional(&mut **tx)
+                .await?
+        });
+        Ok(match row {
+            Some(row) => Remembered::Existing(row.try_into()?),
+            None => Remembered::Full,
+        })
+    }
 
-    /// Deletes the owner's oldest facts beyond the newest `keep`; returns how many.
-    fn evict_oldest(&mut self, owner: Owner<'_>, keep: i64) -> impl Future<Output = Result<u64>> + Send;
+    /// Serialises the writers of one owner until the transaction ends (see
+    /// [`Tx::insert_fact`]).
+    async fn lock_owner(&mut self, owner: Owner<'_>) -> Result<()> {
+        if let Some(lock) = self.dialect(Some(OWNER_LOCK_PG), None) {
+            with_tx!(self, tx => sqlx::query(lock).bind_owner(owner).execute(&mut **tx).await.map(drop))?;
+        }
+        Ok(())
+    }
+
+    /// How many extracted facts the owner may hold under `cap`: the cap minus their
+    /// manual facts (zero or less when manual facts fill it). Locks the owner first, so
+    /// the answer holds until the transaction ends.
+    pub async fn extracted_room(&mut self, owner: Owner<'_>, cap: i64) -> Result<i64> {
+        self.lock_owner(owner).await?;
+        let manual: i64 = with_tx!(self, tx => {
+            sqlx::query_scalar(COUNT_MANUAL)
+                .bind(owner.tenant.as_str())
+                .bind(owner.agent.as_str())
+                .bind(owner.user.as_str())
+                .fetch_one(&mut **tx)
+                .await?
+        });
+        Ok(cap - manual)
+    }
+
+    /// Deletes the owner's oldest extracted facts beyond the newest `keep` extracted ones
+    /// (manual facts are never evicted); returns how many.
+    pub async fn evict_oldest(&mut self, owner: Owner<'_>, keep: i64) -> Result<u64> {
+        let done = with_tx!(self, tx => {
+            sqlx::query(EVICT)
+                .bind_owner(owner)
+                .bind(keep)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected()
+        });
+        Ok(done)
+    }
 }
 
-/// Serialises the writers of one owner until the transaction ends. Different owners
-/// hashing alike only wait for each other.
-const PG_OWNER_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 0))";
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// One body for both backends' transactions; `$lock` is the owner lock statement, if
-/// the backend needs one.
-macro_rules! impl_fact_writes {
-    ($db:ty, $lock:expr) => {
-        impl FactWrites for Transaction<'static, $db> {
-            async fn insert_fact(
-                &mut self,
-                owner: Owner<'_>,
-                fact: &NewFact,
-                origin: Origin,
-                cap: Option<i64>,
-            ) -> Result<Remembered> {
-                let lock: Option<&'static str> = $lock;
-                if let Some(lock) = lock {
-                    sqlx::query(lock)
-                        .bind(owner.tenant)
-                        .bind(owner.agent.as_str())
-                        .bind(owner.user.as_str())
-                        .execute(&mut **self)
-                        .await?;
-                }
-                let insert = concat!(
-                    "INSERT INTO facts (",
-                    columns!(),
-                    ", tenant_id, normalized) SELECT $4, $2, $3, $5, $7, $8, $9, $10, $11, $11, $1, $6 \
-                     WHERE $12 IS NULL OR (SELECT count(*) FROM facts WHERE ",
-                    owner!(),
-                    ") < $12 ON CONFLICT (tenant_id, agent_id, external_ref, normalized) DO NOTHING RETURNING ",
-                    columns!()
-                );
-                let inserted: Option<FactRow> = sqlx::query_as(insert)
-                    .bind(owner.tenant)
-                    .bind(owner.agent.as_str())
-                    .bind(owner.user.as_str())
-                    .bind(Uuid::now_v7())
-                    .bind(fact.text.text())
-                    .bind(fact.text.normalized())
-                    .bind(Json(&fact.tags))
-                    .bind(fact.score)
-                    .bind(origin.source().as_str())
-                    .bind(origin.conversation_id())
-                    .bind(super::now())
-                    .bind(cap)
-                    .fetch_optional(&mut **self)
-                    .await?;
-                if let Some(row) = inserted {
-                    return Ok(Remembered::Created(row.try_into()?));
-                }
-                let existing = concat!("SELECT ", columns!(), " FROM facts WHERE ", owner!(), " AND normalized = $4");
-                let row: Option<FactRow> = sqlx::query_as(existing)
-                    .bind(owner.tenant)
-                    .bind(owner.agent.as_str())
-                    .bind(owner.user.as_str())
-                    .bind(fact.text.normalized())
-                    .fetch_optional(&mut **self)
-                    .await?;
-                Ok(match row {
-                    Some(row) => Remembered::Existing(row.try_into()?),
-                    None => Remembered::Full,
-                })
-            }
-
-            async fn evict_oldest(&mut self, owner: Owner<'_>, keep: i64) -> Result<u64> {
-                let sql = concat!(
-                    "DELETE FROM facts WHERE ",
-                    owner!(),
-                    " AND id <= (SELECT id FROM facts WHERE ",
-                    owner!(),
-                    " ORDER BY id DESC LIMIT 1 OFFSET $4)"
-                );
-                let done = sqlx::query(sql)
-                    .bind(owner.tenant)
-                    .bind(owner.agent.as_str())
-                    .bind(owner.user.as_str())
-                    .bind(keep)
-                    .execute(&mut **self)
-                    .await?;
-                Ok(done.rows_affected())
+    #[test]
+    fn every_hole_of_the_reads_is_filled() {
+        for reads in [Reads::new(&POSTGRES), Reads::new(&SQLITE)] {
+            for sql in [&reads.list, &reads.search, &reads.context] {
+                assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
             }
         }
-    };
+    }
 }
-
-impl_fact_writes!(sqlx::Postgres, Some(PG_OWNER_LOCK));
-impl_fact_writes!(sqlx::Sqlite, None);

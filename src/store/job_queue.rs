@@ -3,68 +3,59 @@
 //! claim is fenced by the lease token, so a worker that lost its lease (expired, or the
 //! job cancelled by a consent refusal or an erasure) changes nothing.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, Transactions, with_pool};
+use super::{Result, Store, facts::Owner, with_pool, with_tx};
+use crate::domain::ids::{AgentId, ExternalRef, TenantId};
 
 /// A job this worker holds, with what the extraction needs to know.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ClaimedJob {
     pub id: Uuid,
-    pub tenant_id: String,
-    pub agent_id: String,
-    pub external_ref: String,
+    pub tenant_id: TenantId,
+    pub agent_id: AgentId,
+    pub external_ref: ExternalRef,
     pub conversation_id: Uuid,
     pub through_seq: i64,
     pub attempts: i32,
     pub lease_token: Uuid,
 }
 
-/// Due means: queued or failed with `run_at` passed, or running with an expired lease
-/// (its worker died). Oldest due first.
-macro_rules! claim_sql {
-    ($lock:literal) => {
-        concat!(
-            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_token = $1, locked_until = $2, \
-             updated_at = $3 \
-             WHERE id = (SELECT id FROM jobs \
-                         WHERE (status IN ('queued', 'failed') AND run_at <= $3) \
-                            OR (status = 'running' AND locked_until < $3) \
-                         ORDER BY run_at LIMIT 1 ",
-            $lock,
-            ") RETURNING id, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token"
-        )
-    };
+impl ClaimedJob {
+    /// Whose facts the job writes.
+    pub fn owner(&self) -> Owner<'_> {
+        Owner { tenant: &self.tenant_id, agent: &self.agent_id, user: &self.external_ref }
+    }
 }
 
+/// Claims the oldest due job: queued or failed with `run_at` passed, or running with
+/// an expired lease (its worker died). `$1` lease token, `$2` lease end, `$3` now.
+/// `{lock}`: PostgreSQL skips rows other workers hold, so replicas never take the same
+/// job; SQLite's write transaction already serialises claims.
+const CLAIM: &str = "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_token = $1, locked_until = $2, \
+       updated_at = $3 \
+     WHERE id = (SELECT id FROM jobs \
+                 WHERE (status IN ('queued', 'failed') AND run_at <= $3) OR (status = 'running' AND locked_until < $3) \
+                 ORDER BY run_at LIMIT 1 {lock}) \
+     RETURNING id, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token";
+static CLAIM_PG: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"));
+static CLAIM_SQLITE: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", ""));
+
 impl Store {
-    /// Claims the oldest due job. PostgreSQL skips rows other workers hold, so replicas
-    /// never take the same job; SQLite serialises claims under `BEGIN IMMEDIATE`.
+    /// Claims the oldest due job, in a write transaction.
     pub async fn claim_job(&self, lease_until: DateTime<Utc>) -> Result<Option<ClaimedJob>> {
         let token = Uuid::now_v7();
         let now = super::now();
-        match self {
-            Store::Postgres(pool) => {
-                sqlx::query_as(claim_sql!("FOR UPDATE SKIP LOCKED"))
-                    .bind(token)
-                    .bind(lease_until)
-                    .bind(now)
-                    .fetch_optional(pool)
-                    .await
-            }
-            Store::Sqlite(pool) => {
-                let mut tx = pool.begin_write().await?;
-                let job = sqlx::query_as(claim_sql!(""))
-                    .bind(token)
-                    .bind(lease_until)
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(job)
-            }
-        }
+        let sql = self.dialect(CLAIM_PG.as_str(), CLAIM_SQLITE.as_str());
+        let mut tx = self.begin_write().await?;
+        let job: Option<ClaimedJob> = with_tx!(tx, tx => {
+            sqlx::query_as(sql).bind(token).bind(lease_until).bind(now).fetch_optional(&mut **tx).await?
+        });
+        tx.commit().await?;
+        Ok(job)
     }
 
     /// Extends the lease; false when it was lost (the job must stop).

@@ -4,32 +4,11 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, Transactions, with_pool};
+use super::{Result, Store, with_pool, with_tx};
 use crate::domain::{
-    ids::{AgentId, ExternalRef},
+    ids::{AgentId, ExternalRef, TenantId},
     job::{Job, JobKind, JobStatus},
 };
-
-/// Tells idle workers of every replica that a job was queued. Runs inside the
-/// enqueueing transaction: PostgreSQL delivers a NOTIFY only at commit, so no worker
-/// looks before the job is visible. SQLite has one process, whose workers are woken
-/// in-process after commit instead.
-pub(super) trait WakeWorkers {
-    async fn wake_workers(&mut self) -> Result<()>;
-}
-
-impl WakeWorkers for sqlx::PgConnection {
-    async fn wake_workers(&mut self) -> Result<()> {
-        sqlx::query("SELECT pg_notify('engram_jobs', '')").execute(self).await?;
-        Ok(())
-    }
-}
-
-impl WakeWorkers for sqlx::SqliteConnection {
-    async fn wake_workers(&mut self) -> Result<()> {
-        Ok(())
-    }
-}
 
 /// What became of a retry request.
 #[derive(Debug)]
@@ -46,8 +25,8 @@ struct JobRow {
     kind: String,
     status: String,
     attempts: i32,
-    agent_id: String,
-    external_ref: String,
+    agent_id: AgentId,
+    external_ref: ExternalRef,
     conversation_id: Uuid,
     facts_added: Option<i32>,
     last_error: Option<String>,
@@ -66,8 +45,8 @@ impl TryFrom<JobRow> for Job {
             status: JobStatus::parse(&row.status)
                 .ok_or_else(|| decode(format!("unknown job status {:?}", row.status)))?,
             attempts: row.attempts,
-            agent_id: AgentId::parse(row.agent_id).map_err(decode)?,
-            external_ref: ExternalRef::parse(row.external_ref).map_err(decode)?,
+            agent_id: row.agent_id,
+            external_ref: row.external_ref,
             conversation_id: row.conversation_id,
             facts_added: row.facts_added,
             last_error: row.last_error,
@@ -93,32 +72,31 @@ pub struct JobFilter {
 }
 
 impl Store {
-    pub async fn get_job(&self, tenant: &str, id: Uuid) -> Result<Option<Job>> {
+    pub async fn get_job(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Job>> {
         let sql = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1 AND tenant_id = $2");
         let row: Option<JobRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(id).bind(tenant).fetch_optional(pool).await?
+            sqlx::query_as(sql).bind(id).bind(tenant.as_str()).fetch_optional(pool).await?
         });
         row.map(Job::try_from).transpose()
     }
 
     /// Requeues a `dead` or `failed` job with fresh attempts; the job is returned as
     /// requeued, since a worker may claim it the next moment.
-    pub async fn retry_job(&self, tenant: &str, id: Uuid) -> Result<Retry> {
+    pub async fn retry_job(&self, tenant: &TenantId, id: Uuid) -> Result<Retry> {
         let now = super::now();
         let sql = concat!(
             "UPDATE jobs SET status = 'queued', attempts = 0, run_at = $3, last_error = NULL, updated_at = $3 \
              WHERE id = $1 AND tenant_id = $2 AND status IN ('dead', 'failed') RETURNING ",
             job_columns!()
         );
-        let requeued: Option<JobRow> = with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let row = sqlx::query_as(sql).bind(id).bind(tenant).bind(now).fetch_optional(&mut *tx).await?;
-            if row.is_some() {
-                tx.wake_workers().await?;
-            }
-            tx.commit().await?;
-            row
+        let mut tx = self.begin_write().await?;
+        let requeued: Option<JobRow> = with_tx!(tx, tx => {
+            sqlx::query_as(sql).bind(id).bind(tenant.as_str()).bind(now).fetch_optional(&mut **tx).await?
         });
+        if requeued.is_some() {
+            tx.wake_workers().await?;
+        }
+        tx.commit().await?;
         Ok(match requeued {
             Some(row) => Retry::Requeued(row.try_into()?),
             None => self.get_job(tenant, id).await?.map_or(Retry::NotFound, |job| Retry::NotRetryable(job.status)),
@@ -129,7 +107,7 @@ impl Store {
     /// the id `after`.
     pub async fn list_jobs(
         &self,
-        tenant: &str,
+        tenant: &TenantId,
         filter: &JobFilter,
         after: Option<Uuid>,
         limit: i64,
@@ -146,7 +124,7 @@ impl Store {
         );
         let rows: Vec<JobRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(filter.status.map(JobStatus::as_str))
                 .bind(filter.conversation_id)
                 .bind(after)

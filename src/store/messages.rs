@@ -5,9 +5,10 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Result, Store, Transactions, conversations::ConversationRow, with_pool};
+use super::{Result, Store, conversations::ConversationRow, with_pool, with_tx};
 use crate::domain::{
     conversation::{AppendRequest, Appended, IdempotencyKey},
+    ids::TenantId,
     message::{BatchCounts, Message, Role, ToolCall},
 };
 
@@ -84,7 +85,7 @@ impl Store {
     /// the backstop. A replay or conflict rolls back, leaving the counters untouched.
     pub async fn append_messages(
         &self,
-        tenant: &str,
+        tenant: &TenantId,
         conversation_id: Uuid,
         request: &AppendRequest,
         key: Option<&IdempotencyKey>,
@@ -109,16 +110,16 @@ impl Store {
         let remember_sql = "INSERT INTO idempotency_keys (conversation_id, tenant_id, key, request_hash, response, \
                             created_at) VALUES ($1, $2, $3, $4, $5, $6)";
 
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
+        let mut tx = self.begin_write().await?;
+        let appended = with_tx!(tx, tx => {
             let Some(row): Option<ConversationRow> = sqlx::query_as(bump_sql)
                 .bind(conversation_id)
-                .bind(tenant)
+                .bind(tenant.as_str())
                 .bind(counts.messages)
                 .bind(counts.user_turns)
                 .bind(counts.last_user_offset)
                 .bind(now)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut **tx)
                 .await?
             else {
                 return Ok(AppendOutcome::NotFound);
@@ -127,11 +128,11 @@ impl Store {
                 let stored: Option<(String, Json<serde_json::Value>)> = sqlx::query_as(key_sql)
                     .bind(conversation_id)
                     .bind(key.as_str())
-                    .bind(tenant)
-                    .fetch_optional(&mut *tx)
+                    .bind(tenant.as_str())
+                    .fetch_optional(&mut **tx)
                     .await?;
                 if let Some((stored_fingerprint, response)) = stored {
-                    tx.rollback().await?;
+                    // Returning drops the transaction, which rolls it back.
                     if &stored_fingerprint != fingerprint {
                         return Ok(AppendOutcome::KeyReused);
                     }
@@ -173,33 +174,34 @@ impl Store {
                     .push_bind(m.tool_call_id.as_deref())
                     .push_bind(m.metadata.as_ref().map(Json))
                     .push_bind(m.created_at)
-                    .push_bind(tenant);
+                    .push_bind(tenant.as_str());
             });
-            insert.build().execute(&mut *tx).await?;
+            insert.build().execute(&mut **tx).await?;
 
             let appended = Appended { messages, conversation: row.try_into()? };
             if let (Some(key), Some(fingerprint)) = (key, &fingerprint) {
                 let response = serde_json::to_value(&appended).map_err(encode_error)?;
                 sqlx::query(remember_sql)
                     .bind(conversation_id)
-                    .bind(tenant)
+                    .bind(tenant.as_str())
                     .bind(key.as_str())
                     .bind(fingerprint)
                     .bind(Json(response))
                     .bind(now)
-                    .execute(&mut *tx)
+                    .execute(&mut **tx)
                     .await?;
             }
-            tx.commit().await?;
-            Ok(AppendOutcome::Appended(appended))
-        })
+            appended
+        });
+        tx.commit().await?;
+        Ok(AppendOutcome::Appended(appended))
     }
 
     /// Up to `limit` messages after `after_seq`, oldest first; `None` when there is no
     /// such conversation in the tenant.
     pub async fn list_messages(
         &self,
-        tenant: &str,
+        tenant: &TenantId,
         conversation_id: Uuid,
         after_seq: i64,
         limit: i64,
@@ -211,21 +213,26 @@ impl Store {
             " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 ORDER BY seq LIMIT $4"
         );
         let rows: Vec<MessageRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(conversation_id).bind(tenant).bind(after_seq).bind(limit).fetch_all(pool).await?
+            sqlx::query_as(sql).bind(conversation_id).bind(tenant.as_str()).bind(after_seq).bind(limit).fetch_all(pool).await?
         });
         self.messages_of(tenant, conversation_id, rows).await
     }
 
     /// The newest `count` messages, oldest first; `None` when there is no such
     /// conversation in the tenant.
-    pub async fn last_messages(&self, tenant: &str, conversation_id: Uuid, count: i64) -> Result<Option<Vec<Message>>> {
+    pub async fn last_messages(
+        &self,
+        tenant: &TenantId,
+        conversation_id: Uuid,
+        count: i64,
+    ) -> Result<Option<Vec<Message>>> {
         let sql = concat!(
             "SELECT ",
             message_columns!(),
             " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 ORDER BY seq DESC LIMIT $3"
         );
         let mut rows: Vec<MessageRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(conversation_id).bind(tenant).bind(count).fetch_all(pool).await?
+            sqlx::query_as(sql).bind(conversation_id).bind(tenant.as_str()).bind(count).fetch_all(pool).await?
         });
         rows.reverse();
         self.messages_of(tenant, conversation_id, rows).await
@@ -235,7 +242,7 @@ impl Store {
     /// that the common case (some messages) costs one query.
     async fn messages_of(
         &self,
-        tenant: &str,
+        tenant: &TenantId,
         conversation_id: Uuid,
         rows: Vec<MessageRow>,
     ) -> Result<Option<Vec<Message>>> {
@@ -245,10 +252,10 @@ impl Store {
         rows.into_iter().map(Message::try_from).collect::<Result<Vec<_>>>().map(Some)
     }
 
-    async fn conversation_exists(&self, tenant: &str, id: Uuid) -> Result<bool> {
+    async fn conversation_exists(&self, tenant: &TenantId, id: Uuid) -> Result<bool> {
         let sql = "SELECT count(*) FROM conversations WHERE id = $1 AND tenant_id = $2";
         let found: i64 = with_pool!(self, pool => {
-            sqlx::query_scalar(sql).bind(id).bind(tenant).fetch_one(pool).await?
+            sqlx::query_scalar(sql).bind(id).bind(tenant.as_str()).fetch_one(pool).await?
         });
         Ok(found > 0)
     }

@@ -1,145 +1,263 @@
-//! The only place with SQL. One `Store` with two backends: PostgreSQL (production,
-//! several replicas) and SQLite (the embedded default, one process).
+//! The only place with SQL. One opaque [`Store`] over two backends: PostgreSQL
+//! (production, several replicas) and SQLite (the embedded default, one process).
+//! Nothing outside this module can tell which one it holds; callers see methods that
+//! take typed ids ([`TenantId`](crate::domain::ids::TenantId), `AgentId`, …) and
+//! return domain types.
 //!
-//! Most statements are written once and run on either backend through [`with_pool!`]:
-//! both accept `$1`-style parameters, and the column types are chosen so the same Rust
-//! types decode on both (UUIDs, RFC 3339 times, JSON). Where the dialects really differ
-//! (full-text search, job claiming, notifications) each backend has its own statement.
+//! Each statement is a whole SQL string (a `const` or a local), its binds listed in
+//! order above it, written once where both dialects accept it (both take `$1`-style
+//! parameters, and the column types decode to the same Rust types: UUIDs, RFC 3339
+//! times, JSON). Two mechanisms, and only these, reach the backend:
+//!
+//! 1. **`with_pool!(self, pool => …)`** and **`with_tx!(tx, tx => …)`** run one body with
+//!    the backend's pool or open transaction. The body is compiled once per backend, so
+//!    it is type-checked against both.
+//! 2. **`dialect(postgres, sqlite)`** picks what was written for each backend where the
+//!    dialects really differ: full-text search, the job claim, the owner lock, the
+//!    job wake-up, the WAL checkpoint after an erasure.
+//!
+//! Transactions are opened only by [`Store::begin_write`] (SQLite: `BEGIN IMMEDIATE`, so a
+//! writer waits for the lock instead of failing) and [`Store::begin_snapshot`]; clippy
+//! refuses `Pool::begin` anywhere else (`clippy.toml`).
 
 use std::{str::FromStr, time::Duration};
 
 use sqlx::{
     PgPool, SqlitePool, Transaction,
-    postgres::PgPoolOptions,
+    postgres::{PgConnectOptions, PgPoolOptions},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
+pub mod admin;
 pub mod agents;
 pub mod consent;
 pub mod conversations;
 pub mod extraction;
 pub mod facts;
+mod ids;
 pub mod job_queue;
 pub mod jobs;
 pub mod messages;
+pub mod policy;
 pub mod rgpd;
 
-/// Runs `$body` with `$pool` bound to whichever backend's pool the store holds; the body
-/// is compiled once per backend, so it is type-checked against both.
+/// One value per backend: a store's pool, or an open transaction. Private to `store/`,
+/// so nothing else can tell the backends apart.
+#[derive(Debug, Clone)]
+enum Backend<P, S> {
+    Postgres(P),
+    Sqlite(S),
+}
+
+impl<P, S> Backend<P, S> {
+    /// Picks what was written for this backend (the second mechanism in the module docs).
+    fn pick<T>(&self, postgres: T, sqlite: T) -> T {
+        match self {
+            Backend::Postgres(_) => postgres,
+            Backend::Sqlite(_) => sqlite,
+        }
+    }
+}
+
+/// Runs `$body` with `$pool` bound to the store's pool; the body is compiled once per
+/// backend, so it is type-checked against both (the first mechanism in the module docs).
 macro_rules! with_pool {
     ($store:expr, $pool:ident => $body:expr) => {
-        match $store {
-            $crate::store::Store::Postgres($pool) => $body,
-            $crate::store::Store::Sqlite($pool) => $body,
+        match &$store.backend {
+            $crate::store::Backend::Postgres($pool) => $body,
+            $crate::store::Backend::Sqlite($pool) => $body,
         }
     };
 }
 pub(crate) use with_pool;
 
+/// [`with_pool!`] for an open [`Tx`]: `$tx` is bound to the backend's
+/// `&mut Transaction`, so statements run on `&mut **$tx`.
+macro_rules! with_tx {
+    ($open:expr, $tx:ident => $body:expr) => {
+        match &mut $open.0 {
+            $crate::store::Backend::Postgres($tx) => $body,
+            $crate::store::Backend::Sqlite($tx) => $body,
+        }
+    };
+}
+pub(crate) use with_tx;
+
 pub type Result<T> = std::result::Result<T, sqlx::Error>;
 
+/// The longest a caller waits for a PostgreSQL connection before the store answers
+/// "unavailable": under the 3 s in which a client should learn that the database is
+/// down.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The longest a caller waits for the SQLite write lock (or a connection): the file
+/// cannot be down, only busy with other writers, who each hold it for milliseconds;
+/// past this the answer is "unavailable, retry".
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The database: PostgreSQL or the embedded SQLite file, chosen by the URL at start.
 #[derive(Debug, Clone)]
-pub enum Store {
-    Postgres(PgPool),
-    Sqlite(SqlitePool),
+pub struct Store {
+    backend: Backend<PgPool, SqlitePool>,
 }
 
-/// The two kinds of transaction the store opens, each begun the way its backend needs.
-pub(crate) trait Transactions {
-    type Db: sqlx::Database;
+/// An open transaction, begun the way its backend needs by [`Store::begin_write`] or
+/// [`Store::begin_snapshot`]: the only ways the store opens one (`Pool::begin` is a
+/// disallowed method in `clippy.toml`), so a write can never start as a deferred SQLite
+/// transaction that fails with SQLITE_BUSY instead of waiting. Dropped without
+/// [`Tx::commit`], it rolls back.
+pub struct Tx(Backend<Transaction<'static, sqlx::Postgres>, Transaction<'static, sqlx::Sqlite>>);
 
-    /// Opens a write transaction. SQLite needs `BEGIN IMMEDIATE`: a deferred
-    /// transaction that reads and then writes fails at once with SQLITE_BUSY instead of
-    /// waiting.
-    async fn begin_write(&self) -> Result<Transaction<'static, Self::Db>>;
+impl Tx {
+    pub async fn commit(self) -> Result<()> {
+        match self.0 {
+            Backend::Postgres(tx) => tx.commit().await,
+            Backend::Sqlite(tx) => tx.commit().await,
+        }
+    }
 
-    /// Opens a read transaction whose statements all see one snapshot (PostgreSQL
-    /// REPEATABLE READ; a SQLite read transaction is one snapshot in WAL mode).
-    async fn begin_snapshot(&self) -> Result<Transaction<'static, Self::Db>>;
+    /// Picks the statement written for this transaction's backend.
+    fn dialect<T>(&self, postgres: T, sqlite: T) -> T {
+        self.0.pick(postgres, sqlite)
+    }
+
+    /// Tells idle workers of every replica that a job was queued. PostgreSQL delivers
+    /// the NOTIFY only at commit, so no worker looks before the job is visible; SQLite
+    /// has one process, whose workers are woken in-process after commit instead.
+    async fn wake_workers(&mut self) -> Result<()> {
+        if let Some(sql) = self.dialect(Some("SELECT pg_notify('engram_jobs', '')"), None) {
+            with_tx!(self, tx => sqlx::query(sql).execute(&mut **tx).await.map(drop))?;
+        }
+        Ok(())
+    }
 }
 
-impl Transactions for PgPool {
-    type Db = sqlx::Postgres;
-    async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Postgres>> {
-        self.begin().await
-    }
+/// The PostgreSQL channel that announces queued jobs (the NOTIFY above names it too).
+const JOBS_CHANNEL: &str = "engram_jobs";
 
-    async fn begin_snapshot(&self) -> Result<Transaction<'static, sqlx::Postgres>> {
-        self.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await
-    }
-}
+/// Wake-ups from every replica that queued a job (PostgreSQL LISTEN).
+pub struct JobNotifications(sqlx::postgres::PgListener);
 
-impl Transactions for SqlitePool {
-    type Db = sqlx::Sqlite;
-    async fn begin_write(&self) -> Result<Transaction<'static, sqlx::Sqlite>> {
-        self.begin_with("BEGIN IMMEDIATE").await
-    }
-
-    async fn begin_snapshot(&self) -> Result<Transaction<'static, sqlx::Sqlite>> {
-        self.begin().await
+impl JobNotifications {
+    /// Waits for the next notification; an error means the connection was lost.
+    pub async fn recv(&mut self) -> Result<()> {
+        self.0.recv().await.map(drop)
     }
 }
 
 impl Store {
     /// Connects to `postgres://…` or `sqlite://…` (creating the SQLite file and its
-    /// directory when missing).
-    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Store> {
+    /// directory when missing). A connection or a busy database is waited for a few
+    /// seconds at most, so a dead database is a quick 503 rather than a hang;
+    /// PostgreSQL statements stop after `statement_timeout`.
+    pub async fn connect(url: &str, max_connections: u32, statement_timeout: Duration) -> anyhow::Result<Store> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let millis = statement_timeout.as_millis().to_string();
+            let options = PgConnectOptions::from_str(url)
+                .map_err(|e| anyhow::anyhow!("invalid DATABASE_URL: {}", redact(&e.to_string(), url)))?
+                .options([
+                    ("statement_timeout", millis.as_str()),
+                    // A transaction left open by a stuck client must not hold its locks.
+                    ("idle_in_transaction_session_timeout", "60000"),
+                ]);
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections)
-                .acquire_timeout(Duration::from_secs(5))
-                .connect(url)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_with(options)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL: {}", redact(&e.to_string(), url)))?;
-            Ok(Store::Postgres(pool))
+            Ok(Store { backend: Backend::Postgres(pool) })
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
-                .busy_timeout(Duration::from_secs(30));
+                // Deleted rows are overwritten with zeros rather than left in free space:
+                // an erasure must leave none of the person's words in the file.
+                .pragma("secure_delete", "ON")
+                .busy_timeout(SQLITE_BUSY_TIMEOUT);
             if let Some(dir) = options.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("cannot create directory {}: {e}", dir.display()))?;
             }
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(2))
-                .acquire_timeout(Duration::from_secs(30))
+                .acquire_timeout(SQLITE_BUSY_TIMEOUT)
                 .connect_with(options)
                 .await?;
-            Ok(Store::Sqlite(pool))
+            Ok(Store { backend: Backend::Sqlite(pool) })
         } else {
             anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:")
         }
     }
 
     pub fn backend(&self) -> &'static str {
-        match self {
-            Store::Postgres(_) => "postgres",
-            Store::Sqlite(_) => "sqlite",
-        }
+        self.dialect("postgres", "sqlite")
+    }
+
+    /// True for the embedded SQLite database (one process, no replicas).
+    pub fn is_embedded(&self) -> bool {
+        self.dialect(false, true)
+    }
+
+    /// Picks what was written for this store's backend.
+    fn dialect<T>(&self, postgres: T, sqlite: T) -> T {
+        self.backend.pick(postgres, sqlite)
+    }
+
+    /// Opens a write transaction. SQLite needs `BEGIN IMMEDIATE`: a deferred
+    /// transaction that reads and then writes fails at once with SQLITE_BUSY instead of
+    /// waiting.
+    #[allow(clippy::disallowed_methods)] // one of the two places a transaction is begun
+    pub async fn begin_write(&self) -> Result<Tx> {
+        Ok(Tx(match &self.backend {
+            Backend::Postgres(pool) => Backend::Postgres(pool.begin().await?),
+            Backend::Sqlite(pool) => Backend::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+        }))
+    }
+
+    /// Opens a read transaction whose statements all see one snapshot (PostgreSQL
+    /// REPEATABLE READ; a SQLite read transaction is one snapshot in WAL mode).
+    #[allow(clippy::disallowed_methods)] // the other one
+    pub async fn begin_snapshot(&self) -> Result<Tx> {
+        Ok(Tx(match &self.backend {
+            Backend::Postgres(pool) => {
+                Backend::Postgres(pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+            }
+            Backend::Sqlite(pool) => Backend::Sqlite(pool.begin().await?),
+        }))
+    }
+
+    /// Subscribes to job wake-ups from every replica; `None` on SQLite, whose only
+    /// process wakes its workers in memory.
+    pub async fn job_notifications(&self) -> Result<Option<JobNotifications>> {
+        let Backend::Postgres(pool) = &self.backend else { return Ok(None) };
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+        listener.listen(JOBS_CHANNEL).await?;
+        Ok(Some(JobNotifications(listener)))
     }
 
     /// Applies the embedded migrations of this backend.
     pub async fn migrate(&self) -> anyhow::Result<()> {
-        match self {
-            Store::Postgres(pool) => sqlx::migrate!("migrations/postgres").run(pool).await?,
-            Store::Sqlite(pool) => sqlx::migrate!("migrations/sqlite").run(pool).await?,
-        }
+        let migrator = self.dialect(sqlx::migrate!("migrations/postgres"), sqlx::migrate!("migrations/sqlite"));
+        with_pool!(self, pool => migrator.run(pool).await)?;
         Ok(())
     }
 
     /// True when the database answers and every embedded migration is applied.
     pub async fn ready(&self) -> Result<bool> {
-        let expected = match self {
-            Store::Postgres(_) => sqlx::migrate!("migrations/postgres").iter().count(),
-            Store::Sqlite(_) => sqlx::migrate!("migrations/sqlite").iter().count(),
-        };
+        let migrator = self.dialect(sqlx::migrate!("migrations/postgres"), sqlx::migrate!("migrations/sqlite"));
+        let expected = migrator.iter().count();
         let applied: i64 = with_pool!(self, pool => {
             sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success").fetch_one(pool).await?
         });
         Ok(usize::try_from(applied).unwrap_or(0) >= expected)
+    }
+
+    /// Refreshes the query planner's statistics (after a bulk import).
+    pub async fn refresh_statistics(&self) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("ANALYZE").execute(pool).await.map(drop))
     }
 
     pub async fn close(&self) {

@@ -9,6 +9,12 @@
 //!    extraction, which updates its conversation last, can never wait on us in a cycle;
 //! 3. delete jobs again (ends that committed during step 2 may have queued one), then
 //!    facts, messages and conversations, each seeing everything committed before.
+//!
+//! On SQLite the erased words must also leave the file: every connection runs with
+//! `secure_delete` (deleted cells are zeroed), the full-text index with FTS5
+//! `secure-delete` (migration 0002), and after the erasure commits a `TRUNCATE`
+//! checkpoint copies the zeroed pages into the main file and empties the WAL, which still
+//! held the old pages.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -17,14 +23,19 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
-    Result, Store, Transactions,
+    Result, Store, Tx,
     consent::SELECT_CONSENT,
     conversations::{ConversationRow, conversation_columns},
     facts::{FactRow, fact_columns},
     messages::{MessageRow, message_columns},
-    with_pool,
+    with_pool, with_tx,
 };
-use crate::domain::{conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message};
+use crate::domain::{
+    conversation::Conversation,
+    fact::Fact,
+    ids::{ExternalRef, TenantId},
+    message::Message,
+};
 
 /// Rows erased, per kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -45,17 +56,71 @@ pub struct Receipt {
     pub completed_at: DateTime<Utc>,
 }
 
-/// What the store holds about one end user (the export's raw material).
-#[derive(Debug)]
-pub struct UserData {
+/// A snapshot of one end user's data, read a page at a time (see
+/// [`Store::export_reader`]). Pages continue after the last item of the previous one.
+pub struct ExportReader {
+    tx: Tx,
+    tenant: TenantId,
+    user: ExternalRef,
+}
+
+impl ExportReader {
     /// The stored consent and when it was set; `None` when the user never said.
-    pub consent: Option<(bool, DateTime<Utc>)>,
-    /// Oldest first.
-    pub conversations: Vec<Conversation>,
-    /// By conversation, then seq.
-    pub messages: Vec<Message>,
-    /// Oldest first.
-    pub facts: Vec<Fact>,
+    pub async fn consent(&mut self) -> Result<Option<(bool, DateTime<Utc>)>> {
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        with_tx!(self.tx, tx => sqlx::query_as(SELECT_CONSENT).bind(tenant).bind(user).fetch_optional(&mut **tx).await)
+    }
+
+    /// Up to `limit` conversations, oldest first, after `after` (created_at, id).
+    pub async fn conversations(
+        &mut self,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<Conversation>> {
+        // Uses conversations_tenant_ref_updated for the owner, then sorts one page.
+        let sql = concat!(
+            "SELECT ",
+            conversation_columns!(),
+            " FROM conversations WHERE tenant_id = $1 AND external_ref = $2 \
+               AND ($3 IS NULL OR created_at > $3 OR (created_at = $3 AND id > $4)) \
+             ORDER BY created_at, id LIMIT $5"
+        );
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        let (at, id) = after.unzip();
+        let rows: Vec<ConversationRow> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(tenant).bind(user).bind(at).bind(id).bind(limit).fetch_all(&mut **tx).await?
+        });
+        rows.into_iter().map(Conversation::try_from).collect()
+    }
+
+    /// Up to `limit` messages of one of the user's conversations after seq `after_seq`.
+    pub async fn messages(&mut self, conversation_id: Uuid, after_seq: i64, limit: i64) -> Result<Vec<Message>> {
+        let sql = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 ORDER BY seq LIMIT $4"
+        );
+        let tenant = self.tenant.as_str();
+        let rows: Vec<MessageRow> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(conversation_id).bind(tenant).bind(after_seq).bind(limit).fetch_all(&mut **tx).await?
+        });
+        rows.into_iter().map(Message::try_from).collect()
+    }
+
+    /// Up to `limit` facts, oldest first, after the fact `after`.
+    pub async fn facts(&mut self, after: Option<Uuid>, limit: i64) -> Result<Vec<Fact>> {
+        // Uses facts_tenant_ref.
+        let sql = concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE tenant_id = $1 AND external_ref = $2 AND ($3 IS NULL OR id > $3) ORDER BY id LIMIT $4"
+        );
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        let rows: Vec<FactRow> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
+        });
+        rows.into_iter().map(Fact::try_from).collect()
+    }
 }
 
 #[derive(sqlx::FromRow)]
@@ -70,107 +135,79 @@ impl Store {
     /// Erases everything about one end user in the tenant, across all agents, and
     /// writes the receipt, in one transaction. A consent refusal is kept so that it
     /// outlives the erasure; any other consent record goes.
-    pub async fn erase_user(&self, tenant: &str, user: &ExternalRef, subject_hash: &str) -> Result<Receipt> {
+    pub async fn erase_user(&self, tenant: &TenantId, user: &ExternalRef, subject_hash: &str) -> Result<Receipt> {
         let now = super::now();
         let receipt_id = Uuid::now_v7();
         let who = user.as_str();
-        let deleted = with_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let delete_jobs = "DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2";
-            let mut jobs = sqlx::query(delete_jobs).bind(tenant).bind(who).execute(&mut *tx).await?.rows_affected();
-            sqlx::query("UPDATE conversations SET status = status WHERE tenant_id = $1 AND external_ref = $2")
-                .bind(tenant)
-                .bind(who)
-                .execute(&mut *tx)
-                .await?;
+        let mut tx = self.begin_write().await?;
+        // Each step binds `$1` tenant, `$2` external ref; the order is explained above.
+        let steps = [
+            "DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2",
+            "UPDATE conversations SET status = status WHERE tenant_id = $1 AND external_ref = $2",
             // Jobs queued by ends that committed while we waited for the conversations.
-            jobs += sqlx::query(delete_jobs).bind(tenant).bind(who).execute(&mut *tx).await?.rows_affected();
-            let facts = sqlx::query("DELETE FROM facts WHERE tenant_id = $1 AND external_ref = $2")
-                .bind(tenant)
-                .bind(who)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            let messages = sqlx::query(
-                "DELETE FROM messages WHERE tenant_id = $1 AND conversation_id IN \
-                 (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2)",
-            )
-            .bind(tenant)
-            .bind(who)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            "DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2",
+            "DELETE FROM facts WHERE tenant_id = $1 AND external_ref = $2",
+            "DELETE FROM messages WHERE tenant_id = $1 AND conversation_id IN \
+             (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2)",
             // Idempotency records (they hold message bodies) go by cascade.
-            let conversations = sqlx::query("DELETE FROM conversations WHERE tenant_id = $1 AND external_ref = $2")
-                .bind(tenant)
-                .bind(who)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            sqlx::query("DELETE FROM user_consents WHERE tenant_id = $1 AND external_ref = $2 AND ai_consent")
-                .bind(tenant)
-                .bind(who)
-                .execute(&mut *tx)
-                .await?;
-            let deleted = ErasedCounts { facts, conversations, messages, jobs };
+            "DELETE FROM conversations WHERE tenant_id = $1 AND external_ref = $2",
+            // A refusal outlives the erasure.
+            "DELETE FROM user_consents WHERE tenant_id = $1 AND external_ref = $2 AND ai_consent",
+        ];
+        let mut counts = [0u64; 7];
+        for (count, sql) in counts.iter_mut().zip(steps) {
+            *count = with_tx!(tx, tx => {
+                sqlx::query(sql).bind(tenant.as_str()).bind(who).execute(&mut **tx).await?.rows_affected()
+            });
+        }
+        let [jobs_before, _, jobs_after, facts, messages, conversations, _] = counts;
+        let deleted = ErasedCounts { facts, conversations, messages, jobs: jobs_before + jobs_after };
+        with_tx!(tx, tx => {
             sqlx::query(
                 "INSERT INTO erasure_receipts (id, tenant_id, subject_hash, deleted, completed_at) \
                  VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(receipt_id)
-            .bind(tenant)
+            .bind(tenant.as_str())
             .bind(subject_hash)
             .bind(Json(deleted))
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
-            tx.commit().await?;
-            deleted
         });
+        tx.commit().await?;
+        self.checkpoint_after_erasure().await;
         Ok(Receipt { receipt_id, subject_hash: subject_hash.to_owned(), deleted, completed_at: now })
     }
 
-    /// Everything held about one end user in the tenant, across agents, read in one
-    /// snapshot so that the export is consistent with itself (GDPR Art. 15 and 20).
-    pub async fn export_user(&self, tenant: &str, user: &ExternalRef) -> Result<UserData> {
-        // Uses conversations_tenant_ref_updated.
-        let conversations_sql = concat!(
-            "SELECT ",
-            conversation_columns!(),
-            " FROM conversations WHERE tenant_id = $1 AND external_ref = $2 ORDER BY created_at, id"
-        );
-        let messages_sql = concat!(
-            "SELECT ",
-            message_columns!(),
-            " FROM messages WHERE tenant_id = $1 AND conversation_id IN \
-             (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2) ORDER BY conversation_id, seq"
-        );
-        // Uses facts_tenant_ref.
-        let facts_sql =
-            concat!("SELECT ", fact_columns!(), " FROM facts WHERE tenant_id = $1 AND external_ref = $2 ORDER BY id");
-        let (consent, conversations, messages, facts): (_, Vec<ConversationRow>, Vec<MessageRow>, Vec<FactRow>) = with_pool!(self, pool => {
-            let mut tx = pool.begin_snapshot().await?;
-            let who = user.as_str();
-            let consent = sqlx::query_as(SELECT_CONSENT).bind(tenant).bind(who).fetch_optional(&mut *tx).await?;
-            let conversations = sqlx::query_as(conversations_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
-            let messages = sqlx::query_as(messages_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
-            let facts = sqlx::query_as(facts_sql).bind(tenant).bind(who).fetch_all(&mut *tx).await?;
-            tx.commit().await?;
-            (consent, conversations, messages, facts)
-        });
-        Ok(UserData {
-            consent,
-            conversations: conversations.into_iter().map(Conversation::try_from).collect::<Result<_>>()?,
-            messages: messages.into_iter().map(Message::try_from).collect::<Result<_>>()?,
-            facts: facts.into_iter().map(Fact::try_from).collect::<Result<_>>()?,
-        })
+    /// SQLite: moves every committed page into the main file and truncates the WAL, whose
+    /// frames still hold the erased rows. The erasure has committed either way: a
+    /// checkpoint that fails or is held back by a reader is logged, and the next
+    /// erasure's checkpoint (or SQLite's own, as the WAL grows) copies the zeroed pages.
+    async fn checkpoint_after_erasure(&self) {
+        let Some(sql) = self.dialect(None, Some("PRAGMA wal_checkpoint(TRUNCATE)")) else { return };
+        // One row: (busy, WAL frames, frames checkpointed); busy is 1 when a reader held it back.
+        let outcome: Result<(i64, i64, i64)> = with_pool!(self, pool => sqlx::query_as(sql).fetch_one(pool).await);
+        match outcome {
+            Ok((0, _, _)) => {}
+            Ok(_) => tracing::warn!("WAL checkpoint after an erasure was held back by a reader"),
+            Err(e) => tracing::warn!(error = %e, "WAL checkpoint after an erasure failed"),
+        }
     }
 
-    pub async fn get_receipt(&self, tenant: &str, id: Uuid) -> Result<Option<Receipt>> {
+    /// Opens a reader of everything held about one end user in the tenant, across
+    /// agents, in one snapshot so that the export is consistent with itself (GDPR
+    /// Art. 15 and 20). It reads page by page, so an export of any size costs bounded
+    /// memory.
+    pub async fn export_reader(&self, tenant: &TenantId, user: &ExternalRef) -> Result<ExportReader> {
+        Ok(ExportReader { tx: self.begin_snapshot().await?, tenant: tenant.clone(), user: user.clone() })
+    }
+
+    pub async fn get_receipt(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Receipt>> {
         let sql =
             "SELECT id, subject_hash, deleted, completed_at FROM erasure_receipts WHERE id = $1 AND tenant_id = $2";
         let row: Option<ReceiptRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(id).bind(tenant).fetch_optional(pool).await?
+            sqlx::query_as(sql).bind(id).bind(tenant.as_str()).fetch_optional(pool).await?
         });
         Ok(row.map(|r| Receipt {
             receipt_id: r.id,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::{
     domain::extracted,
     extract::{ExtractError, ExtractionRequest, Extractor, Turn},
-    http::AppState,
+    service::AppState,
     store::job_queue::ClaimedJob,
 };
 
@@ -25,6 +25,9 @@ pub enum Outcome {
 pub struct Failure {
     pub message: String,
     pub retry_after: Option<Duration>,
+    /// The database was unreachable or busy: not the job's fault, so the attempt is
+    /// given back rather than counted.
+    pub database_unavailable: bool,
 }
 
 impl From<ExtractError> for Failure {
@@ -33,14 +36,15 @@ impl From<ExtractError> for Failure {
             ExtractError::RateLimited { retry_after } => *retry_after,
             _ => None,
         };
-        Failure { message: error.to_string(), retry_after }
+        Failure { message: error.to_string(), retry_after, database_unavailable: false }
     }
 }
 
 impl From<sqlx::Error> for Failure {
     fn from(error: sqlx::Error) -> Failure {
         // sqlx errors name tables and constraints, never bound values.
-        Failure { message: format!("database error: {error}"), retry_after: None }
+        let database_unavailable = crate::error::is_unavailable(&error);
+        Failure { message: format!("database error: {error}"), retry_after: None, database_unavailable }
     }
 }
 
@@ -51,10 +55,11 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     };
     // Consent and memory are checked again here: either may have changed since the job
     // was queued, and a refusal means nothing is sent to an extractor.
-    if !input.consent.unwrap_or(state.config.default_ai_consent) {
+    if !input.policy.consent(state.config.default_ai_consent) {
         return cancel(state, job, "consent refused").await;
     }
-    if !input.settings.memory_enabled {
+    let settings = input.policy.settings();
+    if !settings.memory_enabled {
         return cancel(state, job, "memory disabled").await;
     }
     let turns = input
@@ -65,10 +70,11 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     let request = ExtractionRequest {
         turns,
         from_seq: input.extracted_through_seq,
-        instructions: input.settings.extraction_instructions.clone(),
+        instructions: settings.extraction_instructions,
     };
     let extraction = extractor.extract(&request).await?;
-    let kept = extracted::select(extraction.facts, input.settings.min_confidence);
+    let kept = extracted::select(extraction.facts, settings.min_confidence);
+    let kept = extracted::best(kept, state.config.max_facts_per_job);
     match store.store_extracted_facts(job, &kept, state.config.max_facts_per_user).await? {
         Some(added) => Ok(Outcome::Stored(added)),
         None => Ok(Outcome::Fenced),

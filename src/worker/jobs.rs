@@ -8,30 +8,44 @@ use chrono::Utc;
 use tokio::sync::watch;
 
 use super::extraction::{self, Outcome};
-use crate::{extract::Extractor, http::AppState, store::job_queue::ClaimedJob};
+use crate::{extract::Extractor, service::AppState, store::job_queue::ClaimedJob};
 
 /// The longest a retry is pushed back.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
+/// The longest a worker waits between claims while the database is unreachable.
+const MAX_OUTAGE_BACKOFF: Duration = Duration::from_secs(30);
+
 pub async fn run_worker(state: AppState, extractor: Arc<Extractor>, mut stop: watch::Receiver<bool>) {
     let poll = Duration::from_millis(state.config.job_poll_ms);
+    // Consecutive failed claims: while the database is down the worker waits longer
+    // and longer (capped) instead of hammering it every poll.
+    let mut failed_claims = 0;
     while !*stop.borrow() {
         let wakeup = state.job_wakeup.clone();
         let notified = wakeup.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let lease_until = Utc::now() + state.config.job_lease();
-        match state.store.claim_job(lease_until).await {
+        let wait = match state.store.claim_job(lease_until).await {
             Ok(Some(job)) => {
+                failed_claims = 0;
                 run_claimed(&state, &extractor, job, &mut stop).await;
                 continue;
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "claiming a job failed"),
-        }
+            Ok(None) => {
+                failed_claims = 0;
+                poll
+            }
+            Err(e) => {
+                failed_claims += 1;
+                tracing::warn!(error = %e, failed_claims, "claiming a job failed");
+                backoff(u64::try_from(poll.as_millis()).unwrap_or(u64::MAX), failed_claims).min(MAX_OUTAGE_BACKOFF)
+            }
+        };
         tokio::select! {
-            () = &mut notified => {},
-            () = tokio::time::sleep(poll) => {},
+            () = &mut notified, if failed_claims == 0 => {},
+            () = tokio::time::sleep(wait) => {},
             _ = stop.changed() => {},
         }
     }
@@ -87,6 +101,15 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
         }
         Ok(Ok(Outcome::Fenced)) => {
             tracing::info!(job_id = %job.id, "job was cancelled or re-leased while running: nothing stored");
+        }
+        Ok(Err(failure)) if failure.database_unavailable => {
+            // Not the job's fault: give the attempt back; the job is claimed again when
+            // the database answers (or, if this release cannot reach it either, when
+            // its lease runs out).
+            tracing::warn!(job_id = %job.id, error = failure.message, "database unavailable: job released");
+            if let Err(e) = state.store.release_job(&job).await {
+                tracing::warn!(job_id = %job.id, error = %e, "releasing the job failed; its lease will expire");
+            }
         }
         Ok(Err(failure)) => record_failure(state, &job, &failure.message, failure.retry_after).await,
         Err(join_error) => {

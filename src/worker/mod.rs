@@ -5,19 +5,18 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::{extract::Extractor, http::AppState, store::Store};
+use crate::{extract::Extractor, service::AppState, store::Store};
 
 pub mod extraction;
 pub mod jobs;
-pub mod metrics;
 
 pub mod sweeper;
 
 /// Starts the background tasks; each stops when `stop` turns true.
 pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
     let mut tasks = vec![tokio::spawn(sweeper::run(state.clone(), stop.clone()))];
-    if let Store::Postgres(pool) = &state.store {
-        tasks.push(tokio::spawn(listen(pool.clone(), state.job_wakeup.clone(), stop.clone())));
+    if !state.store.is_embedded() {
+        tasks.push(tokio::spawn(listen(state.store.clone(), state.job_wakeup.clone(), stop.clone())));
     }
     for _ in 0..state.config.workers {
         tasks.push(tokio::spawn(jobs::run_worker(state.clone(), extractor.clone(), stop.clone())));
@@ -25,12 +24,13 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
     tasks
 }
 
-/// Turns `NOTIFY engram_jobs` (sent at commit by whoever queued a job, on any replica)
-/// into an in-memory wake-up. If the connection drops, workers still poll.
-async fn listen(pool: sqlx::PgPool, wakeup: Arc<tokio::sync::Notify>, mut stop: watch::Receiver<bool>) {
+/// Turns the store's job notifications (sent at commit by whoever queued a job, on any
+/// replica) into an in-memory wake-up. If the connection drops, workers still poll.
+async fn listen(store: Store, wakeup: Arc<tokio::sync::Notify>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
-        let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
-            Ok(listener) => listener,
+        let mut notifications = match store.job_notifications().await {
+            Ok(Some(notifications)) => notifications,
+            Ok(None) => return,
             Err(e) => {
                 tracing::warn!(error = %e, "job notifications unavailable; workers poll");
                 tokio::select! {
@@ -39,14 +39,10 @@ async fn listen(pool: sqlx::PgPool, wakeup: Arc<tokio::sync::Notify>, mut stop: 
                 }
             }
         };
-        if let Err(e) = listener.listen("engram_jobs").await {
-            tracing::warn!(error = %e, "LISTEN failed; workers poll");
-            continue;
-        }
         loop {
             tokio::select! {
-                received = listener.recv() => match received {
-                    Ok(_) => wakeup.notify_waiters(),
+                received = notifications.recv() => match received {
+                    Ok(()) => wakeup.notify_waiters(),
                     Err(e) => {
                         tracing::warn!(error = %e, "job notification connection lost");
                         break;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use tokio::sync::watch;
 
-use crate::{http::AppState, store::conversations::EndTrigger};
+use crate::{service::AppState, store::conversations::EndTrigger};
 
 /// Conversations ended per query; the sweep repeats until a batch comes back short.
 const BATCH: i64 = 100;

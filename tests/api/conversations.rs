@@ -1,11 +1,9 @@
 //! Conversations, messages, ending (the extraction decision), jobs listing and the idle
 //! sweeper, on both backends.
 
-mod common;
-
 use std::{collections::HashSet, time::Duration};
 
-use common::*;
+use crate::common::*;
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -1,8 +1,6 @@
 //! Auth, errors, agent configuration, consent and operations routes, on both backends.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -351,7 +349,7 @@ async fn operations_routes_answer(backend: Backend) {
 }
 
 /// The committed `openapi/openapi.json` is what the server serves. Regenerate with
-/// `UPDATE_OPENAPI=1 cargo test --test foundation openapi`.
+/// `UPDATE_OPENAPI=1 cargo test --test api openapi`.
 #[tokio::test]
 async fn openapi_document_is_committed_and_current() {
     let app = TestApp::spawn(Backend::Sqlite).await;
@@ -364,10 +362,7 @@ async fn openapi_document_is_committed_and_current() {
         std::fs::write(path, &rendered).unwrap();
     }
     let committed = std::fs::read_to_string(path).expect("openapi/openapi.json exists (UPDATE_OPENAPI=1 writes it)");
-    assert!(
-        committed == rendered,
-        "openapi/openapi.json is stale: run UPDATE_OPENAPI=1 cargo test --test foundation openapi"
-    );
+    assert!(committed == rendered, "openapi/openapi.json is stale: run UPDATE_OPENAPI=1 cargo test --test api openapi");
 }
 
 #[tokio::test]

@@ -1,17 +1,25 @@
 //! Bearer tokens: verification with one pinned algorithm, the `Caller` extractor that
 //! every protected handler takes, scopes, and signing for `engram token`.
 
-use std::{collections::HashSet, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
-use axum::{extract::FromRequestParts, http::request::Parts};
+use axum::{
+    extract::{FromRef, FromRequestParts},
+    http::request::Parts,
+};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    config::{CoreConfig, JwtAlgorithm, Secret},
+    config::{CoreConfig, JwtAlgorithm, MIN_SECRET_BYTES, check_secret},
+    domain::ids::TenantId,
     error::ApiError,
-    http::AppState,
 };
+
+pub mod rate_limit;
+mod scoped;
+
+pub use scoped::{Admin, MemoryRead, MemoryWrite, Rgpd, Scoped};
 
 /// What a route needs. `admin` grants every scope; `rgpd` is only granted by itself or
 /// `admin`, so a memory token can never erase or export a person.
@@ -37,7 +45,7 @@ impl Scope {
 /// The verified identity of a request. The tenant comes from the token and nowhere else.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    pub tenant: String,
+    pub tenant: TenantId,
     pub sub: Option<String>,
     pub scopes: HashSet<String>,
 }
@@ -111,12 +119,12 @@ impl Authenticator {
             "RS256 and EdDSA need ENGRAM_JWT_PUBLIC_KEY_FILE"
         );
         let (secret, source) = match &config.jwt_secret {
-            Some(Secret(secret)) => {
-                anyhow::ensure!(secret.len() >= 32, "ENGRAM_JWT_SECRET must be at least 32 bytes");
-                (secret.clone(), KeySource::Secret)
+            Some(secret) => {
+                check_secret("ENGRAM_JWT_SECRET", secret)?;
+                (secret.0.clone(), KeySource::Secret)
             }
             None => (
-                crate::crypto::load_or_create_secret(&config.data_dir.join(DEV_SECRET_FILE))?,
+                crate::crypto::load_or_create_secret(&config.data_dir.join(DEV_SECRET_FILE), MIN_SECRET_BYTES)?,
                 KeySource::DevelopmentSecret,
             ),
         };
@@ -157,11 +165,9 @@ impl Authenticator {
             ApiError::Unauthorized("invalid or expired token")
         })?;
         let claims = data.claims;
-        if claims.tenant.is_empty() || claims.tenant.len() > 256 {
-            return Err(ApiError::Unauthorized("invalid or expired token"));
-        }
+        let tenant = TenantId::parse(claims.tenant).map_err(|_| ApiError::Unauthorized("invalid or expired token"))?;
         let scopes = claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
-        Ok(Caller { tenant: claims.tenant, sub: claims.sub, scopes })
+        Ok(Caller { tenant, sub: claims.sub, scopes })
     }
 
     /// Signs a token with the configured secret (HS256 only: with a public key the
@@ -182,10 +188,24 @@ impl Authenticator {
     }
 }
 
-impl FromRequestParts<AppState> for Caller {
+/// What the [`Caller`] extractor needs from the application's state: the key to verify
+/// tokens with and the per-tenant rate limit. Any state that can hand these out
+/// (`FromRef`) can authenticate requests, so this module knows nothing of the app.
+#[derive(Clone)]
+pub struct Guard {
+    pub authenticator: Arc<Authenticator>,
+    pub rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
+}
+
+impl<S> FromRequestParts<S> for Caller
+where
+    S: Send + Sync,
+    Guard: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Caller, ApiError> {
+        let guard = Guard::from_ref(state);
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
@@ -196,10 +216,10 @@ impl FromRequestParts<AppState> for Caller {
             .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
             .map(str::trim)
             .ok_or(ApiError::Unauthorized("malformed Authorization header"))?;
-        let caller = state.auth.verify(token)?;
+        let caller = guard.authenticator.verify(token)?;
         tracing::Span::current().record("tenant", caller.tenant.as_str());
-        if let Some(limiter) = &state.rate_limiter {
-            limiter.check(&caller.tenant).map_err(ApiError::RateLimited)?;
+        if let Some(limiter) = &guard.rate_limiter {
+            limiter.check(caller.tenant.as_str()).map_err(ApiError::RateLimited)?;
         }
         Ok(caller)
     }

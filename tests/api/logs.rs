@@ -1,7 +1,10 @@
 //! A full scenario with the service's logs captured: the external ref and the person's
 //! words never appear at info level or above (route templates instead of raw paths).
-
-mod common;
+//!
+//! The log subscriber is global to a process, and every integration test shares this
+//! binary's process, so the scenario runs in a child process: this same binary, asked to
+//! run this one test. The capture then holds all that this scenario's apps log, from
+//! every thread, and nothing from other tests, as when the test had a binary of its own.
 
 use std::{
     io::Write,
@@ -9,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use common::*;
+use crate::common::*;
 use engram::{config::LogFormat, telemetry};
 use serde_json::json;
 
@@ -29,8 +32,29 @@ impl Write for Captured {
 const REF: &str = "citizen-7f3a@example.org";
 const WORDS: &str = "Wunderbaum";
 
+/// Set in the child process that runs the scenario.
+const IN_CHILD: &str = "ENGRAM_TEST_LOGS_CHILD";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_hold_no_personal_data() {
+    if std::env::var_os(IN_CHILD).is_some() {
+        return scenario().await;
+    }
+    // libtest names a test by its module path without the crate name.
+    let module = module_path!().split_once("::").map_or("", |(_, path)| path);
+    let name = format!("{module}::logs_hold_no_personal_data");
+    let child = tokio::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([name.as_str(), "--exact", "--test-threads", "1"])
+        .env(IN_CHILD, "1")
+        .output()
+        .await
+        .expect("the test binary runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&child.stdout), String::from_utf8_lossy(&child.stderr));
+    assert!(child.status.success(), "the scenario failed in its own process:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("test result: ok. 1 passed"), "the child did not run {name}:\n{stdout}\n{stderr}");
+}
+
+async fn scenario() {
     let captured = Captured::default();
     let writer = captured.clone();
     telemetry::init_logs_to(LogFormat::Json, move || writer.clone());

@@ -2,19 +2,17 @@
 //! detection, list, search, update, delete, the per-user cap, scoping by agent and
 //! tenant, every limit, and the memory context with its prompt block.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use engram::{
     domain::{
         fact::{FactInput, Origin},
-        ids::{AgentId, ExternalRef},
+        ids::{AgentId, ExternalRef, TenantId},
     },
     store::{
-        Store,
-        facts::{FactWrites, Owner, Remembered},
+        Store, Tx,
+        facts::{Owner, Remembered},
     },
 };
 use reqwest::StatusCode;
@@ -683,7 +681,7 @@ async fn scopes_are_enforced_on_facts(backend: Backend) {
 
 /// What the extraction worker will do: store facts inside its own write transaction
 /// with the duplicate rule, then evict the oldest beyond the cap.
-async fn store_extracted<T: FactWrites>(tx: &mut T, owner: Owner<'_>, texts: &[&str], cap: i64) -> Vec<Remembered> {
+async fn store_extracted(tx: &mut Tx, owner: Owner<'_>, texts: &[&str], cap: i64) -> Vec<Remembered> {
     let conversation_id = uuid::Uuid::now_v7();
     let mut outcomes = Vec::new();
     for text in texts {
@@ -698,30 +696,21 @@ async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend)
     let app = TestApp::spawn(backend).await;
     let token = agent("acme");
     remember_all(&app, &token, &["Oldest manual fact", "Likes tea"]).await;
-    let store = Store::connect(&app.db.url, 2).await.unwrap();
+    let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
     let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
-    let owner = Owner { tenant: "acme", agent: &agent_id, user: &user };
+    let tenant = TenantId::parse("acme".into()).unwrap();
+    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
     let extracted = ["likes TEA!", "Lives in Lisbon", "Works as a nurse", "Has two cats"];
-    let outcomes = match &store {
-        Store::Postgres(pool) => {
-            let mut tx = pool.begin().await.unwrap();
-            let outcomes = store_extracted(&mut tx, owner, &extracted, 4).await;
-            tx.commit().await.unwrap();
-            outcomes
-        }
-        Store::Sqlite(pool) => {
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            let outcomes = store_extracted(&mut tx, owner, &extracted, 4).await;
-            tx.commit().await.unwrap();
-            outcomes
-        }
-    };
+    let mut tx = store.begin_write().await.unwrap();
+    // Keep two extracted facts: the oldest extracted one goes, manual ones never do.
+    let outcomes = store_extracted(&mut tx, owner, &extracted, 2).await;
+    tx.commit().await.unwrap();
     assert!(matches!(&outcomes[0], Remembered::Existing(f) if f.fact == "Likes tea"), "{outcomes:?}");
     assert!(outcomes[1..].iter().all(|o| matches!(o, Remembered::Created(_))), "{outcomes:?}");
     store.close().await;
 
     let (_, list) = app.get(&facts_path(AGENT, USER), &token).await;
-    assert_eq!(texts(&list["items"]), ["Has two cats", "Works as a nurse", "Lives in Lisbon", "Likes tea"]);
+    assert_eq!(texts(&list["items"]), ["Has two cats", "Works as a nurse", "Likes tea", "Oldest manual fact"]);
     assert_eq!(list["items"][0]["source"], "extracted");
     assert!(list["items"][0]["conversation_id"].is_string());
     assert_eq!(list["items"][3]["source"], "manual");
@@ -737,19 +726,21 @@ fn new_fact(text: &str) -> engram::domain::fact::NewFact {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_writers_of_one_owner_wait_for_each_other() {
     let app = TestApp::spawn(Backend::Postgres).await;
-    let Store::Postgres(pool) = Store::connect(&app.db.url, 4).await.unwrap() else { unreachable!() };
+    let store = Store::connect(&app.db.url, 4, Duration::from_secs(30)).await.unwrap();
     let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
-    let owner = Owner { tenant: "acme", agent: &agent_id, user: &user };
+    let tenant = TenantId::parse("acme".into()).unwrap();
+    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
 
-    let mut first = pool.begin().await.unwrap();
+    let mut first = store.begin_write().await.unwrap();
     let created = first.insert_fact(owner, &new_fact("Likes tea"), Origin::Manual, Some(1)).await.unwrap();
     assert!(matches!(created, Remembered::Created(_)));
     let second = tokio::spawn({
-        let pool = pool.clone();
+        let store = store.clone();
         async move {
             let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
-            let owner = Owner { tenant: "acme", agent: &agent_id, user: &user };
-            let mut tx = pool.begin().await.unwrap();
+            let tenant = TenantId::parse("acme".into()).unwrap();
+            let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
+            let mut tx = store.begin_write().await.unwrap();
             let outcome = tx.insert_fact(owner, &new_fact("Likes coffee"), Origin::Manual, Some(1)).await.unwrap();
             tx.commit().await.unwrap();
             outcome

@@ -1,14 +1,12 @@
 //! The service as separate processes: a worker killed with SIGKILL mid-job, and three
 //! replicas sharing one PostgreSQL job queue.
 
-mod common;
-
 use std::{
     process::{Child, Command, Stdio},
     time::Duration,
 };
 
-use common::*;
+use crate::common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};

@@ -1,5 +1,6 @@
 //! Test harness: the real app on a random port, a fresh database per test (SQLite file
-//! or a new PostgreSQL database), and an HTTP client that speaks the API.
+//! or a new PostgreSQL database) that is removed again when the test is done, and an
+//! HTTP client that speaks the API.
 #![allow(dead_code)]
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
@@ -24,7 +25,6 @@ pub enum Backend {
 
 /// Runs each named `async fn(Backend)` once per backend, as `sqlite::name` and
 /// `postgres::name`, so the output shows both ran.
-#[macro_export]
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -45,6 +45,8 @@ macro_rules! on_both_backends {
         }
     };
 }
+// Exported by path rather than `#[macro_export]`, so `use crate::common::*` brings it in.
+pub(crate) use on_both_backends;
 
 #[derive(Parser)]
 struct Args {
@@ -52,18 +54,22 @@ struct Args {
     config: ServeConfig,
 }
 
-/// Where a test's data lives; kept across restarts of the app.
+/// Where a test's data lives. Clones share it, so it survives restarts of the app; when
+/// the last clone is dropped the data directory and the PostgreSQL database go with it.
 #[derive(Debug, Clone)]
 pub struct TestDb {
     pub backend: Backend,
     pub url: String,
     pub data_dir: PathBuf,
+    _removal: Arc<Removal>,
 }
 
 impl TestDb {
     pub async fn fresh(backend: Backend) -> TestDb {
         let id = uuid::Uuid::now_v7().simple().to_string();
         let data_dir = std::env::temp_dir().join(format!("engram-test-{id}"));
+        // Armed before anything is created, so a failure half-way still cleans up.
+        let mut removal = Removal { data_dir: data_dir.clone(), database: None };
         std::fs::create_dir_all(&data_dir).expect("create test data dir");
         let url = match backend {
             Backend::Sqlite => format!("sqlite://{}/engram.db", data_dir.display()),
@@ -76,11 +82,61 @@ impl TestDb {
                 sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                     .await
                     .expect("create test database");
+                removal.database = Some((admin.clone(), name.clone()));
                 replace_db_name(&admin, &name)
             }
         };
-        TestDb { backend, url, data_dir }
+        TestDb { backend, url, data_dir, _removal: Arc::new(removal) }
     }
+}
+
+/// Removes a test's data directory and drops its PostgreSQL database (admin URL, name)
+/// when dropped, even when the test panicked.
+#[derive(Debug)]
+struct Removal {
+    data_dir: PathBuf,
+    database: Option<(String, String)>,
+}
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        if let Some((admin, name)) = self.database.take() {
+            // `Drop` cannot await, and a runtime cannot be blocked on from inside another
+            // one, so the DROP runs on a thread of its own with a small runtime. Joining it
+            // makes sure the database is gone before the test (and maybe the process) ends.
+            match std::thread::spawn(move || drop_database(&admin, &name)).join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn(&format!("test database not dropped: {e}")),
+                Err(_) => warn("dropping a test database panicked"),
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.data_dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            warn(&format!("test data dir {} not removed: {e}", self.data_dir.display()));
+        }
+    }
+}
+
+/// Writes to the real stderr: the test harness captures `eprintln!` of passing tests,
+/// and a leftover should be seen. It does not fail the test, which may already be
+/// unwinding (a second panic would abort the whole run).
+fn warn(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "warning: {message}");
+}
+
+/// Drops the database even while an app (or a killed `engram serve`) still holds
+/// connections to it: `WITH (FORCE)` ends them, so the app need not be stopped first.
+fn drop_database(admin: &str, name: &str) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let mut conn =
+            <sqlx::PgConnection as sqlx::Connection>::connect(admin).await.map_err(|e| format!("connect: {e}"))?;
+        let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+        sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(sql)).await.map_err(|e| format!("{name}: {e}"))?;
+        sqlx::Connection::close(conn).await.map_err(|e| format!("close: {e}"))
+    })
 }
 
 pub fn postgres_url() -> String {
@@ -220,12 +276,11 @@ impl TestApp {
 }
 
 impl Drop for TestApp {
+    /// Asks the app to stop; its data goes when the last [`TestDb`] clone is dropped (the
+    /// one in this struct, unless a restarted app or the test still holds another).
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
-        }
-        if self.db.backend == Backend::Sqlite {
-            let _ = std::fs::remove_dir_all(&self.db.data_dir);
         }
     }
 }
@@ -353,4 +408,25 @@ pub async fn spawn_with_blocking_llm(backend: Backend, extra: &[&str]) -> (TestA
     let app = TestApp::spawn_with(backend, &args).await;
     app.enable_memory("acme", "concierge").await;
     (app, llm)
+}
+
+/// Creates a conversation, appends user turns with assistant replies, ends it, and
+/// returns the end response.
+pub async fn converse(app: &TestApp, agent_id: &str, user: &str, turns: &[&str]) -> (String, Value) {
+    let token = agent("acme");
+    let (status, conversation) =
+        app.post("/api/conversations", &token, json!({"agent_id": agent_id, "external_ref": user})).await;
+    assert_eq!(status, StatusCode::CREATED, "{conversation}");
+    let id = conversation["id"].as_str().expect("conversation id").to_string();
+    let mut messages = Vec::new();
+    for turn in turns {
+        messages.push(json!({"role": "user", "content": turn}));
+        messages.push(json!({"role": "assistant", "content": "Noted!"}));
+    }
+    let (status, body) =
+        app.post(&format!("/api/conversations/{id}/messages"), &token, json!({"messages": messages})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, ended) = app.post(&format!("/api/conversations/{id}/end"), &token, json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{ended}");
+    (id, ended)
 }

@@ -1,11 +1,9 @@
 //! GDPR erasure, export and receipts: nothing about the person is left, bystanders and
 //! other tenants keep everything, a running extraction stores nothing afterwards.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -1,0 +1,42 @@
+"""Schemathesis hooks for Engram's contract test (loaded by scripts/schemathesis).
+
+Two rules of the API that OpenAPI cannot state are stated in the spec's descriptions;
+here, schema-valid (positive) test cases that break them are dropped, so that the
+"schema-valid request rejected" check only fires on real disagreements. Negative cases
+are kept as generated.
+
+- `cursor` is opaque: only a `next_cursor` the server returned is valid. Any other
+  value, however well-formed, is a 400 `invalid_request`.
+- `last` cannot be combined with `limit` or `cursor` (GET .../messages): a 400.
+- `external_ref` is at most 256 bytes of UTF-8; JSON Schema's `maxLength` (256) counts
+  characters, so a long value of multi-byte characters passes the schema, not the server.
+"""
+
+import schemathesis
+from schemathesis import GenerationMode
+
+
+def _is_positive(case):
+    meta = getattr(case, "meta", None)
+    generation = getattr(meta, "generation", None)
+    return getattr(generation, "mode", None) == GenerationMode.POSITIVE
+
+
+def _external_refs(case):
+    for part in (case.path_parameters, case.query, case.body):
+        if isinstance(part, dict) and isinstance(part.get("external_ref"), str):
+            yield part["external_ref"]
+
+
+@schemathesis.hook
+def filter_case(context, case):
+    if not _is_positive(case):
+        return True
+    if any(len(ref.encode("utf-8", "surrogatepass")) > 256 for ref in _external_refs(case)):
+        return False
+    query = case.query or {}
+    if "cursor" in query:
+        return False
+    if "last" in query and ("limit" in query or "cursor" in query):
+        return False
+    return True

@@ -1,0 +1,369 @@
+//! `/admin/agents`: every agent with its settings, a memory switch per agent, and the
+//! settings form, validated by the domain's own rules with each message shown next to
+//! its field.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use serde::Deserialize;
+
+use super::{
+    AdminError, AdminResult, Layout, encode_segment, render, see_other,
+    session::{Guarded, Operator},
+    when,
+};
+use crate::{
+    auth::Scope,
+    domain::{
+        agent_config::{AgentConfig, ConfigPatch, Settings},
+        ids::AgentId,
+    },
+    service::AppState,
+};
+
+const PAGE: i64 = 50;
+
+/// Messages by field name, for the form shown again.
+#[derive(Debug, Default)]
+pub struct FieldErrors(BTreeMap<&'static str, String>);
+
+impl FieldErrors {
+    pub fn get(&self, field: &str) -> Option<&String> {
+        self.0.get(field)
+    }
+
+    pub fn add(&mut self, field: &'static str, message: String) {
+        self.0.entry(field).or_insert(message);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// One row of the list.
+struct Row {
+    config: AgentConfig,
+    path: String,
+    updated: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/agents.html")]
+struct AgentsPage {
+    layout: Layout,
+    can_list: bool,
+    can_change: bool,
+    rows: Vec<Row>,
+    next: Option<String>,
+    new_agent_id: String,
+    errors: FieldErrors,
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    done: Option<String>,
+    after: Option<String>,
+    /// The "look up an agent" form.
+    agent_id: Option<String>,
+}
+
+pub async fn list(State(state): State<AppState>, operator: Operator, Query(q): Query<ListQuery>) -> AdminResult {
+    if let Some(agent) = q.agent_id.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+        return see_other(&format!("/admin/agents/{}", encode_segment(agent)));
+    }
+    let page = list_page(&state, &operator, q.after, q.done.as_deref(), String::new(), FieldErrors::default()).await?;
+    render(&page)
+}
+
+async fn list_page(
+    state: &AppState,
+    operator: &Operator,
+    after: Option<String>,
+    done: Option<&str>,
+    new_agent_id: String,
+    errors: FieldErrors,
+) -> AdminResult<AgentsPage> {
+    let can_list = operator.can(Scope::Admin);
+    let (mut rows, mut next) = (Vec::new(), None);
+    if can_list {
+        let mut configs = state.store.list_agent_configs(operator.tenant(), after.as_deref(), PAGE + 1).await?;
+        if configs.len() > PAGE as usize {
+            configs.truncate(PAGE as usize);
+            next = configs.last().map(|c| format!("/admin/agents?after={}", encode_segment(c.agent_id.as_str())));
+        }
+        rows = configs
+            .into_iter()
+            .map(|config| Row {
+                path: encode_segment(config.agent_id.as_str()),
+                updated: when(&config.updated_at),
+                config,
+            })
+            .collect();
+    }
+    Ok(AgentsPage {
+        layout: operator.layout("Agents", "agents", done),
+        can_list,
+        can_change: operator.can(Scope::Admin),
+        rows,
+        next,
+        new_agent_id,
+        errors,
+    })
+}
+
+#[derive(Deserialize)]
+pub struct NewAgentForm {
+    #[serde(default)]
+    agent_id: String,
+    memory_enabled: Option<String>,
+}
+
+/// Configures a new agent (or an existing one: the same upsert as `PUT /api/agents-config`).
+pub async fn create(State(state): State<AppState>, Guarded { operator, form }: Guarded<NewAgentForm>) -> AdminResult {
+    operator.require(Scope::Admin)?;
+    let agent = match AgentId::parse(form.agent_id.trim().to_owned()) {
+        Ok(agent) => agent,
+        Err(message) => {
+            let mut errors = FieldErrors::default();
+            errors.add("agent_id", message);
+            let page = list_page(&state, &operator, None, None, form.agent_id, errors).await?;
+            return render(&page);
+        }
+    };
+    let patch = ConfigPatch { memory_enabled: Some(form.memory_enabled.is_some()), ..ConfigPatch::default() };
+    state.store.upsert_agent_config(operator.tenant(), &agent, &patch).await?;
+    see_other(&format!("/admin/agents/{}?done=created", encode_segment(agent.as_str())))
+}
+
+#[derive(Deserialize)]
+pub struct MemoryForm {
+    #[serde(default)]
+    enabled: String,
+}
+
+/// The memory switch: takes effect at once (the next memory context or conversation end
+/// reads the stored setting).
+pub async fn switch_memory(
+    State(state): State<AppState>,
+    Path(agent): Path<String>,
+    Guarded { operator, form }: Guarded<MemoryForm>,
+) -> AdminResult {
+    operator.require(Scope::Admin)?;
+    let agent = AgentId::parse(agent).map_err(AdminError::BadRequest)?;
+    let on = match form.enabled.as_str() {
+        "on" => true,
+        "off" => false,
+        _ => return Err(AdminError::BadRequest("enabled must be on or off".into())),
+    };
+    let patch = ConfigPatch { memory_enabled: Some(on), ..ConfigPatch::default() };
+    state.store.upsert_agent_config(operator.tenant(), &agent, &patch).await?;
+    tracing::info!(memory_enabled = on, "agent memory switched from the admin panel");
+    see_other(if on { "/admin/agents?done=memory-on" } else { "/admin/agents?done=memory-off" })
+}
+
+/// The settings form's values, as typed (shown again when invalid).
+pub struct SettingsValues {
+    memory_enabled: bool,
+    min_user_turns: String,
+    max_injected_facts: String,
+    min_confidence: String,
+    extraction_instructions: String,
+}
+
+impl SettingsValues {
+    fn of(settings: &Settings) -> SettingsValues {
+        SettingsValues {
+            memory_enabled: settings.memory_enabled,
+            min_user_turns: settings.min_user_turns.to_string(),
+            max_injected_facts: settings.max_injected_facts.to_string(),
+            min_confidence: settings.min_confidence.to_string(),
+            extraction_instructions: settings.extraction_instructions.clone().unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "admin/agent.html")]
+struct AgentPage {
+    layout: Layout,
+    agent_id: String,
+    path: String,
+    configured: bool,
+    updated: Option<String>,
+    can_change: bool,
+    values: SettingsValues,
+    errors: FieldErrors,
+}
+
+#[derive(Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(agent): Path<String>,
+    Query(q): Query<Done>,
+) -> AdminResult {
+    operator.require(Scope::MemoryRead)?;
+    let agent = AgentId::parse(agent).map_err(AdminError::BadRequest)?;
+    let config = state.store.get_agent_config(operator.tenant(), &agent).await?;
+    let settings = config.as_ref().map_or_else(Settings::default, |c| Settings {
+        memory_enabled: c.memory_enabled,
+        min_user_turns: c.min_user_turns,
+        max_injected_facts: c.max_injected_facts,
+        min_confidence: c.min_confidence,
+        extraction_instructions: c.extraction_instructions.clone(),
+    });
+    render(&AgentPage {
+        layout: operator.layout(format!("Agent {}", agent.as_str()), "agents", q.done.as_deref()),
+        path: encode_segment(agent.as_str()),
+        agent_id: agent.as_str().to_owned(),
+        configured: config.is_some(),
+        updated: config.as_ref().map(|c| when(&c.updated_at)),
+        can_change: operator.can(Scope::Admin),
+        values: SettingsValues::of(&settings),
+        errors: FieldErrors::default(),
+    })
+}
+
+#[derive(Deserialize)]
+pub struct SettingsForm {
+    memory_enabled: Option<String>,
+    #[serde(default)]
+    min_user_turns: String,
+    #[serde(default)]
+    max_injected_facts: String,
+    #[serde(default)]
+    min_confidence: String,
+    #[serde(default)]
+    extraction_instructions: String,
+}
+
+/// Turns the form into the API's patch. Each field is checked on its own by the domain's
+/// [`ConfigPatch::validate`], so that each message lands next to its field.
+fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
+    let mut errors = FieldErrors::default();
+    let mut check = |field: &'static str, patch: ConfigPatch| match patch.validate() {
+        Ok(()) => Some(patch),
+        Err(message) => {
+            errors.add(field, message);
+            None
+        }
+    };
+    let whole = |text: &str| text.trim().parse::<i32>().ok();
+    let turns = match whole(&form.min_user_turns) {
+        Some(n) => check("min_user_turns", ConfigPatch { min_user_turns: Some(n), ..ConfigPatch::default() }),
+        None => None,
+    };
+    let facts = match whole(&form.max_injected_facts) {
+        Some(n) => check("max_injected_facts", ConfigPatch { max_injected_facts: Some(n), ..ConfigPatch::default() }),
+        None => None,
+    };
+    let confidence = match form.min_confidence.trim().parse::<f64>().ok().filter(|c| c.is_finite()) {
+        Some(c) => check("min_confidence", ConfigPatch { min_confidence: Some(c), ..ConfigPatch::default() }),
+        None => None,
+    };
+    let text = form.extraction_instructions.trim();
+    let instructions = Some((!text.is_empty()).then(|| text.to_owned()));
+    let instructions_ok = check(
+        "extraction_instructions",
+        ConfigPatch { extraction_instructions: Some(instructions.clone().flatten()), ..ConfigPatch::default() },
+    )
+    .is_some();
+    if whole(&form.min_user_turns).is_none() {
+        errors.add("min_user_turns", "min_user_turns must be a whole number from 1 to 100".into());
+    }
+    if whole(&form.max_injected_facts).is_none() {
+        errors.add("max_injected_facts", "max_injected_facts must be a whole number from 1 to 100".into());
+    }
+    if confidence.is_none() && errors.get("min_confidence").is_none() {
+        errors.add("min_confidence", "min_confidence must be a number between 0 and 1".into());
+    }
+    match (turns, facts, confidence, instructions_ok, errors.is_empty()) {
+        (Some(turns), Some(facts), Some(confidence), true, true) => Ok(ConfigPatch {
+            memory_enabled: Some(form.memory_enabled.is_some()),
+            min_user_turns: turns.min_user_turns,
+            max_injected_facts: facts.max_injected_facts,
+            min_confidence: confidence.min_confidence,
+            extraction_instructions: instructions,
+        }),
+        _ => Err(errors),
+    }
+}
+
+pub async fn save(
+    State(state): State<AppState>,
+    Path(agent): Path<String>,
+    Guarded { operator, form }: Guarded<SettingsForm>,
+) -> AdminResult {
+    operator.require(Scope::Admin)?;
+    let agent = AgentId::parse(agent).map_err(AdminError::BadRequest)?;
+    let patch = match patch_of(&form) {
+        Ok(patch) => patch,
+        Err(errors) => {
+            let config = state.store.get_agent_config(operator.tenant(), &agent).await?;
+            let page = AgentPage {
+                layout: operator.layout(format!("Agent {}", agent.as_str()), "agents", None),
+                path: encode_segment(agent.as_str()),
+                agent_id: agent.as_str().to_owned(),
+                configured: config.is_some(),
+                updated: config.as_ref().map(|c| when(&c.updated_at)),
+                can_change: true,
+                values: SettingsValues {
+                    memory_enabled: form.memory_enabled.is_some(),
+                    min_user_turns: form.min_user_turns,
+                    max_injected_facts: form.max_injected_facts,
+                    min_confidence: form.min_confidence,
+                    extraction_instructions: form.extraction_instructions,
+                },
+                errors,
+            };
+            return render(&page);
+        }
+    };
+    state.store.upsert_agent_config(operator.tenant(), &agent, &patch).await?;
+    see_other(&format!("/admin/agents/{}?done=saved", encode_segment(agent.as_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(turns: &str, facts: &str, confidence: &str, instructions: &str) -> SettingsForm {
+        SettingsForm {
+            memory_enabled: Some("on".into()),
+            min_user_turns: turns.into(),
+            max_injected_facts: facts.into(),
+            min_confidence: confidence.into(),
+            extraction_instructions: instructions.into(),
+        }
+    }
+
+    #[test]
+    fn each_message_belongs_to_its_field() {
+        let errors = patch_of(&form("0", "x", "2", "")).unwrap_err();
+        assert_eq!(errors.get("min_user_turns").map(String::as_str), Some("min_user_turns must be 1-100, got 0"));
+        assert!(errors.get("max_injected_facts").is_some());
+        assert_eq!(
+            errors.get("min_confidence").map(String::as_str),
+            Some("min_confidence must be between 0 and 1, got 2")
+        );
+        assert!(errors.get("extraction_instructions").is_none());
+        let long = "x".repeat(4001);
+        assert!(patch_of(&form("3", "10", "0.7", &long)).unwrap_err().get("extraction_instructions").is_some());
+    }
+
+    #[test]
+    fn a_valid_form_is_the_whole_patch() {
+        let patch = patch_of(&form("2", "5", "0.5", "  ")).unwrap();
+        assert_eq!(patch.memory_enabled, Some(true));
+        assert_eq!(patch.min_user_turns, Some(2));
+        assert_eq!(patch.max_injected_facts, Some(5));
+        assert_eq!(patch.min_confidence, Some(0.5));
+        assert_eq!(patch.extraction_instructions, Some(None));
+    }
+}

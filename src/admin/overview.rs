@@ -1,0 +1,69 @@
+//! `/admin`: what an operator checks first — readiness, database, extractor and
+//! embedder in use, and the tenant's jobs by status.
+
+use askama::Template;
+use axum::extract::{Query, State};
+use clap::ValueEnum;
+use serde::Deserialize;
+
+use super::{AdminResult, Layout, render, session::Operator};
+use crate::{
+    auth::Scope,
+    domain::{ids::TenantId, job::JobStatus},
+    service::AppState,
+};
+
+#[derive(Template)]
+#[template(path = "admin/overview.html")]
+struct Overview {
+    layout: Layout,
+    ready: bool,
+    database: &'static str,
+    extractor: String,
+    model: Option<String>,
+    embedder: &'static str,
+    workers: usize,
+    /// `None` without the `admin` scope (the jobs API needs it).
+    job_counts: Option<Vec<(&'static str, i64)>>,
+}
+
+#[derive(Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
+pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Query<Done>) -> AdminResult {
+    let ready = match state.store.ready().await {
+        Ok(ready) => ready,
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            false
+        }
+    };
+    let config = &state.config;
+    let extractor = config.extractor.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
+    let model = (config.extractor != crate::config::ExtractorKind::Builtin).then(|| config.llm_model.clone()).flatten();
+    let job_counts = if operator.can(Scope::Admin) { Some(job_counts(&state, operator.tenant()).await?) } else { None };
+    render(&Overview {
+        layout: operator.layout("Overview", "overview", q.done.as_deref()),
+        ready,
+        database: state.store.backend(),
+        extractor,
+        model,
+        embedder: "none",
+        workers: config.workers,
+        job_counts,
+    })
+}
+
+/// Every status with its count (0 included), in the order of [`JobStatus::ALL`].
+pub(super) async fn job_counts(state: &AppState, tenant: &TenantId) -> AdminResult<Vec<(&'static str, i64)>> {
+    let counted = state.store.tenant_job_counts(tenant).await?;
+    Ok(JobStatus::ALL
+        .iter()
+        .map(|status| {
+            let n = counted.iter().find(|(s, _)| s == status.as_str()).map_or(0, |(_, n)| *n);
+            (status.as_str(), n)
+        })
+        .collect())
+}

@@ -1,0 +1,628 @@
+//! `/admin/people`: one end user, found by external ref — their consent, per agent their
+//! facts (search, add, edit, delete, forget all), their conversations with messages,
+//! the export of everything held about them, and erasure with its receipt.
+
+use askama::Template;
+use axum::{
+    extract::{Path, Query, State},
+    http::{HeaderValue, header},
+    response::IntoResponse,
+};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::{
+    AdminError, AdminResult, Layout,
+    agents::FieldErrors,
+    encode_segment, render, see_other,
+    session::{Guarded, NoFields, Operator},
+    when,
+};
+use crate::{
+    auth::Scope,
+    domain::{
+        conversation::Conversation,
+        fact::{Fact, FactInput, FactPatch},
+        ids::{AgentId, ExternalRef},
+        message::Message,
+        policy::Consent,
+        search_query::SearchQuery,
+    },
+    service::{AppState, export::export_body},
+    store::{
+        conversations::ConversationFilter,
+        facts::{Owner, Remembered, UpdateError},
+        rgpd::ErasedCounts,
+    },
+};
+
+const FACTS_PAGE: i64 = 50;
+const CONVERSATIONS_SHOWN: i64 = 50;
+const MESSAGES_SHOWN: i64 = 1000;
+
+fn person(raw: String) -> Result<ExternalRef, AdminError> {
+    ExternalRef::parse(raw).map_err(AdminError::BadRequest)
+}
+
+fn agent(raw: String) -> Result<AgentId, AdminError> {
+    AgentId::parse(raw).map_err(AdminError::BadRequest)
+}
+
+fn person_path(user: &ExternalRef) -> String {
+    format!("/admin/people/{}", encode_segment(user.as_str()))
+}
+
+fn facts_path(user: &ExternalRef, agent: &AgentId) -> String {
+    format!("{}/agents/{}", person_path(user), encode_segment(agent.as_str()))
+}
+
+fn owner<'a>(operator: &'a Operator, agent: &'a AgentId, user: &'a ExternalRef) -> Owner<'a> {
+    Owner { tenant: operator.tenant(), agent, user }
+}
+
+/// The consent as the API shows it: the stored record, or the configured default.
+
+#[derive(Template)]
+#[template(path = "admin/people.html")]
+struct FindPage {
+    layout: Layout,
+}
+
+#[derive(Deserialize)]
+pub struct FindQuery {
+    #[serde(rename = "ref")]
+    external_ref: Option<String>,
+}
+
+/// The search form; a ref typed into it opens that person's page.
+pub async fn find(operator: Operator, Query(q): Query<FindQuery>) -> AdminResult {
+    if let Some(user) = q.external_ref.filter(|r| !r.trim().is_empty()) {
+        let user = person(user.trim().to_owned())?;
+        return see_other(&person_path(&user));
+    }
+    render(&FindPage { layout: operator.layout("People", "people", None) })
+}
+
+struct ConversationRow {
+    conversation: Conversation,
+    path: String,
+    updated: String,
+}
+
+struct AgentLink {
+    id: String,
+    path: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/person.html")]
+struct PersonPage {
+    layout: Layout,
+    external_ref: String,
+    path: String,
+    can_read: bool,
+    can_write: bool,
+    can_rgpd: bool,
+    consent: Option<Consent>,
+    consent_updated: Option<String>,
+    agents: Vec<AgentLink>,
+    conversations: Vec<ConversationRow>,
+}
+
+#[derive(Deserialize)]
+pub struct PersonQuery {
+    done: Option<String>,
+    /// The "open an agent" form.
+    agent_id: Option<String>,
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(user): Path<String>,
+    Query(q): Query<PersonQuery>,
+) -> AdminResult {
+    let user = person(user)?;
+    if let Some(raw) = q.agent_id.map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()) {
+        return see_other(&facts_path(&user, &agent(raw)?));
+    }
+    let (can_read, can_rgpd) = (operator.can(Scope::MemoryRead), operator.can(Scope::Rgpd));
+    if !can_read && !can_rgpd {
+        operator.require(Scope::MemoryRead)?;
+    }
+    let tenant = operator.tenant();
+    let (mut consent, mut agents, mut conversations) = (None, Vec::new(), Vec::new());
+    if can_read {
+        consent =
+            Some(Consent::view(&user, state.store.get_consent(tenant, &user).await?, state.config.default_ai_consent));
+        agents = state
+            .store
+            .agents_of_user(tenant, &user)
+            .await?
+            .into_iter()
+            .map(|agent| AgentLink { path: facts_path(&user, &agent), id: agent.as_str().to_owned() })
+            .collect();
+        let filter = ConversationFilter { external_ref: Some(&user), ..ConversationFilter::default() };
+        conversations = state
+            .store
+            .list_conversations(tenant, &filter, None, CONVERSATIONS_SHOWN)
+            .await?
+            .into_iter()
+            .map(|conversation| ConversationRow {
+                path: format!("{}/conversations/{}", person_path(&user), conversation.id),
+                updated: when(&conversation.updated_at),
+                conversation,
+            })
+            .collect();
+    }
+    render(&PersonPage {
+        layout: operator.layout(format!("Person {}", user.as_str()), "people", q.done.as_deref()),
+        path: person_path(&user),
+        external_ref: user.as_str().to_owned(),
+        can_read,
+        can_write: operator.can(Scope::MemoryWrite),
+        can_rgpd,
+        consent_updated: consent.as_ref().and_then(|c| c.updated_at.as_ref()).map(when),
+        consent,
+        agents,
+        conversations,
+    })
+}
+
+#[derive(Deserialize)]
+pub struct ConsentForm {
+    #[serde(default)]
+    ai_consent: String,
+}
+
+/// Switches consent, as `PUT /api/users/{external_ref}/consent` does (a refusal also
+/// cancels the person's queued jobs, in the store).
+pub async fn set_consent(
+    State(state): State<AppState>,
+    Path(user): Path<String>,
+    Guarded { operator, form }: Guarded<ConsentForm>,
+) -> AdminResult {
+    operator.require(Scope::MemoryWrite)?;
+    let user = person(user)?;
+    let consent = match form.ai_consent.as_str() {
+        "on" => true,
+        "off" => false,
+        _ => return Err(AdminError::BadRequest("ai_consent must be on or off".into())),
+    };
+    state.store.set_consent(operator.tenant(), &user, consent).await?;
+    let done = if consent { "consent-on" } else { "consent-off" };
+    see_other(&format!("{}?done={done}", person_path(&user)))
+}
+
+struct MessageView {
+    message: Message,
+    text: String,
+    time: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/conversation.html")]
+struct ConversationPage {
+    layout: Layout,
+    external_ref: String,
+    person_path: String,
+    conversation: Conversation,
+    created: String,
+    messages: Vec<MessageView>,
+    truncated: bool,
+}
+
+pub async fn conversation(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path((user, id)): Path<(String, Uuid)>,
+) -> AdminResult {
+    operator.require(Scope::MemoryRead)?;
+    let user = person(user)?;
+    let tenant = operator.tenant();
+    let conversation = state
+        .store
+        .get_conversation(tenant, id)
+        .await?
+        .filter(|c| c.external_ref == user)
+        .ok_or(AdminError::NotFound("conversation"))?;
+    let messages = state.store.list_messages(tenant, id, 0, MESSAGES_SHOWN).await?.unwrap_or_default();
+    render(&ConversationPage {
+        layout: operator.layout("Conversation", "people", None),
+        external_ref: user.as_str().to_owned(),
+        person_path: person_path(&user),
+        created: when(&conversation.created_at),
+        truncated: conversation.message_count > MESSAGES_SHOWN,
+        conversation,
+        messages: messages
+            .into_iter()
+            .map(|message| MessageView { text: message.text(), time: when(&message.created_at), message })
+            .collect(),
+    })
+}
+
+/// A fact form's values as typed.
+#[derive(Default, Deserialize)]
+pub struct FactForm {
+    #[serde(default)]
+    fact: String,
+    #[serde(default)]
+    tags: String,
+    #[serde(default)]
+    score: String,
+}
+
+struct FactView {
+    fact: Fact,
+    /// The edit form: the stored values, or what was typed when it was refused.
+    form: FactForm,
+    errors: FieldErrors,
+    open: bool,
+    tags: String,
+    score: String,
+    relevance: Option<String>,
+    updated: String,
+}
+
+impl FactView {
+    fn of(fact: Fact, relevance: Option<f64>) -> FactView {
+        let tags = fact.tags.join(", ");
+        let score = fact.score.map(|s| s.to_string()).unwrap_or_default();
+        FactView {
+            form: FactForm { fact: fact.fact.clone(), tags: tags.clone(), score: score.clone() },
+            errors: FieldErrors::default(),
+            open: false,
+            relevance: relevance.map(|r| format!("{r:.2}")),
+            updated: when(&fact.updated_at),
+            tags,
+            score,
+            fact,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "admin/facts.html")]
+struct FactsPage {
+    layout: Layout,
+    external_ref: String,
+    agent_id: String,
+    person_path: String,
+    path: String,
+    can_write: bool,
+    query: String,
+    query_error: Option<String>,
+    facts: Vec<FactView>,
+    next: Option<String>,
+    add: FactForm,
+    add_errors: FieldErrors,
+    forget_error: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct FactsQuery {
+    done: Option<String>,
+    q: Option<String>,
+    before: Option<Uuid>,
+}
+
+/// What a facts page shows besides the list: a refused form, shown again.
+#[derive(Default)]
+struct Refused {
+    add: Option<(FactForm, FieldErrors)>,
+    edit: Option<(Uuid, FactForm, FieldErrors)>,
+    forget: Option<String>,
+}
+
+async fn facts_page(
+    state: &AppState,
+    operator: &Operator,
+    user: &ExternalRef,
+    agent: &AgentId,
+    q: FactsQuery,
+    refused: Refused,
+) -> AdminResult<FactsPage> {
+    operator.require(Scope::MemoryRead)?;
+    let owner = owner(operator, agent, user);
+    let path = facts_path(user, agent);
+    let query = q.q.unwrap_or_default();
+    let (mut facts, mut next, mut query_error) = (Vec::new(), None, None);
+    if query.trim().is_empty() {
+        let mut rows = state.store.list_facts(owner, None, q.before, FACTS_PAGE + 1).await?;
+        if rows.len() > FACTS_PAGE as usize {
+            rows.truncate(FACTS_PAGE as usize);
+            next = rows.last().map(|f| format!("{path}?before={}", f.id));
+        }
+        facts = rows.into_iter().map(|f| FactView::of(f, None)).collect();
+    } else {
+        match SearchQuery::parse(&query) {
+            Ok(search) => {
+                let hits = state.store.search_facts(owner, &search, None, FACTS_PAGE).await?;
+                facts = hits.into_iter().map(|hit| FactView::of(hit.fact, Some(hit.relevance))).collect();
+            }
+            Err(message) => query_error = Some(message),
+        }
+    }
+    if let Some((id, form, errors)) = refused.edit
+        && let Some(view) = facts.iter_mut().find(|view| view.fact.id == id)
+    {
+        view.form = form;
+        view.errors = errors;
+        view.open = true;
+    }
+    let (add, add_errors) = refused.add.unwrap_or_default();
+    Ok(FactsPage {
+        layout: operator.layout(format!("Facts of {}", agent.as_str()), "people", q.done.as_deref()),
+        external_ref: user.as_str().to_owned(),
+        agent_id: agent.as_str().to_owned(),
+        person_path: person_path(user),
+        path,
+        can_write: operator.can(Scope::MemoryWrite),
+        query,
+        query_error,
+        facts,
+        next,
+        add,
+        add_errors,
+        forget_error: refused.forget,
+    })
+}
+
+pub async fn facts(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path((user, agent_id)): Path<(String, String)>,
+    Query(q): Query<FactsQuery>,
+) -> AdminResult {
+    let (user, agent) = (person(user)?, agent(agent_id)?);
+    render(&facts_page(&state, &operator, &user, &agent, q, Refused::default()).await?)
+}
+
+fn no_query() -> FactsQuery {
+    FactsQuery { done: None, q: None, before: None }
+}
+
+/// A fact form checked field by field with the domain's own rules (the ones behind
+/// `POST …/facts` and `PATCH …/facts/{id}`), so that each message sits next to its field.
+fn checked(form: &FactForm) -> Result<(String, Vec<String>, Option<f64>), FieldErrors> {
+    let mut errors = FieldErrors::default();
+    let only = |fact: &str, tags: Option<Vec<String>>, score: Option<f64>| {
+        FactInput { fact: fact.to_owned(), tags, score }.validate().err()
+    };
+    let tags: Vec<String> = form.tags.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
+    if let Some(message) = only(&form.fact, None, None) {
+        errors.add("fact", message);
+    }
+    if let Some(message) = only("x", Some(tags.clone()), None) {
+        errors.add("tags", message);
+    }
+    let score = match form.score.trim() {
+        "" => None,
+        text => match text.parse::<f64>() {
+            Ok(score) => {
+                if let Some(message) = only("x", None, Some(score)) {
+                    errors.add("score", message);
+                }
+                Some(score)
+            }
+            Err(_) => {
+                errors.add("score", "score must be a number between 0 and 1".into());
+                None
+            }
+        },
+    };
+    if errors.is_empty() { Ok((form.fact.clone(), tags, score)) } else { Err(errors) }
+}
+
+pub async fn add_fact(
+    State(state): State<AppState>,
+    Path((user, agent_id)): Path<(String, String)>,
+    Guarded { operator, form }: Guarded<FactForm>,
+) -> AdminResult {
+    operator.require(Scope::MemoryWrite)?;
+    let (user, agent) = (person(user)?, agent(agent_id)?);
+    let refuse = |form: FactForm, errors: FieldErrors| Refused { add: Some((form, errors)), ..Refused::default() };
+    let (text, tags, score) = match checked(&form) {
+        Ok(parts) => parts,
+        Err(errors) => {
+            let page = facts_page(&state, &operator, &user, &agent, no_query(), refuse(form, errors)).await?;
+            return render(&page);
+        }
+    };
+    let fact = FactInput { fact: text, tags: Some(tags), score }.validate().map_err(AdminError::BadRequest)?;
+    let cap = state.config.max_facts_per_user;
+    let done = match state.store.remember_fact(owner(&operator, &agent, &user), &fact, cap).await? {
+        Remembered::Created(_) => "fact-added",
+        Remembered::Existing(_) => "fact-existing",
+        Remembered::Full => {
+            let mut errors = FieldErrors::default();
+            errors.add("fact", format!("this user already has the maximum of {cap} facts for this agent"));
+            let page = facts_page(&state, &operator, &user, &agent, no_query(), refuse(form, errors)).await?;
+            return render(&page);
+        }
+    };
+    see_other(&format!("{}?done={done}", facts_path(&user, &agent)))
+}
+
+pub async fn edit_fact(
+    State(state): State<AppState>,
+    Path((user, agent_id, id)): Path<(String, String, Uuid)>,
+    Guarded { operator, form }: Guarded<FactForm>,
+) -> AdminResult {
+    operator.require(Scope::MemoryWrite)?;
+    let (user, agent) = (person(user)?, agent(agent_id)?);
+    let refuse = |form: FactForm, errors: FieldErrors| Refused { edit: Some((id, form, errors)), ..Refused::default() };
+    let (text, tags, score) = match checked(&form) {
+        Ok(parts) => parts,
+        Err(errors) => {
+            let page = facts_page(&state, &operator, &user, &agent, no_query(), refuse(form, errors)).await?;
+            return render(&page);
+        }
+    };
+    // Every field of the form is sent: an empty score clears it, as `"score": null` does.
+    let changes = FactPatch { fact: Some(text), tags: Some(tags), score: Some(score) }
+        .validate()
+        .map_err(AdminError::BadRequest)?;
+    match state.store.update_fact(owner(&operator, &agent, &user), id, &changes).await? {
+        Ok(_) => see_other(&format!("{}?done=fact-saved", facts_path(&user, &agent))),
+        Err(UpdateError::NotFound) => Err(AdminError::NotFound("fact")),
+        Err(UpdateError::Duplicate) => {
+            let mut errors = FieldErrors::default();
+            errors.add("fact", "another stored fact of this user is the same fact".into());
+            let page = facts_page(&state, &operator, &user, &agent, no_query(), refuse(form, errors)).await?;
+            render(&page)
+        }
+    }
+}
+
+pub async fn delete_fact(
+    State(state): State<AppState>,
+    Path((user, agent_id, id)): Path<(String, String, Uuid)>,
+    Guarded { operator, .. }: Guarded<NoFields>,
+) -> AdminResult {
+    operator.require(Scope::MemoryWrite)?;
+    let (user, agent) = (person(user)?, agent(agent_id)?);
+    if !state.store.delete_fact(owner(&operator, &agent, &user), id).await? {
+        return Err(AdminError::NotFound("fact"));
+    }
+    see_other(&format!("{}?done=fact-deleted", facts_path(&user, &agent)))
+}
+
+#[derive(Deserialize)]
+pub struct ForgetForm {
+    confirm: Option<String>,
+}
+
+/// Forgets every fact of this agent about the person; the form carries a required
+/// checkbox so that one stray click cannot do it.
+pub async fn forget_facts(
+    State(state): State<AppState>,
+    Path((user, agent_id)): Path<(String, String)>,
+    Guarded { operator, form }: Guarded<ForgetForm>,
+) -> AdminResult {
+    operator.require(Scope::MemoryWrite)?;
+    let (user, agent) = (person(user)?, agent(agent_id)?);
+    if form.confirm.as_deref() != Some("yes") {
+        let refused = Refused { forget: Some("Tick the box to confirm.".into()), ..Refused::default() };
+        let page = facts_page(&state, &operator, &user, &agent, no_query(), refused).await?;
+        return render(&page);
+    }
+    state.store.delete_facts(owner(&operator, &agent, &user)).await?;
+    see_other(&format!("{}?done=facts-forgotten", facts_path(&user, &agent)))
+}
+
+/// Everything held about the person, in the shape of `GET /api/rgpd/users/{ref}/ai-data`,
+/// as a file to download.
+pub async fn export(State(state): State<AppState>, operator: Operator, Path(user): Path<String>) -> AdminResult {
+    operator.require(Scope::Rgpd)?;
+    let user = person(user)?;
+    let body = export_body(&state.store, operator.tenant(), &user, state.config.default_ai_consent).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment; filename=\"engram-export.json\"")),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+#[derive(Template)]
+#[template(path = "admin/erase.html")]
+struct ErasePage {
+    layout: Layout,
+    external_ref: String,
+    path: String,
+    facts: usize,
+    agents: Vec<String>,
+    conversations: usize,
+    messages: usize,
+    consent_kept: bool,
+}
+
+/// The confirmation page: says what will go before anything does.
+pub async fn erase_confirm(State(state): State<AppState>, operator: Operator, Path(user): Path<String>) -> AdminResult {
+    operator.require(Scope::Rgpd)?;
+    let user = person(user)?;
+    let (facts, conversations, messages) = state.store.person_footprint(operator.tenant(), &user).await?;
+    let agents = state.store.agents_of_user(operator.tenant(), &user).await?;
+    let consent = state.store.get_consent(operator.tenant(), &user).await?;
+    let count = |n: i64| usize::try_from(n).unwrap_or(0);
+    render(&ErasePage {
+        layout: operator.layout(format!("Erase {}", user.as_str()), "people", None),
+        path: person_path(&user),
+        external_ref: user.as_str().to_owned(),
+        facts: count(facts),
+        agents: agents.into_iter().map(String::from).collect(),
+        conversations: count(conversations),
+        messages: count(messages),
+        consent_kept: consent.is_some_and(|(consent, _)| !consent),
+    })
+}
+
+/// Erases everything about the person, as `DELETE /api/rgpd/users/{ref}/ai-data` does
+/// (same store transaction, same receipt subject hash), then shows the receipt.
+pub async fn erase(
+    State(state): State<AppState>,
+    Path(user): Path<String>,
+    Guarded { operator, .. }: Guarded<NoFields>,
+) -> AdminResult {
+    operator.require(Scope::Rgpd)?;
+    let user = person(user)?;
+    let receipt = state.erase_user(operator.tenant(), &user).await?;
+    tracing::info!(receipt_id = %receipt.receipt_id, "end user erased from the admin panel");
+    see_other(&format!("/admin/receipts/{}?done=erased", receipt.receipt_id))
+}
+
+#[derive(Template)]
+#[template(path = "admin/receipt.html")]
+struct ReceiptPage {
+    layout: Layout,
+    receipt_id: String,
+    subject_hash: String,
+    deleted: ErasedCounts,
+    completed: String,
+}
+
+#[derive(Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
+pub async fn receipt(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(id): Path<Uuid>,
+    Query(q): Query<Done>,
+) -> AdminResult {
+    operator.require(Scope::Rgpd)?;
+    let receipt = state.store.get_receipt(operator.tenant(), id).await?.ok_or(AdminError::NotFound("receipt"))?;
+    render(&ReceiptPage {
+        layout: operator.layout("Erasure receipt", "people", q.done.as_deref()),
+        receipt_id: receipt.receipt_id.to_string(),
+        subject_hash: receipt.subject_hash,
+        deleted: receipt.deleted,
+        completed: when(&receipt.completed_at),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(fact: &str, tags: &str, score: &str) -> FactForm {
+        FactForm { fact: fact.into(), tags: tags.into(), score: score.into() }
+    }
+
+    #[test]
+    fn fact_forms_are_checked_field_by_field() {
+        let errors = checked(&form("  ", "ok", "2")).unwrap_err();
+        assert!(errors.get("fact").is_some());
+        assert!(errors.get("tags").is_none());
+        assert!(errors.get("score").is_some());
+        let errors = checked(&form("Likes tea", "", "abc")).unwrap_err();
+        assert_eq!(errors.get("score").map(String::as_str), Some("score must be a number between 0 and 1"));
+        let (fact, tags, score) = checked(&form("Likes tea", "drinks, , food", "")).unwrap();
+        assert_eq!((fact.as_str(), tags, score), ("Likes tea", vec!["drinks".to_owned(), "food".to_owned()], None));
+    }
+}

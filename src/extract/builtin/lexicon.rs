@@ -1,0 +1,251 @@
+//! Word lists: the vocabulary the rules match against, and the two lookups over it. Kept
+//! apart from the rules so that widening a category is an edit to a list, not to a rule.
+
+/// Adverbs that may sit between "I" and the verb without changing the fact.
+#[rustfmt::skip]
+pub(super) const ADVERBS: &[&str] = &[
+    "really", "also", "just", "still", "actually", "absolutely", "totally", "definitely", "truly",
+    "usually", "always", "often", "sometimes", "currently", "now", "recently", "mostly",
+    "especially", "generally", "kinda", "mainly", "basically", "honestly", "personally",
+    "literally", "seriously", "certainly", "even", "already", "normally", "typically",
+    "occasionally", "frequently", "regularly", "constantly", "so", "simply", "finally", "only",
+    "originally", "pretty", "very", "too",
+];
+
+/// Subordinate openers after which the clause states no fact.
+pub(super) const NON_FACTUAL_OPENERS: &[&str] = &[
+    "if", "when", "whenever", "unless", "once", "before", "after", "until", "till", "whether", "imagine", "suppose",
+    "maybe", "perhaps", "probably",
+];
+
+/// Objects that only make sense with the conversation around them ("I love that").
+#[rustfmt::skip]
+pub(super) const CONTEXTUAL_STARTS: &[&str] = &[
+    "it", "its", "that", "this", "those", "these", "them", "they", "you", "your", "yours", "what",
+    "how", "why", "where", "when", "who", "which", "whatever", "so", "too", "there", "here",
+    "everything", "everyone", "anything", "nothing", "stuff", "him", "her", "he", "she", "we", "us",
+    "not",
+];
+
+pub(super) const CONTEXTUAL_ENDS: &[&str] = &[
+    "it", "that", "this", "them", "those", "these", "one", "there", "him", "her", "so", "to", "of", "a", "an", "the",
+    "with", "and", "or", "in", "at", "for", "on", "about", "as", "my", "their", "both",
+];
+
+/// Verbs that, after "and", start a new predicate about the user.
+pub(super) const PREDICATE_VERBS: &[&str] =
+    &["own", "have", "like", "love", "enjoy", "work", "live", "am", "want", "hate", "plan"];
+
+/// Hedges at the start of an object ("my favorite genre is probably action").
+#[rustfmt::skip]
+pub(super) const HEDGES: &[&str] = &[
+    "probably", "definitely", "usually", "mostly", "currently", "always", "really", "just",
+    "actually", "still", "honestly",
+];
+
+/// Words that point into the conversation; an object holding one cannot stand alone.
+pub(super) const DEICTIC: &[&str] = &["it", "them", "those", "these", "this", "theirs", "hers", "his", "ours"];
+
+/// Verbs that start the items of an activity list ("to read, swim, and play chess").
+#[rustfmt::skip]
+pub(super) const LIST_VERBS: &[&str] = &[
+    "play", "go", "watch", "read", "listen", "spend", "hang", "learn", "try", "explore", "visit",
+    "eat", "relax", "take", "work", "travel", "cook", "bake", "see", "make", "shop", "tan", "mow",
+    "grill", "gamble", "write", "sing", "dance", "ride", "drive", "fish", "hike", "swim", "run",
+    "paint", "draw", "knit", "sew", "collect", "build", "garden", "camp", "climb", "surf", "ski",
+    "skate", "bike", "walk", "jog", "hunt", "meet", "help", "teach", "sleep", "drink", "party",
+    "volunteer", "study", "practice", "craft", "bowl", "sail",
+];
+
+/// Facts that mention the person the user is talking to are about the conversation.
+pub(super) const SECOND_PERSON: &[&str] = &["you", "your", "yours", "yourself", "u", "ur"];
+
+/// Words that end a captured object when they appear after its first token.
+#[rustfmt::skip]
+pub(super) const OBJECT_BOUNDARIES: &[&str] = &[
+    "but", "because", "cause", "since", "although", "though", "while", "whereas", "unless", "if",
+    "so", "which", "who", "whom", "whose", "when", "whenever", "where", "until", "till", "that",
+    "except", "lol", "haha", "hahaha", "especially", "although", "yet", "cuz", "anyway", "too",
+    "either", "right", "who's", "whos",
+];
+
+pub(super) const SUBJECT_PRONOUNS: &[&str] = &[
+    "i", "you", "he", "she", "it", "we", "they", "my", "your", "his", "her", "their", "our", "there", "this", "that",
+    "then", "these", "those",
+];
+
+/// Filler at the end of an object ("I love tea a lot", "I like dogs too").
+pub(super) const TAIL_FILLERS: &[&[&str]] = &[
+    &["as", "well"],
+    &["a", "lot"],
+    &["so", "much"],
+    &["very", "much"],
+    &["a", "ton"],
+    &["right", "now"],
+    &["these", "days"],
+    &["all", "the", "time"],
+    &["by", "the", "way"],
+    &["of", "course"],
+    &["to", "be", "honest"],
+    &["honestly"],
+    &["btw"],
+    &["too"],
+    &["also"],
+    &["now"],
+    &["though"],
+    &["anyway"],
+    &["really"],
+    &["actually"],
+    &["lots"],
+    &["myself"],
+    &["and"],
+    &["or"],
+];
+
+#[rustfmt::skip]
+pub(super) const PETS: &[&str] = &[
+    "dog", "dogs", "cat", "cats", "puppy", "puppies", "kitten", "kittens", "hamster", "hamsters",
+    "rabbit", "rabbits", "bunny", "bunnies", "parrot", "parrots", "bird", "birds", "fish",
+    "goldfish", "turtle", "turtles", "snake", "snakes", "lizard", "lizards", "horse", "horses",
+    "pony", "ponies", "ferret", "ferrets", "pig", "pigs", "cow", "cows", "goat", "goats",
+    "chickens", "gecko", "iguana", "pet", "pets", "parakeet", "cockatiel", "tortoise", "shepherd",
+    "retriever", "labrador", "lab", "poodle", "beagle", "pug", "husky", "chihuahua", "terrier",
+    "bulldog", "collie", "dachshund", "corgi", "mouse", "mice", "rat", "rats", "duck", "ducks",
+    "sheep", "llama", "alpaca",
+];
+
+#[rustfmt::skip]
+pub(super) const FAMILY: &[&str] = &[
+    "kid", "kids", "child", "children", "son", "sons", "daughter", "daughters", "brother",
+    "brothers", "sister", "sisters", "sibling", "siblings", "wife", "husband", "spouse", "partner",
+    "boyfriend", "girlfriend", "fiance", "fiancee", "fiancé", "twin", "twins", "baby", "babies",
+    "grandchild", "grandchildren", "grandkids", "grandson", "grandsons", "granddaughter",
+    "granddaughters", "niece", "nieces", "nephew", "nephews", "cousin", "cousins", "stepson",
+    "stepdaughter", "stepchildren", "toddler", "toddlers", "family", "mom", "mother", "dad",
+    "father", "parents", "grandparents", "grandmother", "grandfather", "aunt", "uncle", "stepmom",
+    "stepdad", "teenagers", "boys", "girls",
+];
+
+/// Relatives whose description ("My mother is a dentist") is a fact worth keeping about the
+/// user's family; friends and colleagues are deliberately absent.
+#[rustfmt::skip]
+pub(super) const RELATIVES: &[&str] = &[
+    "mom", "mother", "mum", "dad", "father", "parents", "wife", "husband", "son", "daughter",
+    "brother", "sister", "kids", "children", "grandma", "grandmother", "grandpa", "grandfather",
+    "grandparents", "aunt", "uncle", "partner", "boyfriend", "girlfriend", "fiance", "fiancee",
+    "siblings", "brothers", "sisters", "sons", "daughters", "twin", "stepmom", "stepdad",
+    "stepfather", "stepmother", "family", "spouse",
+];
+
+#[rustfmt::skip]
+pub(super) const DEVICES: &[&str] = &[
+    "laptop", "computer", "pc", "macbook", "mac", "iphone", "ipad", "android", "phone",
+    "smartphone", "tablet", "kindle", "playstation", "ps4", "ps5", "xbox", "nintendo", "camera",
+    "windows", "linux", "chromebook", "pixel", "samsung", "thinkpad", "vim", "emacs", "vscode",
+    "drone", "console", "printer", "smartwatch", "watch", "headphones",
+];
+
+#[rustfmt::skip]
+pub(super) const VEHICLES: &[&str] = &[
+    "car", "truck", "motorcycle", "motorbike", "van", "suv", "jeep", "tesla", "prius", "minivan",
+    "scooter", "bike", "bicycle", "boat", "rv", "sedan", "convertible", "pickup",
+];
+
+#[rustfmt::skip]
+pub(super) const HEALTH: &[&str] = &[
+    "diabetes", "asthma", "cancer", "arthritis", "allergy", "allergies", "adhd", "autism",
+    "anxiety", "depression", "epilepsy", "migraines", "insomnia", "ptsd", "celiac", "ocd",
+    "disability", "illness", "disease", "syndrome", "injury", "condition", "surgery", "transplant",
+    "scoliosis", "dyslexia", "disorder", "blind", "deaf", "pain",
+];
+
+#[rustfmt::skip]
+pub(super) const DIETS: &[&str] = &[
+    "vegetarian", "vegan", "pescatarian", "pescetarian", "kosher", "halal", "keto", "paleo",
+    "gluten-free", "dairy-free", "teetotal", "teetotaler", "carnivore",
+];
+
+#[rustfmt::skip]
+pub(super) const OCCUPATIONS: &[&str] = &[
+    "nurse", "teacher", "doctor", "engineer", "developer", "programmer", "lawyer", "accountant",
+    "student", "chef", "cook", "waiter", "waitress", "writer", "author", "artist", "musician",
+    "designer", "manager", "scientist", "professor", "mechanic", "electrician", "plumber",
+    "carpenter", "farmer", "pilot", "firefighter", "officer", "soldier", "veteran", "dentist",
+    "pharmacist", "therapist", "librarian", "cashier", "barista", "bartender", "driver", "salesman",
+    "consultant", "analyst", "architect", "photographer", "journalist", "editor", "actor",
+    "actress", "singer", "dancer", "athlete", "coach", "trainer", "surgeon", "vet", "veterinarian",
+    "receptionist", "secretary", "clerk", "janitor", "banker", "baker", "butcher", "tailor",
+    "contractor", "freelancer", "entrepreneur", "ceo", "owner", "intern", "researcher", "miner",
+    "fisherman", "lifeguard", "paramedic", "mailman", "wrestler", "model", "babysitter", "nanny",
+    "housewife", "homemaker", "coder", "assistant", "cop", "policeman", "detective", "worker",
+    "employee", "teller", "beekeeper", "rancher", "welder", "technician", "administrator",
+    "professional", "specialist", "instructor", "counselor", "psychologist", "physician",
+    "attorney", "judge", "politician", "salesperson", "realtor", "agent", "producer", "director",
+    "comedian", "youtuber", "streamer", "blogger", "nun", "priest", "pastor", "sailor", "marine",
+    "volunteer", "mom", "dad", "mother", "father", "retiree", "graduate", "freshman", "sophomore",
+    "junior", "senior", "undergrad", "apprentice", "hairdresser", "stylist", "gardener",
+    "landscaper", "guard", "dj", "programmer", "golfer",
+];
+
+#[rustfmt::skip]
+pub(super) const LANGUAGES: &[&str] = &[
+    "english", "french", "spanish", "german", "italian", "portuguese", "chinese", "mandarin",
+    "cantonese", "japanese", "korean", "russian", "arabic", "hindi", "bengali", "urdu", "dutch",
+    "swedish", "norwegian", "danish", "finnish", "polish", "greek", "turkish", "hebrew",
+    "vietnamese", "thai", "indonesian", "tagalog", "swahili", "persian", "farsi", "czech",
+    "hungarian", "romanian", "ukrainian", "latin", "sign", "asl", "irish", "welsh", "punjabi",
+    "tamil", "gujarati", "malay", "catalan", "basque", "esperanto",
+];
+
+/// Verbs of pastimes; "I knit", "I paint landscapes" are hobby facts as they stand.
+#[rustfmt::skip]
+pub(super) const HOBBY_VERBS: &[&str] = &[
+    "collect", "practice", "paint", "draw", "knit", "sew", "crochet", "cook", "bake", "sing",
+    "dance", "run", "jog", "swim", "hike", "bike", "cycle", "surf", "ski", "skate", "snowboard",
+    "fish", "hunt", "garden", "write", "read", "watch", "listen", "climb", "travel", "camp", "sail",
+    "golf", "box", "meditate", "exercise", "train", "compete", "build", "brew", "skydive", "walk",
+    "blog", "vlog", "sketch", "bowl", "kayak", "row", "workout", "lift", "perform", "compose",
+    "produce", "restore", "grow", "raise", "craft", "quilt", "scrapbook", "spend", "donate",
+    "visit", "coach", "help",
+];
+
+/// Hobby verbs that are a fact even without an object ("I knit").
+#[rustfmt::skip]
+pub(super) const BARE_HOBBIES: &[&str] = &[
+    "paint", "draw", "knit", "sew", "crochet", "cook", "bake", "sing", "dance", "run", "jog",
+    "swim", "hike", "bike", "cycle", "surf", "ski", "skate", "snowboard", "fish", "hunt", "garden",
+    "write", "read", "climb", "travel", "camp", "sail", "golf", "box", "meditate", "exercise",
+    "blog", "vlog", "sketch", "bowl", "kayak", "row", "lift", "quilt",
+];
+
+/// Adjectives that describe the moment of the conversation rather than the person.
+#[rustfmt::skip]
+pub(super) const MOMENTARY: &[&str] = &[
+    "sorry", "glad", "sure", "fine", "good", "ok", "okay", "well", "great", "happy", "excited",
+    "thrilled", "interested", "curious", "afraid", "kidding", "jealous", "impressed", "here",
+    "back", "done", "ready", "free", "busy", "tired", "bored", "hungry", "thirsty", "sleepy",
+    "down", "up", "in", "out", "on", "off", "aware", "open", "game", "grateful", "thankful",
+    "welcome", "honored", "flattered", "new", "lucky", "right", "wrong", "confused", "surprised",
+    "shocked", "amazed", "sad", "upset", "worried", "nervous", "scared", "alright", "all", "about",
+    "with", "at", "just", "still", "always", "looking", "feeling", "getting", "having", "trying",
+    "thinking", "going", "doing", "wondering", "not", "there", "sick", "late", "early", "positive",
+    "certain", "totally", "also", "more", "less", "like", "pumped", "stoked", "proud", "relieved",
+    "blessed", "home", "awesome", "fantastic", "wonderful", "jk", "serious", "agreed", "that",
+    "too", "hoping", "planning", "glad", "appreciative", "touched",
+];
+
+#[rustfmt::skip]
+const NUMBER_WORDS: &[&str] = &[
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+
+pub(super) fn is_number(word: &str) -> bool {
+    (!word.is_empty() && word.chars().all(|c| c.is_ascii_digit()))
+        || word.split('-').all(|part| NUMBER_WORDS.contains(&part))
+}
+
+pub(super) fn in_list(list: &[&str], word: &str) -> bool {
+    list.contains(&word)
+}

@@ -1,0 +1,381 @@
+//! Built-in fact extractor: deterministic English rules that need no model and no network.
+//!
+//! It turns the user's own first-person statements ("I live in Paris", "My name is Alice")
+//! into short third-person facts ("Lives in Paris", "Name is Alice"), each with a confidence
+//! score and category tags. It favours precision over recall: questions, hypotheticals,
+//! negated statements and statements about other people are skipped rather than guessed at,
+//! and every pattern that can misfire scores below the service's default `min_confidence`
+//! (0.7), so only the reliable patterns are stored unless an agent lowers its threshold.
+//!
+//! The pipeline, one module per step: `tokens` cuts a message into sentences and words,
+//! `clauses` drops questions and hypotheticals and splits sentences into clauses, `rules`
+//! and `verbs` match each clause against patterns whose word lists live in `lexicon`, and
+//! `phrase` turns what a rule captured into the fact's text.
+
+mod clauses;
+mod lexicon;
+mod phrase;
+mod rules;
+mod tokens;
+mod verbs;
+
+use std::collections::HashSet;
+
+use super::{ExtractedFact, ExtractionRequest};
+use crate::domain::message::Role;
+use clauses::{is_hypothetical, is_question, skip_lead, split_clauses};
+use rules::match_clause;
+use tokens::{split_sentences, tokenize};
+
+/// Extracts facts from the user turns with `seq > from_seq`, in order of appearance,
+/// deduplicated case-insensitively.
+pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
+    let mut seen = HashSet::new();
+    let mut facts = Vec::new();
+    let turns = request.turns.iter().filter(|turn| turn.role == Role::User && turn.seq > request.from_seq);
+    for turn in turns {
+        // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
+        let mut greeted = false;
+        for sentence in split_sentences(&turn.text) {
+            let tokens = tokenize(sentence.text);
+            let (start, greeting) = skip_lead(&tokens, 0);
+            let after_greeting = greeted;
+            greeted = greeting && start == tokens.len();
+            if sentence.question || is_question(&tokens[start..]) || is_hypothetical(&tokens[start..]) {
+                continue;
+            }
+            for clause in split_clauses(&tokens) {
+                if let Some(fact) = match_clause(clause, after_greeting)
+                    && seen.insert(fact.fact.to_lowercase())
+                {
+                    facts.push(fact);
+                }
+            }
+        }
+    }
+    facts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::Turn;
+    use phrase::MAX_BUILTIN_FACT_CHARS;
+
+    fn request(turns: &[(Role, &str)], from_seq: i64) -> ExtractionRequest {
+        ExtractionRequest {
+            turns: turns
+                .iter()
+                .enumerate()
+                .map(|(i, (role, text))| Turn { seq: i as i64 + 1, role: *role, text: text.to_string() })
+                .collect(),
+            from_seq,
+            instructions: None,
+        }
+    }
+
+    fn facts(text: &str) -> Vec<String> {
+        extract(&request(&[(Role::User, text)], 0)).into_iter().map(|f| f.fact).collect()
+    }
+
+    fn one(text: &str) -> ExtractedFact {
+        let out = extract(&request(&[(Role::User, text)], 0));
+        assert_eq!(out.len(), 1, "{text:?} gave {out:?}");
+        out.into_iter().next().expect("one fact")
+    }
+
+    fn assert_fact(text: &str, expected: &str, tag: &str) {
+        let f = one(text);
+        assert_eq!(f.fact, expected, "{text:?}");
+        assert!(f.tags.iter().any(|t| t == tag), "{text:?} tags {:?}", f.tags);
+        assert!(f.score >= 0.7, "{text:?} score {}", f.score);
+    }
+
+    #[test]
+    fn identity() {
+        assert_fact("My name is Alice.", "Name is Alice", "identity");
+        assert_fact("Hi, I'm Bob!", "Name is Bob", "identity");
+        assert_fact("my name's alice", "Name is Alice", "identity");
+        assert_fact("My name is John Smith, nice to meet you", "Name is John Smith", "identity");
+        assert_fact("my name is john nice to meet you", "Name is John", "identity");
+        assert!(facts("I am User 1").is_empty());
+        assert_fact("Everyone calls me Al.", "Name is Al", "identity");
+        assert!(one("My name is Alice.").score >= 0.9);
+    }
+
+    #[test]
+    fn location() {
+        assert_fact("I live in Paris.", "Lives in Paris", "location");
+        assert_fact("I'm from Spain", "Is from Spain", "location");
+        assert_fact("I come from a small town in Ohio.", "Is from a small town in Ohio", "location");
+        assert_fact("I grew up in Texas", "Grew up in Texas", "location");
+        assert_fact("I live in Paris, France, and I love it.", "Lives in Paris, France", "location");
+    }
+
+    #[test]
+    fn work() {
+        assert_fact("I work as a nurse.", "Works as a nurse", "work");
+        assert_fact("I work at Acme.", "Works at Acme", "work");
+        assert_fact("I'm a software engineer.", "Is a software engineer", "work");
+        assert_fact("I am retired", "Is retired", "work");
+        assert_fact("I teach math at a high school.", "Teaches math at a high school", "work");
+    }
+
+    #[test]
+    fn family_and_pets() {
+        assert_fact("I have two kids.", "Has two kids", "family");
+        assert_fact("I'm married", "Is married", "family");
+        assert_fact("I have a dog named Rex.", "Has a dog named Rex", "pets");
+        assert_fact("My dog's name is Rex", "Has a dog named Rex", "pets");
+        assert_fact("My mother is a dentist.", "Mother is a dentist", "family");
+    }
+
+    #[test]
+    fn preferences() {
+        assert_fact("I like hiking.", "Likes hiking", "preference");
+        assert_fact("I love to bake cookies.", "Loves baking cookies", "preference");
+        assert_fact("I really love swimming in the ocean", "Loves swimming in the ocean", "preference");
+        assert_fact("I hate onions", "Hates onions", "preference");
+        assert_fact("I dislike onions", "Dislikes onions", "preference");
+        assert_fact("I don't like onions.", "Dislikes onions", "preference");
+        assert_fact("I prefer tea over coffee.", "Prefers tea over coffee", "preference");
+        assert_fact("My favorite color is blue.", "Favorite color is blue", "preference");
+        assert_fact("Pizza is my favorite food.", "Favorite food is Pizza", "preference");
+        assert_fact("I like dogs too.", "Likes dogs", "preference");
+    }
+
+    #[test]
+    fn diet_and_health() {
+        assert_fact("I'm vegetarian.", "Is vegetarian", "diet");
+        assert_fact("I am a vegan", "Is a vegan", "diet");
+        assert_fact("I'm allergic to peanuts", "Is allergic to peanuts", "health");
+        assert_fact("I don't eat meat", "Does not eat meat", "diet");
+        assert_fact("I have diabetes.", "Has diabetes", "health");
+    }
+
+    #[test]
+    fn hobbies_and_sports() {
+        assert_fact("I play tennis on weekends.", "Plays tennis on weekends", "hobby");
+        assert_fact("I go hiking every Sunday", "Goes hiking every Sunday", "hobby");
+        assert_fact("I collect stamps.", "Collects stamps", "hobby");
+        assert_fact("I knit.", "Knits", "hobby");
+    }
+
+    #[test]
+    fn languages() {
+        assert_fact("I speak French.", "Speaks French", "language");
+        assert_fact("I speak English and Spanish", "Speaks English and Spanish", "language");
+        assert_fact("I'm fluent in German", "Is fluent in German", "language");
+        assert!(facts("I speak to my mom every day").is_empty());
+    }
+
+    #[test]
+    fn age_and_birthday() {
+        assert_fact("I'm 34 years old.", "Is 34 years old", "age");
+        assert_fact("I am 34", "Is 34 years old", "age");
+        assert_fact("My birthday is May 3.", "Birthday is May 3", "age");
+        assert_fact("My birthday is on May 3rd", "Birthday is May 3rd", "age");
+    }
+
+    #[test]
+    fn devices() {
+        assert_fact("I use a MacBook for work.", "Uses a MacBook for work", "device");
+        assert_fact("I have an iPhone", "Has an iPhone", "device");
+        assert_fact("I drive a Honda Civic", "Drives a Honda Civic", "vehicle");
+    }
+
+    #[test]
+    fn plans_and_goals() {
+        assert_fact("I plan to visit Japan next year.", "Plans to visit Japan next year", "goal");
+        assert_fact("I want to learn guitar.", "Wants to learn guitar", "goal");
+        assert_fact("I'm planning to run a marathon", "Plans to run a marathon", "goal");
+        assert_fact("My dream is to open a bakery", "Dream is to open a bakery", "goal");
+    }
+
+    #[test]
+    fn several_clauses_and_sentences() {
+        assert_eq!(
+            facts("Hi! I'm a nurse and I live in Boston. I have a cat, but I'm allergic to dogs."),
+            vec!["Is a nurse", "Lives in Boston", "Has a cat", "Is allergic to dogs"]
+        );
+    }
+
+    #[test]
+    fn objects_are_cut_at_clause_boundaries() {
+        assert_eq!(facts("I love hiking because it is relaxing"), vec!["Loves hiking"]);
+        assert_eq!(facts("I live in Rome, but I travel a lot"), vec!["Lives in Rome", "Travels"]);
+        assert_eq!(facts("Great. I prefer tea over coffee, by the way."), vec!["Prefers tea over coffee"]);
+        assert_eq!(facts("I prefer tea over coffee, honestly."), vec!["Prefers tea over coffee"]);
+        assert_eq!(facts("I like hiking, biking, and swimming"), vec!["Likes hiking, biking, and swimming"]);
+        assert_eq!(facts("I love spending time with my family"), vec!["Loves spending time with their family"]);
+        let long = format!("I like {}", "very long words ".repeat(20));
+        assert!(facts(&long).iter().all(|f| f.chars().count() <= MAX_BUILTIN_FACT_CHARS));
+    }
+
+    #[test]
+    fn groups_lists_and_names_in_objects() {
+        assert_fact("I'm in the army.", "Is in the army", "work");
+        assert!(one("I'm in the kitchen").score < 0.7);
+        assert_fact(
+            "I like to play video games, read, and watch movies.",
+            "Likes playing video games, reading, and watching movies",
+            "preference",
+        );
+        assert_fact("I love Kendrick Lamar and J. Cole", "Loves Kendrick Lamar and J. Cole", "preference");
+        assert_fact("My favorite band is The Who.", "Favorite band is The Who", "preference");
+        assert_fact("I'm from the U.S. now", "Is from the U.S.", "location");
+        assert_fact("I'm an engineer and own a studio", "Is an engineer", "work");
+        assert!(one("I love the colors").score < 0.7);
+        assert_fact("I just got a new job as a nurse", "Has a new job as a nurse", "work");
+        assert_fact("I've always wanted a pet turtle", "Wants a pet turtle", "goal");
+    }
+
+    #[test]
+    fn questions_are_ignored() {
+        assert!(facts("Do you like tea?").is_empty());
+        assert!(facts("What is my name?").is_empty());
+        assert!(facts("what is my name").is_empty());
+        assert!(facts("I live in Paris?").is_empty());
+        assert!(facts("Am I allergic to peanuts").is_empty());
+    }
+
+    #[test]
+    fn hypotheticals_are_ignored() {
+        assert!(facts("If I lived in Paris, I would walk everywhere.").is_empty());
+        assert!(facts("I would love to visit Japan.").is_empty());
+        assert!(facts("I wish I had a dog.").is_empty());
+        assert!(facts("Imagine I lived in Rome.").is_empty());
+        assert!(facts("I'd like to be a pilot").is_empty());
+        assert!(facts("Maybe I will learn French").is_empty());
+        assert!(facts("I think I like tea").is_empty());
+    }
+
+    #[test]
+    fn negations_are_not_facts() {
+        assert!(facts("I don't live in Paris anymore.").is_empty());
+        assert!(facts("I no longer work at Acme.").is_empty());
+        assert!(facts("I never liked tea.").is_empty());
+        assert!(facts("I'm not vegetarian.").is_empty());
+        assert!(facts("I used to live in Paris").is_empty());
+        assert!(facts("I don't work at Acme").is_empty());
+        assert!(facts("I live in Paris, not Rome").iter().all(|f| f == "Lives in Paris"));
+    }
+
+    #[test]
+    fn other_people_are_not_the_user() {
+        assert!(facts("My friend lives in Rome.").is_empty());
+        assert!(facts("You like tea.").is_empty());
+        assert!(facts("He works at Acme and she loves dogs").is_empty());
+        assert!(facts("My friend's name is Bob").is_empty());
+        assert!(facts("My sister lives in Rome").is_empty());
+        assert_eq!(facts("You like tea and I like coffee."), vec!["Likes coffee"]);
+    }
+
+    #[test]
+    fn conversational_filler_is_ignored() {
+        assert!(facts("I love that!").is_empty());
+        assert!(facts("I like your idea.").is_empty());
+        assert!(facts("I'm glad you like it.").is_empty());
+        assert!(facts("I'm not sure.").is_empty());
+        assert!(facts("I'm a big fan of both of them").is_empty());
+        assert!(facts("I have to go now").is_empty());
+        assert!(facts("I have a question").is_empty());
+    }
+
+    #[test]
+    fn only_new_user_turns_are_read() {
+        let req = request(
+            &[
+                (Role::User, "I live in Paris."),
+                (Role::Assistant, "I love tea."),
+                (Role::User, "I play chess."),
+                (Role::System, "I am a system prompt."),
+                (Role::Tool, "I speak French."),
+            ],
+            1,
+        );
+        let out: Vec<String> = extract(&req).into_iter().map(|f| f.fact).collect();
+        assert_eq!(out, vec!["Plays chess"]);
+    }
+
+    #[test]
+    fn output_is_deduplicated_and_ordered() {
+        let req = request(
+            &[(Role::User, "I like tea. I live in Oslo."), (Role::User, "i like TEA!"), (Role::User, "I LIKE tea")],
+            0,
+        );
+        let out: Vec<String> = extract(&req).into_iter().map(|f| f.fact).collect();
+        assert_eq!(out, vec!["Likes tea", "Lives in Oslo"]);
+        assert_eq!(extract(&req), extract(&req));
+    }
+
+    /// Hostile input must cost time linear in its length: `text` repeated to 8 KiB and to
+    /// 64 KiB, each timed at its best of five runs (other tests share the cores). The
+    /// 1 s bound is only a guard against a quadratic blow-up; the ratio catches
+    /// super-linear growth long before that (a quadratic scan takes 64 times as long
+    /// for 8 times the input). The 150 ms of slack absorbs allocator and cache effects of
+    /// an unoptimised build; before the fix, 64 KiB of commas took over a minute.
+    #[track_caller]
+    fn assert_linear(unit: &str) {
+        // The timing tests take turns, so that they do not slow each other down.
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sized = |bytes: usize| unit.repeat(bytes.div_ceil(unit.len()));
+        let best = |text: &str| {
+            let req = request(&[(Role::User, text)], 0);
+            (0..5)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    std::hint::black_box(extract(&req));
+                    started.elapsed()
+                })
+                .min()
+                .unwrap_or_default()
+        };
+        let (small, large) = (best(&sized(8 * 1024)), best(&sized(64 * 1024)));
+        let name = unit.chars().take(20).collect::<String>();
+        assert!(large < std::time::Duration::from_secs(1), "{name:?}: 64 KiB took {large:?}");
+        assert!(
+            large < small * 8 + std::time::Duration::from_millis(150),
+            "{name:?}: 8 KiB took {small:?}, 64 KiB took {large:?}"
+        );
+    }
+
+    #[test]
+    fn punctuation_costs_linear_time() {
+        assert_linear(",");
+        assert_linear(";");
+        assert_linear(".,;:!?-()'\"");
+        assert_linear(", I");
+    }
+
+    #[test]
+    fn periods_inside_one_long_chunk_cost_linear_time() {
+        assert_linear("a.-");
+        assert_linear("a.a.");
+        assert_linear("Dr.-");
+    }
+
+    #[test]
+    fn one_huge_word_costs_linear_time() {
+        assert_linear("a");
+        assert_linear("a-");
+        assert_linear("I'");
+    }
+
+    #[test]
+    fn a_long_realistic_message_costs_linear_time() {
+        assert_linear(
+            "Hi! I'm Alice and I live in Paris, France. I like hiking, biking, and swimming; \
+             my favorite color is blue. I don't eat meat, but I love cheese. Do you like tea? \
+             I work as a nurse at St. Mary's, and my dog's name is Rex.\n",
+        );
+    }
+
+    #[test]
+    fn vague_patterns_score_below_default_threshold() {
+        assert!(one("I have blonde hair.").score < 0.7);
+        assert!(one("I am shy").score < 0.7);
+        assert!(one("I'm going to the store later").score < 0.7);
+    }
+}

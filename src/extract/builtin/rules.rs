@@ -1,0 +1,170 @@
+//! Clause rules: the entry point for one clause, which sends it to the rules for its subject,
+//! and the rules for clauses that do not start with "I" ("My name is Alice", "Pizza is my
+//! favorite food", "Everyone calls me Al").
+
+use super::clauses::skip_lead;
+use super::lexicon::*;
+use super::phrase::{fact, lower_words, object_end, render, with_object};
+use super::tokens::Tok;
+use super::verbs::match_i;
+use crate::extract::ExtractedFact;
+
+/// The fact one clause states about the user, if any. `after_greeting` says the sentence
+/// before was a bare greeting ("Hi! I'm Bob."), which makes a capitalised word a name.
+pub(super) fn match_clause(clause: &[Tok], after_greeting: bool) -> Option<ExtractedFact> {
+    let (start, greeting) = skip_lead(clause, 0);
+    let greeting = greeting || after_greeting;
+    let c = &clause[start..];
+    let w = lower_words(c, 0);
+    let first = *w.first()?;
+    if in_list(NON_FACTUAL_OPENERS, first) {
+        return None;
+    }
+    let no_longer_true = w.contains(&"anymore")
+        || w.contains(&"formerly")
+        || w.windows(2).any(|p| matches!(p, ["no", "longer"] | ["used", "to"] | ["any", "more"]));
+    if no_longer_true {
+        return None;
+    }
+    match first {
+        "i" => match_i(c, greeting),
+        "my" => match_my(c),
+        _ => match_other(c),
+    }
+}
+
+/// Clauses that do not start with "I" or "my" but still describe the user:
+/// "Pizza is my favorite food", "Everyone calls me Al".
+fn match_other(c: &[Tok]) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    if let Some(p) = w.iter().position(|&x| x == "call" || x == "calls")
+        && w.get(p + 1) == Some(&"me")
+        && p <= 3
+        && !w[..p].contains(&"not")
+        && !w[..p].contains(&"i")
+    {
+        return name_fact(c, p + 2, 0.85);
+    }
+    let copula = w.iter().position(|&x| x == "is" || x == "are")?;
+    if copula == 0 || copula > 5 || w.get(copula + 1) != Some(&"my") {
+        return None;
+    }
+    if in_list(CONTEXTUAL_STARTS, w[0]) || in_list(SUBJECT_PRONOUNS, w[0]) {
+        return None;
+    }
+    let subject = render(&c[..copula], false);
+    let what = w.get(copula + 2)?;
+    match *what {
+        "favorite" | "favourite" => {
+            let end = object_end(c, copula + 3);
+            if end > copula + 3 && end - (copula + 3) <= 3 {
+                let category = render(&c[copula + 3..end], false);
+                let verb = w[copula];
+                Some(fact(&format!("Favorite {category} {verb} {subject}"), 0.8, &["preference"]))
+            } else {
+                Some(fact(&format!("Likes {subject}"), 0.8, &["preference"]))
+            }
+        }
+        "passion" | "hobby" | "life" => Some(fact(&format!("Loves {subject}"), 0.75, &["hobby"])),
+        _ => None,
+    }
+}
+
+const TITLES: &[&str] = &["dr", "mr", "mrs", "ms", "miss", "prof"];
+
+/// "Name is …" from the name words at `start`.
+pub(super) fn name_fact(c: &[Tok], start: usize, score: f64) -> Option<ExtractedFact> {
+    let name = name_words(c, start)?;
+    Some(fact(&format!("Name is {name}"), score, &["identity"]))
+}
+
+/// Up to three name words, capitalised ("alice smith" -> "Alice Smith").
+fn name_words(c: &[Tok], start: usize) -> Option<String> {
+    // "User 1", "Agent 7": placeholders rather than names.
+    let followed_by_number = c
+        .iter()
+        .skip(start)
+        .find(|t| !(t.word && t.text.chars().all(char::is_alphabetic)))
+        .is_some_and(|t| is_number(&t.lower));
+    if followed_by_number {
+        return None;
+    }
+    let titled =
+        c.get(start).is_some_and(|t| in_list(TITLES, &t.lower)) && c.get(start + 1).is_some_and(|t| t.text == ".");
+    let words = c.iter().skip(start).enumerate().filter(|&(i, _)| !(titled && i == 1)).map(|(_, t)| t);
+    let names: Vec<String> = words
+        .enumerate()
+        .take_while(|(i, t)| {
+            // In "my name is john smith nice to meet you" only the first word is safe.
+            let capitalised = *i == 0 || t.text.starts_with(char::is_uppercase);
+            t.word && capitalised && t.text.chars().all(char::is_alphabetic)
+        })
+        .map(|(_, t)| t)
+        .take_while(|t| !in_list(OBJECT_BOUNDARIES, &t.lower) && !t.is("and") && !t.is("but"))
+        .take(3)
+        .map(|t| {
+            let mut chars = t.text.chars();
+            chars.next().map(|f| f.to_uppercase().chain(chars).collect()).unwrap_or_default()
+        })
+        .collect();
+    if names.is_empty() || in_list(CONTEXTUAL_STARTS, &names[0].to_lowercase()) {
+        return None;
+    }
+    Some(names.join(" "))
+}
+
+fn match_my(c: &[Tok]) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    let second = *w.get(1)?;
+    let third = w.get(2).copied().unwrap_or("");
+    match (second, third) {
+        ("name", "is") => return name_fact(c, 3, 0.9),
+        ("favorite" | "favourite", _) => {
+            let copula = w.iter().position(|&x| matches!(x, "is" | "are" | "was" | "were"))?;
+            if !(3..=6).contains(&copula) {
+                return None;
+            }
+            let category = render(&c[2..copula], false);
+            let verb = w[copula];
+            return with_object(c, copula + 1, &format!("Favorite {category} {verb}"), 0.85, &["preference"]);
+        }
+        ("birthday", "is") => {
+            let at = if w.get(3) == Some(&"on") { 4 } else { 3 };
+            return with_object(c, at, "Birthday is", 0.9, &["age"]);
+        }
+        ("job" | "profession" | "occupation" | "career", "is") => {
+            return with_object(c, 3, &format!("{second} is"), 0.8, &["work"]);
+        }
+        ("goal" | "dream" | "plan" | "ambition", "is") => {
+            return with_object(c, 3, &format!("{second} is"), 0.8, &["goal"]);
+        }
+        ("hobby" | "hobbies", "is" | "are" | "include") => {
+            return with_object(c, 3, &format!("{second} {third}"), 0.8, &["hobby"]);
+        }
+        ("native" | "first", "language") | ("mother", "tongue") if w.get(3) == Some(&"is") => {
+            return with_object(c, 4, "Native language is", 0.85, &["language"]);
+        }
+        _ => {}
+    }
+    let noun = second.strip_suffix("'s").unwrap_or(second);
+    let possessive = noun.len() != second.len();
+    let pet = in_list(PETS, noun);
+    let relative = in_list(RELATIVES, noun);
+    if !pet && !relative {
+        return None;
+    }
+    let named = (possessive && third == "name" && w.get(3) == Some(&"is"))
+        || (third == "is" && matches!(w.get(3), Some(&"named" | &"called")));
+    if named {
+        let name = name_words(c, 4)?;
+        return Some(if pet {
+            fact(&format!("Has a {noun} named {name}"), 0.85, &["pets"])
+        } else {
+            fact(&format!("{noun}'s name is {name}"), 0.8, &["family"])
+        });
+    }
+    if relative && !possessive && matches!(third, "is" | "are") && w.get(3).is_none_or(|x| *x != "not") {
+        return with_object(c, 3, &format!("{noun} {third}"), 0.7, &["family"]);
+    }
+    None
+}

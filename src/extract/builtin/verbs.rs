@@ -1,0 +1,506 @@
+//! Rules for clauses that start with "I", one per verb ("I live in", "I have", "I like"),
+//! and for "I am" one per complement. Each rule's score says how far its pattern can be trusted:
+//! below the default `min_confidence` (0.7) where it can misfire.
+
+use super::clauses::AUXILIARIES;
+use super::lexicon::*;
+use super::phrase::{
+    fact, lower_words, mentions_job, object, object_end, preference, tags_for, third_person, with_object,
+};
+use super::rules::name_fact;
+use super::tokens::Tok;
+use crate::extract::ExtractedFact;
+
+/// A clause that starts with "I": adverbs are skipped, negations go to their own few
+/// rules, and the verb picks the rule.
+pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    let mut k = 1;
+    while let Some(word) = w.get(k) {
+        let emphatic_do = *word == "do" && w.get(k + 1).is_some_and(|v| is_emphasisable(v));
+        if !in_list(ADVERBS, word) && !emphatic_do {
+            break;
+        }
+        k += 1;
+    }
+    let verb = *w.get(k)?;
+    if matches!(
+        (verb, w.get(k + 1).copied()),
+        ("do" | "did" | "have" | "am" | "was" | "will" | "can" | "could" | "would" | "should", Some("not"))
+            | ("never" | "hardly" | "barely" | "rarely" | "seldom" | "not" | "no", _)
+    ) {
+        return match_negated(c, k);
+    }
+    let rest = k + 1;
+    match verb {
+        "am" => match_am(c, rest, greeting),
+        "was" => match_was(c, rest),
+        "got" | "get" if w.get(rest) == Some(&"married") => Some(fact("Got married", 0.8, &["family"])),
+        "have" | "has" | "got" => match_have(c, rest),
+        "like" => preference(c, rest, "Likes", 0.8, &["preference"]),
+        "love" | "adore" => preference(c, rest, "Loves", 0.8, &["preference"]),
+        "enjoy" => preference(c, rest, "Enjoys", 0.8, &["preference"]),
+        "hate" | "detest" | "despise" | "loathe" => preference(c, rest, "Hates", 0.8, &["preference"]),
+        "dislike" => preference(c, rest, "Dislikes", 0.8, &["preference"]),
+        "prefer" => preference(c, rest, "Prefers", 0.8, &["preference"]),
+        "live" | "reside" => match_live(c, rest),
+        "come" if w.get(rest) == Some(&"from") => with_object(c, rest + 1, "Is from", 0.85, &["location"]),
+        "grew" if w.get(rest) == Some(&"up") => {
+            let at = if w.get(rest + 1).is_some_and(|p| matches!(*p, "in" | "on" | "near" | "outside")) {
+                rest + 1
+            } else {
+                return None;
+            };
+            with_object(c, at, "Grew up", 0.8, &["location"])
+        }
+        "moved" | "relocated" => {
+            let at = if matches!(w.get(rest), Some(&"here" | &"back" | &"away")) { rest + 1 } else { rest };
+            if !matches!(w.get(at), Some(&"to" | &"from")) {
+                return None;
+            }
+            with_object(c, rest, "Moved", 0.75, &["location"])
+        }
+        "bought" | "purchased" => {
+            let obj = object(c, rest)?;
+            let tags = tags_for(&lower_words(c, rest), "possession");
+            Some(fact(&format!("Bought {obj}"), 0.7, &tags))
+        }
+        "work" | "works" => match_work(c, rest),
+        "workout" => Some(fact("Works out", 0.75, &["hobby"])),
+        "teach" => with_object(c, rest, "Teaches", 0.8, &["work"]),
+        "study" | "major" => with_object(c, rest, &third_person(verb), 0.8, &["education"]),
+        "graduated" => with_object(c, rest, "Graduated", 0.8, &["education"]),
+        "volunteer" => with_object(c, rest, "Volunteers", 0.8, &["hobby"])
+            .or_else(|| (object_end(c, rest) == rest).then(|| fact("Volunteers", 0.75, &["hobby"]))),
+        "own" => {
+            let obj = object(c, rest)?;
+            let tags = tags_for(&lower_words(c, rest), "possession");
+            Some(fact(&format!("Owns {obj}"), 0.8, &tags))
+        }
+        "drive" => with_object(c, rest, "Drives", 0.8, &["vehicle"]),
+        "ride" => with_object(c, rest, "Rides", 0.75, &["hobby"]),
+        "use" => with_object(c, rest, "Uses", 0.75, &["device"]),
+        "code" | "program" if w.get(rest) == Some(&"in") => with_object(c, rest, &third_person(verb), 0.8, &["work"]),
+        "speak" => match_language(c, rest, 0.85),
+        "play" => {
+            if w.get(rest).is_some_and(|x| matches!(*x, "with" | "around" | "along" | "it")) {
+                return None;
+            }
+            with_object(c, rest, "Plays", 0.8, &["hobby"])
+        }
+        "go" => match_go(c, rest),
+        "eat" | "drink" => with_object(c, rest, &third_person(verb), 0.65, &["diet"]),
+        "plan" if matches!(w.get(rest), Some(&"to" | &"on")) => with_object(c, rest, "Plans", 0.8, &["goal"]),
+        "intend" if w.get(rest) == Some(&"to") => with_object(c, rest, "Intends", 0.75, &["goal"]),
+        "want" => match_want(c, rest),
+        "hope" if w.get(rest) == Some(&"to") => with_object(c, rest, "Hopes", 0.7, &["goal"]),
+        "dream" if matches!(w.get(rest), Some(&"of" | &"about")) => with_object(c, rest, "Dreams", 0.7, &["goal"]),
+        "can" => match w.get(rest) {
+            Some(&"speak") => match_language(c, rest + 1, 0.8),
+            Some(v)
+                if !in_list(AUXILIARIES, v)
+                    && !in_list(&["see", "tell", "imagine", "relate", "understand", "help", "try", "go", "not"], v) =>
+            {
+                with_object(c, rest, "Can", 0.6, &["hobby"])
+            }
+            _ => None,
+        },
+        "won" => with_object(c, rest, "Won", 0.7, &["hobby"]),
+        "started" | "began" => {
+            if mentions_job(&w[rest..]) {
+                with_object(c, rest, "Started", 0.75, &["work"])
+            } else {
+                with_object(c, rest, "Started", 0.6, &["hobby"])
+            }
+        }
+        "do" => with_object(c, rest, "Does", 0.6, &["hobby"]),
+        "attend" => with_object(c, rest, "Attends", 0.75, &["education"]),
+        v if in_list(HOBBY_VERBS, v) => {
+            let prefix = third_person(v);
+            if object_end(c, rest) == rest {
+                return in_list(BARE_HOBBIES, v).then(|| fact(&prefix, 0.7, &["hobby"]));
+            }
+            with_object(c, rest, &prefix, 0.75, &["hobby"])
+        }
+        _ => None,
+    }
+}
+
+/// Verbs that may follow an emphatic "do" ("I do love tea").
+fn is_emphasisable(word: &str) -> bool {
+    matches!(word, "like" | "love" | "enjoy" | "have" | "live" | "work" | "speak" | "play" | "prefer")
+}
+
+/// Only a few negations state a fact; "I don't live in Paris anymore" says nothing about
+/// where the user lives now, while "I don't like onions" is a dislike.
+fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    let (aux, neg) = (w[k], w.get(k + 1).copied().unwrap_or(""));
+    if aux != "do" || neg != "not" {
+        if aux == "am" && w.get(k + 2..k + 5) == Some(&["a", "fan", "of"]) {
+            return with_object(c, k + 5, "Dislikes", 0.7, &["preference"]);
+        }
+        if aux == "can" && w.get(k + 2) == Some(&"stand") {
+            return with_object(c, k + 3, "Dislikes", 0.8, &["preference"]);
+        }
+        return None;
+    }
+    let mut v = k + 2;
+    while v < w.len() && in_list(&["really", "even", "usually", "generally"], w[v]) {
+        v += 1;
+    }
+    match w.get(v).copied()? {
+        "like" | "enjoy" | "love" => preference(c, v + 1, "Dislikes", 0.75, &["preference"]),
+        "eat" => with_object(c, v + 1, "Does not eat", 0.8, &["diet"]),
+        "drink" => with_object(c, v + 1, "Does not drink", 0.8, &["diet"]),
+        "smoke" if object_end(c, v + 1) == v + 1 => Some(fact("Does not smoke", 0.8, &["health"])),
+        "have" => {
+            let obj = object(c, v + 1)?;
+            let tags = tags_for(&lower_words(c, v + 1), "possession");
+            Some(fact(&format!("Does not have {obj}"), 0.6, &tags))
+        }
+        _ => None,
+    }
+}
+
+fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    match w.get(rest).copied() {
+        Some("in" | "on" | "near" | "at" | "by" | "outside" | "downtown") => {
+            with_object(c, rest, "Lives", 0.85, &["location"])
+        }
+        Some("with") => with_object(c, rest, "Lives", 0.75, &["family"]),
+        Some("alone" | "abroad") => Some(fact(&format!("Lives {}", w[rest]), 0.8, &["location"])),
+        _ => None,
+    }
+}
+
+fn match_work(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    match w.get(rest).copied() {
+        Some("as" | "at" | "for") => with_object(c, rest, "Works", 0.85, &["work"]),
+        Some(
+            "in" | "with" | "from" | "part" | "full" | "nights" | "remotely" | "full-time" | "part-time" | "fulltime"
+            | "parttime",
+        ) => with_object(c, rest, "Works", 0.8, &["work"]),
+        Some("on") => with_object(c, rest, "Works", 0.65, &["work"]),
+        Some("out") => Some(fact("Works out", 0.75, &["hobby"])),
+        _ => None,
+    }
+}
+
+fn match_language(c: &[Tok], rest: usize, score: f64) -> Option<ExtractedFact> {
+    let w = lower_words(c, rest);
+    let first = *w.first()?;
+    let fluent = ["fluent", "fluently", "some", "a", "little", "basic", "conversational"];
+    if !in_list(LANGUAGES, first) && !in_list(&fluent, first) {
+        return None;
+    }
+    with_object(c, rest, "Speaks", score, &["language"])
+}
+
+fn match_go(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    let next = *w.get(rest)?;
+    if next.ends_with("ing") && next.len() > 4 {
+        return with_object(c, rest, "Goes", 0.8, &["hobby"]);
+    }
+    if next == "to" {
+        return with_object(c, rest, "Goes", 0.65, &["hobby"]);
+    }
+    None
+}
+
+fn match_want(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    if w.get(rest) == Some(&"to") {
+        let conversational = [
+            "know", "hear", "see", "say", "ask", "tell", "thank", "talk", "chat", "try", "check", "read", "share",
+            "make", "go", "let", "get", "do",
+        ];
+        if w.get(rest + 1).is_some_and(|v| in_list(&conversational, v)) {
+            return with_object(c, rest, "Wants", 0.6, &["goal"]);
+        }
+        return with_object(c, rest, "Wants", 0.75, &["goal"]);
+    }
+    with_object(c, rest, "Wants", 0.6, &["goal"])
+}
+
+fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    while w
+        .get(rest)
+        .is_some_and(|x| matches!(*x, "got" | "also" | "always" | "just" | "recently" | "still" | "actually"))
+    {
+        rest += 1;
+    }
+    let next = w.get(rest).copied()?;
+    let conversational = matches!(next, "a" | "an")
+        && w.get(rest + 1).is_some_and(|x| {
+            matches!(
+                *x,
+                "question"
+                    | "feeling"
+                    | "good"
+                    | "great"
+                    | "lot"
+                    | "few"
+                    | "suggestion"
+                    | "bit"
+                    | "little"
+                    | "couple"
+                    | "blast"
+                    | "look"
+                    | "idea"
+                    | "wonderful"
+                    | "nice"
+            )
+        });
+    if conversational {
+        return None;
+    }
+    match next {
+        "to" | "had" | "never" | "not" | "heard" | "seen" | "done" | "tried" | "read" => None,
+        "been" => match w.get(rest + 1).copied()? {
+            "married" => with_object(c, rest + 1, "Has been", 0.8, &["family"]),
+            d if in_list(DIETS, d) => with_object(c, rest + 1, "Is", 0.85, &["diet"]),
+            _ => with_object(c, rest + 1, "Has been", 0.6, &["hobby"]),
+        },
+        "wanted" => with_object(c, rest + 1, "Wants", 0.7, &["goal"]),
+        "no" => {
+            let noun = w.get(rest + 1).copied()?;
+            if matches!(
+                noun,
+                "idea"
+                    | "clue"
+                    | "problem"
+                    | "doubt"
+                    | "time"
+                    | "plans"
+                    | "complaints"
+                    | "regrets"
+                    | "reason"
+                    | "choice"
+                    | "words"
+            ) {
+                return None;
+            }
+            let tags = tags_for(&lower_words(c, rest), "possession");
+            with_object(c, rest, "Has", 0.7, &tags)
+        }
+        _ => {
+            let obj = object(c, rest)?;
+            let words = lower_words(c, rest);
+            let end = object_end(c, rest) - rest;
+            if mentions_job(&words[..end.min(words.len())]) {
+                return Some(fact(&format!("Has {obj}"), 0.75, &["work"]));
+            }
+            let tags = tags_for(&words[..end.min(words.len())], "possession");
+            let score = match tags[0] {
+                "pets" | "family" => 0.85,
+                "device" | "vehicle" | "health" => 0.8,
+                _ => 0.6,
+            };
+            Some(fact(&format!("Has {obj}"), score, &tags))
+        }
+    }
+}
+
+fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    match (w.get(rest).copied()?, w.get(rest + 1).copied()) {
+        ("born", Some("in")) if w.get(rest + 2).is_some_and(|x| is_number(x)) => {
+            with_object(c, rest + 1, "Was born", 0.85, &["age"])
+        }
+        ("born", Some("on")) => with_object(c, rest + 2, "Birthday is", 0.85, &["age"]),
+        ("born" | "raised", Some("in" | "and")) => with_object(c, rest, "Was", 0.85, &["location"]),
+        ("a" | "an", _) => with_object(c, rest, "Was", 0.6, &["identity"]),
+        _ => None,
+    }
+}
+
+fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    while w.get(rest).is_some_and(|x| in_list(ADVERBS, x)) {
+        rest += 1;
+    }
+    let next = *w.get(rest)?;
+    let after = w.get(rest + 1).copied();
+    if is_number(next) {
+        return match (after, w.get(rest + 2).copied()) {
+            (Some("years" | "year" | "yrs"), Some("old")) | (None, _) => {
+                let score = if after.is_some() { 0.9 } else { 0.8 };
+                Some(fact(&format!("Is {} years old", c[rest].text), score, &["age"]))
+            }
+            _ => None,
+        };
+    }
+    match next {
+        "from" => return with_object(c, rest + 1, "Is from", 0.85, &["location"]),
+        "living" | "based" | "located" | "staying"
+            if after.is_some_and(|p| matches!(p, "in" | "on" | "near" | "outside")) =>
+        {
+            let score = if next == "staying" { 0.6 } else { 0.8 };
+            return with_object(c, rest + 1, "Lives", score, &["location"]);
+        }
+        "allergic" if after == Some("to") => {
+            return with_object(c, rest + 1, "Is allergic", 0.9, &["health"]);
+        }
+        "lactose" | "gluten" if after == Some("intolerant") => {
+            return Some(fact(&format!("Is {next} intolerant"), 0.85, &["diet", "health"]));
+        }
+        "diabetic" | "celiac" | "asthmatic" | "epileptic" | "deaf" | "blind" | "disabled" => {
+            return Some(fact(&format!("Is {next}"), 0.85, &["health"]));
+        }
+        "married" | "engaged" if after == Some("to") => {
+            return with_object(c, rest, "Is", 0.85, &["family"]);
+        }
+        "married" | "divorced" | "single" | "engaged" | "widowed" | "pregnant" | "separated" => {
+            return Some(fact(&format!("Is {next}"), 0.85, &["family"]));
+        }
+        "retired" | "unemployed" | "self-employed" => {
+            return Some(fact(&format!("Is {next}"), 0.85, &["work"]));
+        }
+        "employed" if matches!(after, Some("by" | "at" | "as")) => {
+            return with_object(c, rest, "Is", 0.85, &["work"]);
+        }
+        "working" if matches!(after, Some("as" | "at" | "for" | "in")) => {
+            return with_object(c, rest + 1, "Works", 0.8, &["work"]);
+        }
+        "studying" | "majoring" => {
+            return with_object(
+                c,
+                rest + 1,
+                if next == "studying" { "Studies" } else { "Majors" },
+                0.8,
+                &["education"],
+            );
+        }
+        "in" if after
+            .is_some_and(|x| matches!(x, "college" | "school" | "university" | "grad" | "high" | "med" | "law")) =>
+        {
+            return with_object(c, rest, "Is", 0.8, &["education"]);
+        }
+        "in" => {
+            let words = lower_words(c, rest);
+            let end = (object_end(c, rest) - rest).min(words.len());
+            let (score, tag) = match words[..end].iter().find_map(|x| in_group(x)) {
+                Some(tag) => (0.8, tag),
+                None => (0.5, "identity"),
+            };
+            return with_object(c, rest, "Is", score, &[tag]);
+        }
+        "expecting" => return with_object(c, rest, "Is", 0.8, &["family"]),
+        "getting" if after == Some("married") => {
+            return with_object(c, rest, "Is", 0.8, &["family"]);
+        }
+        "looking" if after == Some("for") && mentions_job(&w[rest..]) => {
+            return with_object(c, rest, "Is", 0.75, &["work"]);
+        }
+        "learning" => {
+            let tag = if after.is_some_and(|x| in_list(LANGUAGES, x)) { "language" } else { "hobby" };
+            return with_object(c, rest + 1, "Is learning", 0.75, &[tag]);
+        }
+        "fluent" | "bilingual" | "trilingual" => {
+            return with_object(c, rest, "Is", 0.85, &["language"]);
+        }
+        "planning" if matches!(after, Some("to" | "on")) => {
+            return with_object(c, rest + 1, "Plans", 0.8, &["goal"]);
+        }
+        "hoping" if after == Some("to") => {
+            return with_object(c, rest + 1, "Hopes", 0.7, &["goal"]);
+        }
+        "saving" => return with_object(c, rest, "Is", 0.7, &["goal"]),
+        "going" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
+        "trying" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
+        "into" => return with_object(c, rest, "Is", 0.75, &["preference"]),
+        "interested" | "passionate" | "obsessed" | "addicted" | "crazy"
+            if matches!(after, Some("in" | "about" | "with")) =>
+        {
+            return with_object(c, rest, "Is", 0.75, &["preference"]);
+        }
+        "afraid" | "scared" | "terrified" | "frightened" | "fearful" if after == Some("of") => {
+            return with_object(c, rest, "Is", 0.8, &["personality"]);
+        }
+        "good" | "great" | "bad" | "terrible" | "skilled" | "talented" if after == Some("at") => {
+            return with_object(c, rest, "Is", 0.7, &["hobby"]);
+        }
+        "on" => {
+            let words = lower_words(c, rest);
+            let end = object_end(c, rest) - rest;
+            let span = &words[..end.min(words.len())];
+            let (score, tag) = if span.contains(&"team") || span.contains(&"squad") {
+                (0.75, "hobby")
+            } else if span.contains(&"diet") {
+                (0.85, "diet")
+            } else {
+                (0.5, "identity")
+            };
+            return with_object(c, rest, "Is", score, &[tag]);
+        }
+        "called" | "named" => return name_fact(c, rest + 1, 0.85),
+        "a" | "an" | "the" => return match_am_noun(c, rest),
+        d if in_list(DIETS, d) => return Some(fact(&format!("Is {d}"), 0.9, &["diet"])),
+        _ => {}
+    }
+    let tok = &c[rest];
+    let ends_clause = object_end(c, rest) == rest + 1;
+    let capitalised = tok.text.starts_with(char::is_uppercase) && tok.lower != "i";
+    if ends_clause && capitalised && greeting {
+        return name_fact(c, rest, 0.85);
+    }
+    if ends_clause && capitalised {
+        // "I'm Canadian" or "I'm Brian": a nationality or a name, and only a guess either way.
+        let demonym = in_list(LANGUAGES, next) || ["an", "ese", "ish", "ch", "i"].iter().any(|s| next.ends_with(s));
+        if !demonym {
+            return name_fact(c, rest, 0.6);
+        }
+        return with_object(c, rest, "Is", 0.6, &["identity"]);
+    }
+    if ends_clause && !in_list(MOMENTARY, next) && !next.ends_with("ing") && !next.ends_with("ed") {
+        return with_object(c, rest, "Is", 0.5, &["personality"]);
+    }
+    None
+}
+
+/// Groups one belongs to rather than places one happens to be in ("in the army", not "in
+/// the kitchen").
+fn in_group(word: &str) -> Option<&'static str> {
+    match word {
+        "army" | "navy" | "military" | "marines" | "force" | "guard" | "business" | "industry" => Some("work"),
+        "band" | "choir" | "orchestra" | "club" | "team" | "league" => Some("hobby"),
+        "relationship" | "love" => Some("family"),
+        "grade" | "class" | "college" | "school" | "university" | "program" => Some("education"),
+        _ => None,
+    }
+}
+
+/// "I am a nurse", "I'm a big fan of jazz", "I am the oldest of five".
+fn match_am_noun(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    let article = w[rest];
+    let next = *w.get(rest + 1)?;
+    if matches!(next, "little" | "bit" | "lot" | "huge" | "big" | "total" | "great") && w.get(rest + 2) == Some(&"fan")
+        || next == "fan"
+    {
+        return with_object(c, rest, "Is", 0.8, &["preference"]);
+    }
+    if matches!(next, "little" | "bit" | "lot" | "few" | "couple" | "firm" | "strong" | "believer") {
+        return None;
+    }
+    let end = object_end(c, rest);
+    let span = w.get(rest..end)?;
+    if span.iter().any(|x| in_list(DIETS, x)) && span.len() <= 3 {
+        return with_object(c, rest, "Is", 0.9, &["diet"]);
+    }
+    if article == "the" {
+        return with_object(c, rest, "Is", 0.6, &["identity"]);
+    }
+    if span.iter().any(|x| *x == "year" || *x == "years") && span.contains(&"old") {
+        return with_object(c, rest, "Is", 0.85, &["age", "identity"]);
+    }
+    if span.iter().take(5).any(|x| in_list(OCCUPATIONS, x)) {
+        return with_object(c, rest, "Is", 0.85, &["work"]);
+    }
+    with_object(c, rest, "Is", 0.7, &["identity"])
+}

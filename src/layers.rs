@@ -1,0 +1,126 @@
+//! The layer check: which top-level module may use which. Arrows only point down, so no
+//! two modules import each other and a newcomer can read the crate from the bottom up:
+//!
+//! ```text
+//! app                       builds and runs everything
+//! http, worker              the two ways work comes in: requests and jobs
+//! service                   what both of them share (state, shared operations)
+//! auth, extract, store      tokens; conversations → facts; SQL
+//! domain, telemetry         pure rules and types; logs and metrics
+//! config, crypto, error     settings, hashes and secrets, the API error
+//! ```
+//!
+//! A module may use modules of lower layers only. The test reads the source, so adding
+//! an import of the request handlers from under `worker/` (or any arrow up, or
+//! sideways) fails it.
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeSet, fs, path::Path};
+
+    /// Each top-level module's layer; higher layers use lower ones.
+    const LAYERS: &[(&str, u8)] = &[
+        ("config", 0),
+        ("crypto", 0),
+        ("error", 0),
+        ("domain", 1),
+        ("telemetry", 1),
+        ("auth", 2),
+        ("extract", 2),
+        ("store", 2),
+        ("service", 3),
+        ("http", 4),
+        ("worker", 4),
+        ("admin", 4),
+        ("app", 5),
+    ];
+
+    fn layer(module: &str) -> Option<u8> {
+        LAYERS.iter().find(|(name, _)| *name == module).map(|(_, layer)| *layer)
+    }
+
+    /// The top-level modules a source text names through `crate::…`, including inside
+    /// `use crate::{a::…, b};` groups.
+    fn crate_uses(source: &str) -> BTreeSet<String> {
+        let mut used = BTreeSet::new();
+        let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
+        for (at, _) in source.match_indices("crate::") {
+            let rest = &source[at + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let mut depth = 0usize;
+                let mut expect_name = true;
+                for (i, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => expect_name = true,
+                        c if c.is_whitespace() => {}
+                        _ if expect_name && depth == 0 => {
+                            used.insert(ident(&group[i..]));
+                            expect_name = false;
+                        }
+                        _ => {}
+                    }
+                }
+            } else {
+                used.insert(ident(rest));
+            }
+        }
+        used.retain(|name| !name.is_empty());
+        used
+    }
+
+    fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in fs::read_dir(dir).expect("read src") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn arrows_only_point_down() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let mut violations = Vec::new();
+        for file in &files {
+            let relative = file.strip_prefix(&src).expect("under src");
+            let first = relative.components().next().expect("a path").as_os_str().to_string_lossy().into_owned();
+            let module = first.trim_end_matches(".rs");
+            if matches!(module, "lib" | "main" | "bin" | "layers") {
+                continue;
+            }
+            let Some(own) = layer(module) else {
+                violations.push(format!("{}: module `{module}` has no layer in LAYERS", relative.display()));
+                continue;
+            };
+            let source = fs::read_to_string(file).expect("read source");
+            for used in crate_uses(&source) {
+                if used == module {
+                    continue;
+                }
+                match layer(&used) {
+                    Some(theirs) if theirs < own => {}
+                    Some(_) => violations.push(format!("{}: `{module}` uses `{used}`", relative.display())),
+                    None => violations.push(format!("{}: uses unknown module `{used}`", relative.display())),
+                }
+            }
+        }
+        assert!(violations.is_empty(), "arrows pointing up or sideways:\n{}", violations.join("\n"));
+    }
+
+    #[test]
+    fn the_check_reads_grouped_and_plain_paths() {
+        // The sample is assembled, so that this file itself names no module it may not use.
+        let source =
+            ["use crate::{\n    domain::{a, b::c},\n    store::Store,\n};\nfn f() { crate", "::worker::x(); }"]
+                .concat();
+        let used: Vec<_> = crate_uses(&source).into_iter().collect();
+        assert_eq!(used, ["domain", "store", "worker"]);
+    }
+}

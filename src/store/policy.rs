@@ -1,0 +1,61 @@
+//! The one read of what decides memory for a user of an agent: the agent's settings and
+//! the user's consent, in one statement, resolved by [`Policy`]. The memory context
+//! reads it on its own (one round trip); ending a conversation reads it under the
+//! conversation's lock; the extraction reads it when its job starts.
+
+use super::{
+    Result, Store,
+    facts::{BindOwner, Owner},
+    with_pool,
+};
+use crate::domain::{agent_config::Settings, policy::Policy};
+
+/// Binds: `$1` tenant, `$2` agent, `$3` external ref. One row, NULLs where nothing is
+/// stored.
+pub(super) const POLICY_SQL: &str = "SELECT a.memory_enabled, a.min_user_turns, a.max_injected_facts, \
+       a.min_confidence, a.extraction_instructions, u.ai_consent \
+     FROM (SELECT 1 AS one) AS one \
+     LEFT JOIN agent_configs a ON a.tenant_id = $1 AND a.agent_id = $2 \
+     LEFT JOIN user_consents u ON u.tenant_id = $1 AND u.external_ref = $3";
+
+#[derive(sqlx::FromRow)]
+pub(super) struct PolicyRow {
+    memory_enabled: Option<bool>,
+    min_user_turns: Option<i32>,
+    max_injected_facts: Option<i32>,
+    min_confidence: Option<f64>,
+    extraction_instructions: Option<String>,
+    ai_consent: Option<bool>,
+}
+
+impl From<PolicyRow> for Policy {
+    fn from(row: PolicyRow) -> Policy {
+        // The settings columns are NOT NULL: one is null only when no row was joined.
+        let agent = match (row.memory_enabled, row.min_user_turns, row.max_injected_facts, row.min_confidence) {
+            (Some(memory_enabled), Some(min_user_turns), Some(max_injected_facts), Some(min_confidence)) => {
+                Some(Settings {
+                    memory_enabled,
+                    min_user_turns,
+                    max_injected_facts,
+                    min_confidence,
+                    extraction_instructions: row.extraction_instructions,
+                })
+            }
+            _ => None,
+        };
+        Policy { agent, stored_consent: row.ai_consent }
+    }
+}
+
+impl Store {
+    /// The owner's policy, in one round trip.
+    pub async fn policy(&self, owner: Owner<'_>) -> Result<Policy> {
+        let row: PolicyRow = with_pool!(self, pool => {
+            sqlx::query_as(POLICY_SQL)
+                .bind_owner(owner)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(row.into())
+    }
+}

@@ -1,0 +1,28 @@
+//! The integration tests, as one binary: linking the whole stack once instead of once
+//! per file is most of their build time. Each module is one area of the API, run against
+//! the real app (`common`) on SQLite and PostgreSQL.
+//!
+//! One file's tests: `cargo test --test api conversations::`.
+//!
+//! All tests share this process, and with it what is global to a process: the metrics
+//! recorder (which every app in a process already shared) and the log subscriber, which
+//! the log capture installs, so that test runs in a child process of its own (`logs`).
+
+mod common;
+
+mod conversations;
+mod curated_facts;
+mod deploy;
+mod erasure_files;
+mod extraction;
+mod facts;
+mod foundation;
+mod hardening;
+mod llm_anthropic;
+mod llm_openai;
+mod logs;
+mod processes;
+mod rgpd;
+mod sanitize;
+mod secrets;
+mod spec;
