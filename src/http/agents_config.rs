@@ -6,7 +6,7 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    BodyErrors, CommonErrors,
+    BodyErrors, CommonErrors, NotFound,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
@@ -16,7 +16,7 @@ use crate::{
         agent_config::{AgentConfig, ConfigPatch},
         ids::AgentId,
     },
-    error::{ApiError, ErrorBody},
+    error::ApiError,
     service::AppState,
 };
 
@@ -39,12 +39,7 @@ struct ListQuery {
 #[utoipa::path(put, path = "/api/agents-config/{agent_id}", tag = "agents-config",
     params(("agent_id" = AgentId, Path)),
     request_body = ConfigPatch,
-    responses(
-        (status = 200, body = AgentConfig),
-        CommonErrors,
-        BodyErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = AgentConfig), CommonErrors, BodyErrors))]
 async fn put_config(
     State(state): State<AppState>,
     caller: Scoped<Admin>,
@@ -58,8 +53,7 @@ async fn put_config(
 /// An agent's configuration; 404 when it was never configured (memory is then off).
 #[utoipa::path(get, path = "/api/agents-config/{agent_id}", tag = "agents-config",
     params(("agent_id" = AgentId, Path)),
-    responses((status = 200, body = AgentConfig), CommonErrors, (status = 404, body = ErrorBody)),
-    security(("bearer" = [])))]
+    responses((status = 200, body = AgentConfig), CommonErrors, NotFound))]
 async fn get_config(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,
@@ -72,8 +66,7 @@ async fn get_config(
 /// Delete an agent's configuration: memory is off again; stored data is kept.
 #[utoipa::path(delete, path = "/api/agents-config/{agent_id}", tag = "agents-config",
     params(("agent_id" = AgentId, Path)),
-    responses((status = 204), CommonErrors, (status = 404, body = ErrorBody)),
-    security(("bearer" = [])))]
+    responses((status = 204), CommonErrors, NotFound))]
 async fn delete_config(
     State(state): State<AppState>,
     caller: Scoped<Admin>,
@@ -89,8 +82,7 @@ async fn delete_config(
 /// All configured agents of the tenant, by `agent_id`.
 #[utoipa::path(get, path = "/api/agents-config", tag = "agents-config",
     params(ListQuery),
-    responses((status = 200, body = Page<AgentConfig>), CommonErrors),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Page<AgentConfig>), CommonErrors))]
 async fn list_configs(
     State(state): State<AppState>,
     caller: Scoped<Admin>,

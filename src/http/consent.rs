@@ -29,8 +29,7 @@ pub struct ConsentBody {
 #[utoipa::path(put, path = "/api/users/{external_ref}/consent", tag = "consent",
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
     request_body = ConsentBody,
-    responses((status = 200, body = Consent), CommonErrors, BodyErrors),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Consent), CommonErrors, BodyErrors))]
 async fn put_consent(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -44,8 +43,7 @@ async fn put_consent(
 /// An end user's AI consent; a user never set has the configured default and a null `updated_at`.
 #[utoipa::path(get, path = "/api/users/{external_ref}/consent", tag = "consent",
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
-    responses((status = 200, body = Consent), CommonErrors),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Consent), CommonErrors))]
 async fn get_consent(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,

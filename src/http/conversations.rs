@@ -13,7 +13,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::{
-    BodyErrors, CommonErrors,
+    BodyErrors, CommonErrors, NotFound,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
@@ -83,12 +83,7 @@ struct MessagesQuery {
 /// Start a conversation between an agent and an end user.
 #[utoipa::path(post, path = "/api/conversations", tag = "conversations",
     request_body = NewConversation,
-    responses(
-        (status = 201, body = Conversation),
-        CommonErrors,
-        BodyErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 201, body = Conversation), CommonErrors, BodyErrors))]
 async fn create_conversation(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -102,11 +97,7 @@ async fn create_conversation(
 /// The tenant's conversations, most recently updated first.
 #[utoipa::path(get, path = "/api/conversations", tag = "conversations",
     params(ListQuery),
-    responses(
-        (status = 200, body = Page<Conversation>),
-        CommonErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Page<Conversation>), CommonErrors))]
 async fn list_conversations(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,
@@ -126,12 +117,7 @@ async fn list_conversations(
 /// One conversation.
 #[utoipa::path(get, path = "/api/conversations/{id}", tag = "conversations",
     params(("id" = Uuid, Path)),
-    responses(
-        (status = 200, body = Conversation),
-        CommonErrors,
-        (status = 404, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Conversation), CommonErrors, NotFound))]
 async fn get_conversation(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,
@@ -144,13 +130,7 @@ async fn get_conversation(
 #[utoipa::path(patch, path = "/api/conversations/{id}", tag = "conversations",
     params(("id" = Uuid, Path)),
     request_body = ConversationPatch,
-    responses(
-        (status = 200, body = Conversation),
-        CommonErrors,
-        BodyErrors,
-        (status = 404, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Conversation), CommonErrors, BodyErrors, NotFound))]
 async fn update_conversation(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -164,12 +144,7 @@ async fn update_conversation(
 /// Delete a conversation and its messages. Facts extracted from it are kept.
 #[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations",
     params(("id" = Uuid, Path)),
-    responses(
-        (status = 204),
-        CommonErrors,
-        (status = 404, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+    responses((status = 204), CommonErrors, NotFound))]
 async fn delete_conversation(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -189,14 +164,7 @@ async fn delete_conversation(
             min_length = 1, max_length = 255, pattern = "^[!-~]+$")
     ),
     request_body = AppendRequest,
-    responses(
-        (status = 201, body = Appended),
-        CommonErrors,
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "Idempotency-Key reused with another body"),
-        (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit"),
-        (status = 415, body = ErrorBody, description = "`unsupported_media_type`: the body is not `application/json`")
-    ),
-    security(("bearer" = [])))]
+    responses((status = 201, body = Appended), CommonErrors, NotFound, (status = 409, body = ErrorBody, description = "Idempotency-Key reused with another body"), (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit"), (status = 415, body = ErrorBody, description = "`unsupported_media_type`: the body is not `application/json`")))]
 async fn append_messages(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -235,12 +203,7 @@ async fn append_messages(
 /// stored as OpenAI `tool_calls`, AI SDK parts or Anthropic blocks.
 #[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations",
     params(("id" = Uuid, Path), MessagesQuery),
-    responses(
-        (status = 200, body = Page<Message>),
-        CommonErrors,
-        (status = 404, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Page<Message>), CommonErrors, NotFound))]
 async fn list_messages(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,
@@ -282,10 +245,8 @@ async fn list_messages(
             ("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/extraction/job_id")))),
             ("RetryJob" = (operation_id = "retry_job", parameters(("id" = "$response.body#/extraction/job_id"))))
         )),
-        CommonErrors,
-        (status = 404, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+        CommonErrors, NotFound
+    ))]
 async fn end_conversation(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,

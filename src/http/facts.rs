@@ -8,7 +8,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::{
-    BodyErrors, CommonErrors,
+    BodyErrors, CommonErrors, NotFound,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
@@ -101,11 +101,7 @@ struct Deleted {
         ("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded"),
         ListQuery
     ),
-    responses(
-        (status = 200, body = Page<Fact>),
-        CommonErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Page<Fact>), CommonErrors))]
 async fn list_facts(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,
@@ -125,14 +121,7 @@ async fn list_facts(
 #[utoipa::path(post, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)),
     request_body = FactInput,
-    responses(
-        (status = 201, body = Fact, description = "stored"),
-        (status = 200, body = Fact, description = "the same fact was already stored"),
-        CommonErrors,
-        BodyErrors,
-        (status = 409, body = ErrorBody, description = "the user has the maximum number of facts")
-    ),
-    security(("bearer" = [])))]
+    responses((status = 201, body = Fact, description = "stored"), (status = 200, body = Fact, description = "the same fact was already stored"), CommonErrors, BodyErrors, (status = 409, body = ErrorBody, description = "the user has the maximum number of facts")))]
 async fn remember_fact(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -154,11 +143,7 @@ async fn remember_fact(
 /// ignored), those with more of the words first, then the newest.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts/search", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), SearchParams),
-    responses(
-        (status = 200, body = SearchResults),
-        CommonErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = SearchResults), CommonErrors))]
 async fn search_facts(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,
@@ -178,13 +163,7 @@ async fn search_facts(
 #[utoipa::path(patch, path = "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ("fact_id" = Uuid, Path)),
     request_body = FactPatch,
-    responses(
-        (status = 200, body = Fact),
-        CommonErrors,
-        BodyErrors,
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "duplicate of another fact")
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Fact), CommonErrors, BodyErrors, NotFound, (status = 409, body = ErrorBody, description = "duplicate of another fact")))]
 async fn update_fact(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -204,10 +183,7 @@ async fn update_fact(
 /// Forget one fact.
 #[utoipa::path(delete, path = "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ("fact_id" = Uuid, Path)),
-    responses(
-        (status = 204), CommonErrors, (status = 404, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+    responses((status = 204), CommonErrors, NotFound))]
 async fn delete_fact(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -223,10 +199,7 @@ async fn delete_fact(
 /// Forget every fact this agent holds about the user.
 #[utoipa::path(delete, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)),
-    responses(
-        (status = 200, body = Deleted), CommonErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Deleted), CommonErrors))]
 async fn delete_facts(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,

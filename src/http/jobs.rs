@@ -7,7 +7,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::{
-    CommonErrors,
+    CommonErrors, NotFound,
     extract::{ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
@@ -39,11 +39,7 @@ struct ListQuery {
 /// The tenant's jobs, newest first.
 #[utoipa::path(get, path = "/api/jobs", tag = "jobs",
     params(ListQuery),
-    responses(
-        (status = 200, body = Page<Job>),
-        CommonErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Page<Job>), CommonErrors))]
 async fn list_jobs(
     State(state): State<AppState>,
     caller: Scoped<Admin>,
@@ -59,12 +55,7 @@ async fn list_jobs(
 /// One job.
 #[utoipa::path(get, path = "/api/jobs/{id}", tag = "jobs",
     params(("id" = Uuid, Path)),
-    responses(
-        (status = 200, body = Job),
-        CommonErrors,
-        (status = 404, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Job), CommonErrors, NotFound))]
 async fn get_job(
     State(state): State<AppState>,
     caller: Scoped<Admin>,
@@ -76,12 +67,7 @@ async fn get_job(
 /// Run a `dead` or `failed` job again, with fresh attempts. Any other state is a 409.
 #[utoipa::path(post, path = "/api/jobs/{id}/retry", tag = "jobs",
     params(("id" = Uuid, Path)),
-    responses(
-        (status = 200, body = Job),
-        CommonErrors,
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Job), CommonErrors, NotFound, (status = 409, body = ErrorBody)))]
 async fn retry_job(
     State(state): State<AppState>,
     caller: Scoped<Admin>,

@@ -48,11 +48,7 @@ struct ContextParams {
 /// when the agent's memory is off or the user refused consent.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/memory-context", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ContextParams),
-    responses(
-        (status = 200, body = MemoryContext),
-        CommonErrors
-    ),
-    security(("bearer" = [])))]
+    responses((status = 200, body = MemoryContext), CommonErrors))]
 async fn memory_context(
     State(state): State<AppState>,
     caller: Scoped<MemoryRead>,

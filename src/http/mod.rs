@@ -14,7 +14,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tracing::Instrument;
 use utoipa::{
     Modify, OpenApi,
-    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme},
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
@@ -71,6 +71,14 @@ pub(crate) enum BodyErrors {
     UnsupportedMediaType(crate::error::ErrorBody),
 }
 
+/// The answer of a route about one resource that the caller's tenant does not hold.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // only its documentation is used
+pub(crate) enum NotFound {
+    #[response(status = 404, description = "`not_found`: no such resource in the caller's tenant")]
+    NotFound(crate::error::ErrorBody),
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -83,6 +91,7 @@ pub(crate) enum BodyErrors {
 )]
 struct ApiDoc;
 
+/// Declares the bearer scheme that protected operations refer to.
 struct BearerAuth;
 
 impl Modify for BearerAuth {
@@ -95,9 +104,23 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Requires the bearer token on every operation that can answer 401, so the routes
+/// behind a token say so once, in [`CommonErrors`], not again per handler. Runs on the
+/// merged document: `Modify` runs before the routes' paths are added.
+fn require_bearer(openapi: &mut utoipa::openapi::OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            if operation.responses.responses.contains_key("401") {
+                operation.security = Some(vec![SecurityRequirement::new("bearer", Vec::<String>::new())]);
+            }
+        }
+    }
+}
+
 /// The route table and the OpenAPI document built from the same handlers.
 fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let api = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(ops::router())
         .merge(agents_config::router())
         .merge(consent::router())
@@ -105,8 +128,10 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(jobs::router())
         .merge(facts::router())
         .merge(memory_context::router())
-        .merge(rgpd::router())
-        .split_for_parts()
+        .merge(rgpd::router());
+    let (router, mut doc) = api.split_for_parts();
+    require_bearer(&mut doc);
+    (router, doc)
 }
 
 /// The OpenAPI document, as `/openapi.json` serves it.

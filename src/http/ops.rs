@@ -23,10 +23,7 @@ async fn healthz() -> Json<Value> {
 }
 
 /// Readiness: 200 when the database answers and every migration is applied, else 503.
-#[utoipa::path(get, path = "/readyz", tag = "operations", responses(
-    (status = 200, description = "Ready", body = Value),
-    (status = 503, description = "Database unreachable or not migrated", body = crate::error::ErrorBody)
-))]
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "Ready", body = Value), (status = 503, description = "Database unreachable or not migrated", body = crate::error::ErrorBody)))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     match state.store.ready().await {
         Ok(true) => Ok(Json(json!({"status": "ready", "database": state.store.backend()}))),

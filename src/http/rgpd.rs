@@ -10,11 +10,11 @@ use axum::{
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
-use super::{CommonErrors, extract::ApiPath};
+use super::{CommonErrors, NotFound, extract::ApiPath};
 use crate::{
     auth::{Rgpd, Scoped},
     domain::{conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message, policy::Consent},
-    error::{ApiError, ErrorBody},
+    error::ApiError,
     service::{AppState, export::export_body},
     store::rgpd::{ErasedCounts, Receipt},
 };
@@ -42,8 +42,7 @@ pub struct Erasure {
             ("GetReceipt" = (operation_id = "get_receipt", parameters(("receipt_id" = "$response.body#/receipt_id"))))
         )),
         CommonErrors
-    ),
-    security(("bearer" = [])))]
+    ))]
 async fn erase_user(
     State(state): State<AppState>,
     caller: Scoped<Rgpd>,
@@ -83,8 +82,7 @@ pub struct Export {
 /// consent, conversations with their messages, and facts.
 #[utoipa::path(get, path = "/api/rgpd/users/{external_ref}/ai-data", tag = "rgpd",
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
-    responses((status = 200, body = Export), CommonErrors),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Export), CommonErrors))]
 async fn export_user(
     State(state): State<AppState>,
     caller: Scoped<Rgpd>,
@@ -98,8 +96,7 @@ async fn export_user(
 /// the identifier itself.
 #[utoipa::path(get, path = "/api/rgpd/receipts/{receipt_id}", tag = "rgpd",
     params(("receipt_id" = Uuid, Path)),
-    responses((status = 200, body = Receipt), CommonErrors, (status = 404, body = ErrorBody)),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Receipt), CommonErrors, NotFound))]
 async fn get_receipt(
     State(state): State<AppState>,
     caller: Scoped<Rgpd>,
