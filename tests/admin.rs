@@ -29,7 +29,6 @@ on_both_backends!(
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const USER: &str = "whatsapp:+33612345678";
 
 // ---------------------------------------------------------------------------------------
 // The browser harness.
@@ -86,6 +85,11 @@ impl Browser {
         format!("{}{path}", self.base)
     }
 
+    /// Runs `script` in the page with `args` (as `arguments[i]`) and returns its value.
+    async fn js(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client().execute(script, args).await.expect("script runs")
+    }
+
     async fn goto(&self, path: &str) {
         self.client().goto(&self.url(path)).await.expect("navigate");
     }
@@ -106,6 +110,18 @@ impl Browser {
                 panic!("no element {css} on {}: {e}\n{page}", self.path().await)
             }
         }
+    }
+
+    /// Waits (10 s at most) until the address holds `part`: a click that navigates
+    /// returns before the new page is there.
+    async fn wait_for_address(&self, part: &str) {
+        for _ in 0..100 {
+            if self.path().await.contains(part) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the browser never reached an address with {part}: still at {}", self.path().await);
     }
 
     async fn count(&self, css: &str) -> usize {
@@ -163,14 +179,12 @@ impl Browser {
     /// Every request of the page (the document and its resources) went to the server.
     async fn assert_nothing_left_the_host(&self) {
         let names = self
-            .client()
-            .execute(
+            .js(
                 "return performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))\
                  .map(function (e) { return e.name; });",
                 vec![],
             )
-            .await
-            .expect("performance entries");
+            .await;
         let names = names.as_array().cloned().unwrap_or_default();
         assert!(!names.is_empty(), "no performance entries");
         for name in names {
@@ -434,9 +448,10 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(facts[0]["fact"], "Prefers green tea", "{facts:?}");
     browser.type_into("#new-fact", "Lives in Lyon").await;
     browser.click("#add-fact button[type=submit]").await;
-    browser.find("#notice").await;
+    browser.wait_for_address("done=fact-added").await;
     browser.type_into("#q", "tea").await;
     browser.click("#search-facts button").await;
+    browser.wait_for_address("q=tea").await;
     assert_eq!(browser.count("#facts tbody tr").await, 1);
     browser.step("facts-search").await;
     browser.goto(&format!("/admin/people/{}/agents/support-bot", enc(USER))).await;
@@ -458,14 +473,14 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     // The same page on a phone.
     browser.client().set_window_size(390, 844).await.expect("phone size");
     browser.goto(&format!("/admin/people/{}", enc(USER))).await;
-    let width: Value =
-        browser.client().execute("return document.documentElement.scrollWidth;", vec![]).await.expect("js");
+    let width: Value = browser.js("return document.documentElement.scrollWidth;", vec![]).await;
     assert!(width.as_u64().is_some_and(|w| w <= 390), "no horizontal scrolling on a phone: {width}");
     browser.step("person-phone").await;
     browser.client().set_window_size(1280, 1000).await.expect("laptop size");
 
     // A conversation with its messages.
     browser.click("#conversations tbody a").await;
+    browser.wait_for_address("/conversations/").await;
     assert_eq!(browser.count("#messages li").await, 4);
     assert!(browser.text("#messages li.user").await.contains("My name is Alice"));
     browser.step("conversation").await;
@@ -647,16 +662,14 @@ async fn read_only_operator_sees_no_change_buttons_and_forged_posts_are_refused(
 async fn forge_form(browser: &Browser, action: &str, fields: &[(&str, Option<&str>)]) {
     let fields: Vec<Value> = fields.iter().filter_map(|(name, value)| value.map(|v| json!([name, v]))).collect();
     browser
-        .client()
-        .execute(
+        .js(
             "var form = document.createElement('form'); form.method = 'post'; form.action = arguments[0];\
              arguments[1].forEach(function (f) { var i = document.createElement('input'); i.type = 'hidden';\
                i.name = f[0]; i.value = f[1]; form.appendChild(i); });\
              document.body.appendChild(form); HTMLFormElement.prototype.submit.call(form);",
             vec![json!(action), json!(fields)],
         )
-        .await
-        .expect("forge a form");
+        .await;
 }
 
 /// Every state-changing form needs the session's CSRF token: missing or wrong is a 403,
@@ -742,22 +755,14 @@ async fn forms_without_the_session_csrf_token_are_refused(backend: Backend) {
     browser.sign_in(&admin).await;
     browser.goto(&facts_page).await;
     browser.step("csrf-form").await;
-    browser
-        .client()
-        .execute("document.querySelector('#add-fact input[name=csrf]').remove();", vec![])
-        .await
-        .expect("js");
+    browser.js("document.querySelector('#add-fact input[name=csrf]').remove();", vec![]).await;
     browser.type_into("#new-fact", "Missing token").await;
     browser.click("#add-fact button[type=submit]").await;
     assert_eq!(browser.text("#error-status").await, "403 Forbidden");
     assert!(browser.text("#error-message").await.contains("CSRF"));
     browser.expect_console_only_the_refusal(403).await;
     browser.goto(&facts_page).await;
-    browser
-        .client()
-        .execute("document.querySelector('#add-fact input[name=csrf]').value = 'wrong';", vec![])
-        .await
-        .expect("js");
+    browser.js("document.querySelector('#add-fact input[name=csrf]').value = 'wrong';", vec![]).await;
     browser.type_into("#new-fact", "Wrong token").await;
     browser.click("#add-fact button[type=submit]").await;
     assert_eq!(browser.text("#error-status").await, "403 Forbidden");

@@ -5,16 +5,16 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use serde::Deserialize;
 
 use super::{
-    AdminError, AdminResult, Layout, encode_segment, render, see_other,
+    AdminPath, AdminResult, Layout, Switch, encode_segment, render, see_other,
     session::{Guarded, Operator},
     when,
 };
 use crate::{
-    auth::Scope,
+    auth::{Admin, Scope},
     domain::{
         agent_config::{AgentConfig, ConfigPatch, Settings},
         ids::AgentId,
@@ -121,8 +121,10 @@ pub struct NewAgentForm {
 }
 
 /// Configures a new agent (or an existing one: the same upsert as `PUT /api/agents-config`).
-pub async fn create(State(state): State<AppState>, Guarded { operator, form }: Guarded<NewAgentForm>) -> AdminResult {
-    operator.require(Scope::Admin)?;
+pub async fn create(
+    State(state): State<AppState>,
+    Guarded { operator, form, .. }: Guarded<NewAgentForm, Admin>,
+) -> AdminResult {
     let agent = match AgentId::parse(form.agent_id.trim().to_owned()) {
         Ok(agent) => agent,
         Err(message) => {
@@ -139,24 +141,17 @@ pub async fn create(State(state): State<AppState>, Guarded { operator, form }: G
 
 #[derive(Deserialize)]
 pub struct MemoryForm {
-    #[serde(default)]
-    enabled: String,
+    enabled: Switch,
 }
 
 /// The memory switch: takes effect at once (the next memory context or conversation end
 /// reads the stored setting).
 pub async fn switch_memory(
     State(state): State<AppState>,
-    Path(agent): Path<String>,
-    Guarded { operator, form }: Guarded<MemoryForm>,
+    AdminPath(agent): AdminPath<AgentId>,
+    Guarded { operator, form, .. }: Guarded<MemoryForm, Admin>,
 ) -> AdminResult {
-    operator.require(Scope::Admin)?;
-    let agent = AgentId::parse(agent).map_err(AdminError::BadRequest)?;
-    let on = match form.enabled.as_str() {
-        "on" => true,
-        "off" => false,
-        _ => return Err(AdminError::BadRequest("enabled must be on or off".into())),
-    };
+    let on = form.enabled.is_on();
     let patch = ConfigPatch { memory_enabled: Some(on), ..ConfigPatch::default() };
     state.store.upsert_agent_config(operator.tenant(), &agent, &patch).await?;
     tracing::info!(memory_enabled = on, "agent memory switched from the admin panel");
@@ -205,11 +200,10 @@ pub struct Done {
 pub async fn show(
     State(state): State<AppState>,
     operator: Operator,
-    Path(agent): Path<String>,
+    AdminPath(agent): AdminPath<AgentId>,
     Query(q): Query<Done>,
 ) -> AdminResult {
     operator.require(Scope::MemoryRead)?;
-    let agent = AgentId::parse(agent).map_err(AdminError::BadRequest)?;
     let config = state.store.get_agent_config(operator.tenant(), &agent).await?;
     let settings = config.as_ref().map_or_else(Settings::default, |c| Settings {
         memory_enabled: c.memory_enabled,
@@ -297,11 +291,9 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
 
 pub async fn save(
     State(state): State<AppState>,
-    Path(agent): Path<String>,
-    Guarded { operator, form }: Guarded<SettingsForm>,
+    AdminPath(agent): AdminPath<AgentId>,
+    Guarded { operator, form, .. }: Guarded<SettingsForm, Admin>,
 ) -> AdminResult {
-    operator.require(Scope::Admin)?;
-    let agent = AgentId::parse(agent).map_err(AdminError::BadRequest)?;
     let patch = match patch_of(&form) {
         Ok(patch) => patch,
         Err(errors) => {

@@ -2,19 +2,19 @@
 //! failure's error, and retry of a dead or failed job.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{
-    AdminError, AdminResult, Layout, encode_segment,
+    AdminError, AdminPath, AdminResult, Layout, encode_segment,
     overview::job_counts,
     render, see_other,
     session::{Guarded, NoFields, Operator},
     when,
 };
 use crate::{
-    auth::Scope,
+    auth::{Admin, Scope},
     domain::job::{Job, JobStatus},
     service::AppState,
     store::jobs::{JobFilter, Retry},
@@ -100,10 +100,9 @@ pub async fn list(State(state): State<AppState>, operator: Operator, Query(q): Q
 /// Runs a dead or failed job again, as `POST /api/jobs/{id}/retry` does.
 pub async fn retry(
     State(state): State<AppState>,
-    Path(id): Path<Uuid>,
-    Guarded { operator, .. }: Guarded<NoFields>,
+    AdminPath(id): AdminPath<Uuid>,
+    Guarded { operator, .. }: Guarded<NoFields, Admin>,
 ) -> AdminResult {
-    operator.require(Scope::Admin)?;
     match state.store.retry_job(operator.tenant(), id).await? {
         Retry::Requeued(_) => {
             state.job_wakeup.notify_one();

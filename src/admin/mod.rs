@@ -12,10 +12,13 @@
 use askama::Template;
 use axum::{
     Router,
-    http::{HeaderValue, StatusCode, header},
+    extract::{FromRequestParts, Path},
+    http::{HeaderValue, StatusCode, header, request::Parts},
     response::{Html, IntoResponse, Redirect, Response},
     routing::{get, post},
 };
+
+use serde::de::DeserializeOwned;
 
 use crate::{error::ApiError, service::AppState};
 
@@ -167,6 +170,36 @@ pub type AdminResult<T = Response> = Result<T, AdminError>;
 /// Renders a page with status 200. A form shown again with its validation messages is
 /// a 200 too: the operator's typo is not an error of the page, and a 4xx document would
 /// be logged as one in the browser's console.
+/// `Path<T>` whose refusal is the panel's 400 page: ids in the path are checked as the
+/// API checks them (`AgentId`, `ExternalRef` and `Uuid` parse themselves).
+pub struct AdminPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for AdminPath<T> {
+    type Rejection = AdminError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AdminError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(AdminPath(value)),
+            Err(refusal) => Err(AdminError::BadRequest(refusal.body_text())),
+        }
+    }
+}
+
+/// An on/off form field: the panel's switch buttons post `on` or `off`, and anything
+/// else is refused with 400 when the form is read.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Switch {
+    On,
+    Off,
+}
+
+impl Switch {
+    pub fn is_on(self) -> bool {
+        matches!(self, Switch::On)
+    }
+}
+
 fn render(page: &impl Template) -> AdminResult {
     Ok(Html(page.render()?).into_response())
 }
@@ -226,8 +259,10 @@ mod tests {
 
     #[test]
     fn encodes_segments() {
-        assert_eq!(encode_segment("whatsapp:+33 6/é"), "whatsapp%3A%2B33%206%2F%C3%A9");
-        assert_eq!(encode_segment("a-b_c.d~e"), "a-b_c.d~e");
+        let cases = [("whatsapp:+33 6/é", "whatsapp%3A%2B33%206%2F%C3%A9"), ("a-b_c.d~e", "a-b_c.d~e")];
+        for (segment, encoded) in cases {
+            assert_eq!(encode_segment(segment), encoded, "{segment}");
+        }
     }
 
     #[test]

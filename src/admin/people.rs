@@ -4,7 +4,7 @@
 
 use askama::Template;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{Query, State},
     http::{HeaderValue, header},
     response::IntoResponse,
 };
@@ -12,14 +12,14 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{
-    AdminError, AdminResult, Layout,
+    AdminError, AdminPath, AdminResult, Layout, Switch,
     agents::FieldErrors,
     encode_segment, render, see_other,
     session::{Guarded, NoFields, Operator},
     when,
 };
 use crate::{
-    auth::Scope,
+    auth::{MemoryWrite, Rgpd, Scope},
     domain::{
         conversation::Conversation,
         fact::{Fact, FactInput, FactPatch},
@@ -119,10 +119,9 @@ pub struct PersonQuery {
 pub async fn show(
     State(state): State<AppState>,
     operator: Operator,
-    Path(user): Path<String>,
+    AdminPath(user): AdminPath<ExternalRef>,
     Query(q): Query<PersonQuery>,
 ) -> AdminResult {
-    let user = person(user)?;
     if let Some(raw) = q.agent_id.map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()) {
         return see_other(&facts_path(&user, &agent(raw)?));
     }
@@ -171,24 +170,17 @@ pub async fn show(
 
 #[derive(Deserialize)]
 pub struct ConsentForm {
-    #[serde(default)]
-    ai_consent: String,
+    ai_consent: Switch,
 }
 
 /// Switches consent, as `PUT /api/users/{external_ref}/consent` does (a refusal also
 /// cancels the person's queued jobs, in the store).
 pub async fn set_consent(
     State(state): State<AppState>,
-    Path(user): Path<String>,
-    Guarded { operator, form }: Guarded<ConsentForm>,
+    AdminPath(user): AdminPath<ExternalRef>,
+    Guarded { operator, form, .. }: Guarded<ConsentForm, MemoryWrite>,
 ) -> AdminResult {
-    operator.require(Scope::MemoryWrite)?;
-    let user = person(user)?;
-    let consent = match form.ai_consent.as_str() {
-        "on" => true,
-        "off" => false,
-        _ => return Err(AdminError::BadRequest("ai_consent must be on or off".into())),
-    };
+    let consent = form.ai_consent.is_on();
     state.store.set_consent(operator.tenant(), &user, consent).await?;
     let done = if consent { "consent-on" } else { "consent-off" };
     see_other(&format!("{}?done={done}", person_path(&user)))
@@ -215,10 +207,9 @@ struct ConversationPage {
 pub async fn conversation(
     State(state): State<AppState>,
     operator: Operator,
-    Path((user, id)): Path<(String, Uuid)>,
+    AdminPath((user, id)): AdminPath<(ExternalRef, Uuid)>,
 ) -> AdminResult {
     operator.require(Scope::MemoryRead)?;
-    let user = person(user)?;
     let tenant = operator.tenant();
     let conversation = state
         .store
@@ -371,10 +362,9 @@ async fn facts_page(
 pub async fn facts(
     State(state): State<AppState>,
     operator: Operator,
-    Path((user, agent_id)): Path<(String, String)>,
+    AdminPath((user, agent)): AdminPath<(ExternalRef, AgentId)>,
     Query(q): Query<FactsQuery>,
 ) -> AdminResult {
-    let (user, agent) = (person(user)?, agent(agent_id)?);
     render(&facts_page(&state, &operator, &user, &agent, q, Refused::default()).await?)
 }
 
@@ -416,11 +406,9 @@ fn checked(form: &FactForm) -> Result<(String, Vec<String>, Option<f64>), FieldE
 
 pub async fn add_fact(
     State(state): State<AppState>,
-    Path((user, agent_id)): Path<(String, String)>,
-    Guarded { operator, form }: Guarded<FactForm>,
+    AdminPath((user, agent)): AdminPath<(ExternalRef, AgentId)>,
+    Guarded { operator, form, .. }: Guarded<FactForm, MemoryWrite>,
 ) -> AdminResult {
-    operator.require(Scope::MemoryWrite)?;
-    let (user, agent) = (person(user)?, agent(agent_id)?);
     let refuse = |form: FactForm, errors: FieldErrors| Refused { add: Some((form, errors)), ..Refused::default() };
     let (text, tags, score) = match checked(&form) {
         Ok(parts) => parts,
@@ -446,11 +434,9 @@ pub async fn add_fact(
 
 pub async fn edit_fact(
     State(state): State<AppState>,
-    Path((user, agent_id, id)): Path<(String, String, Uuid)>,
-    Guarded { operator, form }: Guarded<FactForm>,
+    AdminPath((user, agent, id)): AdminPath<(ExternalRef, AgentId, Uuid)>,
+    Guarded { operator, form, .. }: Guarded<FactForm, MemoryWrite>,
 ) -> AdminResult {
-    operator.require(Scope::MemoryWrite)?;
-    let (user, agent) = (person(user)?, agent(agent_id)?);
     let refuse = |form: FactForm, errors: FieldErrors| Refused { edit: Some((id, form, errors)), ..Refused::default() };
     let (text, tags, score) = match checked(&form) {
         Ok(parts) => parts,
@@ -477,11 +463,9 @@ pub async fn edit_fact(
 
 pub async fn delete_fact(
     State(state): State<AppState>,
-    Path((user, agent_id, id)): Path<(String, String, Uuid)>,
-    Guarded { operator, .. }: Guarded<NoFields>,
+    AdminPath((user, agent, id)): AdminPath<(ExternalRef, AgentId, Uuid)>,
+    Guarded { operator, .. }: Guarded<NoFields, MemoryWrite>,
 ) -> AdminResult {
-    operator.require(Scope::MemoryWrite)?;
-    let (user, agent) = (person(user)?, agent(agent_id)?);
     if !state.store.delete_fact(owner(&operator, &agent, &user), id).await? {
         return Err(AdminError::NotFound("fact"));
     }
@@ -497,11 +481,9 @@ pub struct ForgetForm {
 /// checkbox so that one stray click cannot do it.
 pub async fn forget_facts(
     State(state): State<AppState>,
-    Path((user, agent_id)): Path<(String, String)>,
-    Guarded { operator, form }: Guarded<ForgetForm>,
+    AdminPath((user, agent)): AdminPath<(ExternalRef, AgentId)>,
+    Guarded { operator, form, .. }: Guarded<ForgetForm, MemoryWrite>,
 ) -> AdminResult {
-    operator.require(Scope::MemoryWrite)?;
-    let (user, agent) = (person(user)?, agent(agent_id)?);
     if form.confirm.as_deref() != Some("yes") {
         let refused = Refused { forget: Some("Tick the box to confirm.".into()), ..Refused::default() };
         let page = facts_page(&state, &operator, &user, &agent, no_query(), refused).await?;
@@ -513,9 +495,12 @@ pub async fn forget_facts(
 
 /// Everything held about the person, in the shape of `GET /api/rgpd/users/{ref}/ai-data`,
 /// as a file to download.
-pub async fn export(State(state): State<AppState>, operator: Operator, Path(user): Path<String>) -> AdminResult {
+pub async fn export(
+    State(state): State<AppState>,
+    operator: Operator,
+    AdminPath(user): AdminPath<ExternalRef>,
+) -> AdminResult {
     operator.require(Scope::Rgpd)?;
-    let user = person(user)?;
     let body = export_body(&state.store, operator.tenant(), &user, state.config.default_ai_consent).await?;
     Ok((
         [
@@ -541,9 +526,12 @@ struct ErasePage {
 }
 
 /// The confirmation page: says what will go before anything does.
-pub async fn erase_confirm(State(state): State<AppState>, operator: Operator, Path(user): Path<String>) -> AdminResult {
+pub async fn erase_confirm(
+    State(state): State<AppState>,
+    operator: Operator,
+    AdminPath(user): AdminPath<ExternalRef>,
+) -> AdminResult {
     operator.require(Scope::Rgpd)?;
-    let user = person(user)?;
     let (facts, conversations, messages) = state.store.person_footprint(operator.tenant(), &user).await?;
     let agents = state.store.agents_of_user(operator.tenant(), &user).await?;
     let consent = state.store.get_consent(operator.tenant(), &user).await?;
@@ -564,11 +552,9 @@ pub async fn erase_confirm(State(state): State<AppState>, operator: Operator, Pa
 /// (same store transaction, same receipt subject hash), then shows the receipt.
 pub async fn erase(
     State(state): State<AppState>,
-    Path(user): Path<String>,
-    Guarded { operator, .. }: Guarded<NoFields>,
+    AdminPath(user): AdminPath<ExternalRef>,
+    Guarded { operator, .. }: Guarded<NoFields, Rgpd>,
 ) -> AdminResult {
-    operator.require(Scope::Rgpd)?;
-    let user = person(user)?;
     let receipt = state.erase_user(operator.tenant(), &user).await?;
     tracing::info!(receipt_id = %receipt.receipt_id, "end user erased from the admin panel");
     see_other(&format!("/admin/receipts/{}?done=erased", receipt.receipt_id))
@@ -592,7 +578,7 @@ pub struct Done {
 pub async fn receipt(
     State(state): State<AppState>,
     operator: Operator,
-    Path(id): Path<Uuid>,
+    AdminPath(id): AdminPath<Uuid>,
     Query(q): Query<Done>,
 ) -> AdminResult {
     operator.require(Scope::Rgpd)?;

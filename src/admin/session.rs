@@ -14,7 +14,7 @@
 //!   sign-in form cannot carry a CSRF token from a session that does not exist yet, so
 //!   it is refused unless the browser says the post comes from this origin.
 
-use std::time::Duration;
+use std::{marker::PhantomData, time::Duration};
 
 use askama::Template;
 use axum::{
@@ -28,7 +28,7 @@ use serde::{Deserialize, de::DeserializeOwned};
 
 use super::{AdminError, AdminResult, Layout, notice, render_with};
 use crate::{
-    auth::{Caller, Scope},
+    auth::{Caller, Requirement, Scope},
     domain::ids::TenantId,
     service::AppState,
 };
@@ -129,11 +129,29 @@ fn same_origin(headers: &HeaderMap) -> bool {
     true
 }
 
-/// A state-changing form of a signed-in operator, accepted only from this origin and
-/// with the session's CSRF token in its `csrf` field; else 403.
-pub struct Guarded<T> {
+/// A state-changing form of a signed-in operator, accepted only from this origin, with
+/// the session's CSRF token in its `csrf` field, and from a token holding the scope `R`
+/// requires; else 403. As with the API's `Scoped`, no handler can forget the check.
+pub struct Guarded<T, R> {
     pub operator: Operator,
     pub form: T,
+    requirement: PhantomData<R>,
+}
+
+/// What a form needs of the operator's token, as a type: a scope, or only a session.
+pub trait FormScope {
+    const SCOPE: Option<Scope>;
+}
+
+impl<R: Requirement> FormScope for R {
+    const SCOPE: Option<Scope> = Some(R::SCOPE);
+}
+
+/// Any signed-in operator (signing out needs no scope).
+pub struct SignedIn;
+
+impl FormScope for SignedIn {
+    const SCOPE: Option<Scope> = None;
 }
 
 #[derive(Deserialize)]
@@ -141,7 +159,7 @@ struct CsrfField {
     csrf: Option<String>,
 }
 
-impl<T: DeserializeOwned> FromRequest<AppState> for Guarded<T> {
+impl<T: DeserializeOwned, R: FormScope> FromRequest<AppState> for Guarded<T, R> {
     type Rejection = AdminError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, AdminError> {
@@ -159,8 +177,11 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Guarded<T> {
                 "the form's CSRF token is missing or wrong: reload the page and try again".into(),
             ));
         }
+        if let Some(scope) = R::SCOPE {
+            operator.require(scope)?;
+        }
         let form = serde_urlencoded::from_bytes(&bytes).map_err(|e| AdminError::BadRequest(e.to_string()))?;
-        Ok(Guarded { operator, form })
+        Ok(Guarded { operator, form, requirement: PhantomData })
     }
 }
 
@@ -233,7 +254,7 @@ pub async fn sign_in(State(state): State<AppState>, headers: HeaderMap, body: By
 }
 
 /// Forgets the session.
-pub async fn sign_out(Guarded { .. }: Guarded<NoFields>) -> Response {
+pub async fn sign_out(_: Guarded<NoFields, SignedIn>) -> Response {
     to_sign_in()
 }
 

@@ -19,7 +19,7 @@ use crate::{
 pub mod rate_limit;
 mod scoped;
 
-pub use scoped::{Admin, MemoryRead, MemoryWrite, Rgpd, Scoped};
+pub use scoped::{Admin, MemoryRead, MemoryWrite, Requirement, Rgpd, Scoped};
 
 /// What a route needs. `admin` grants every scope; `rgpd` is only granted by itself or
 /// `admin`, so a memory token can never erase or export a person.

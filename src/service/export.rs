@@ -63,28 +63,22 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
     out.raw(b",\"consent\":");
     out.json(consent)?;
     out.raw(b",\"conversations\":[");
-    let mut after = None;
-    let mut first = true;
+    let (mut after, mut first) = (None, true);
     loop {
         let page = reader.conversations(after, PAGE).await?;
         for conversation in &page {
-            if !std::mem::take(&mut first) {
-                out.raw(b",");
-            }
+            out.separator(&mut first);
             // The conversation's own fields, then its messages (the document flattens
             // the conversation into the object that also holds `messages`).
             let mut fields = serde_json::to_vec(conversation)?;
             fields.pop(); // the closing brace
             out.raw(&fields);
             out.raw(b",\"messages\":[");
-            let mut after_seq = 0;
-            let mut first_message = true;
+            let (mut after_seq, mut first_message) = (0, true);
             loop {
                 let messages = reader.messages(conversation.id, after_seq, PAGE).await?;
                 for message in &messages {
-                    if !std::mem::take(&mut first_message) {
-                        out.raw(b",");
-                    }
+                    out.separator(&mut first_message);
                     out.json(message)?;
                 }
                 out.flush_if_full().await?;
@@ -102,14 +96,11 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
         }
     }
     out.raw(b"],\"facts\":[");
-    let mut after = None;
-    let mut first = true;
+    let (mut after, mut first) = (None, true);
     loop {
         let page = reader.facts(after, PAGE).await?;
         for fact in &page {
-            if !std::mem::take(&mut first) {
-                out.raw(b",");
-            }
+            out.separator(&mut first);
             out.json(fact)?;
         }
         out.flush_if_full().await?;
@@ -137,6 +128,13 @@ struct Out {
 impl Out {
     fn raw(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);
+    }
+
+    /// The comma between array elements: none before the first (`first` is then cleared).
+    fn separator(&mut self, first: &mut bool) {
+        if !std::mem::take(first) {
+            self.raw(b",");
+        }
     }
 
     fn json(&mut self, value: &impl Serialize) -> Result<(), Stop> {

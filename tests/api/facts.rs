@@ -46,7 +46,8 @@ on_both_backends!(
     extracted_facts_dedupe_and_evict_inside_a_transaction,
 );
 
-const AGENT: &str = "support-bot";
+/// Shadows the common `USER`: a space, a slash and a non-ASCII letter that every path
+/// must percent-encode.
 const USER: &str = "whatsapp:+33 6 12/é";
 
 fn facts_path(agent: &str, user: &str) -> String {

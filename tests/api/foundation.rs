@@ -74,18 +74,9 @@ async fn invalid_config_is_rejected_and_changes_nothing(backend: Backend) {
         assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
     }
     // Malformed JSON, with the right content type.
-    let response = app
-        .client
-        .put(format!("{}/api/agents-config/bot", app.base))
-        .bearer_auth(&token)
-        .header("content-type", "application/json")
-        .body("{\"memory_enabled\": tru")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let error: Value = response.json().await.unwrap();
-    assert_eq!(error["error"]["code"], "invalid_request");
+    let (status, error) =
+        app.put_raw("/api/agents-config/bot", &token, "application/json", "{\"memory_enabled\": tru").await;
+    assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
     // Bad agent ids in the path.
     for bad in ["x".repeat(200), "a%2Fb".to_string(), "a%20b".to_string()] {
         let (status, error) =
@@ -300,18 +291,8 @@ async fn errors_carry_request_ids_and_json_bodies(backend: Backend) {
     assert!(!response.headers()["x-request-id"].is_empty());
 
     // Wrong content type.
-    let response = app
-        .client
-        .put(format!("{}/api/agents-config/bot", app.base))
-        .bearer_auth(&token)
-        .header("content-type", "text/plain")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "unsupported_media_type");
+    let (status, body) = app.put_raw("/api/agents-config/bot", &token, "text/plain", "{}").await;
+    assert_error(status, &body, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
 
     // Body over the limit.
     let huge = json!({"extraction_instructions": "x".repeat(1024 * 1024 + 100)});

@@ -18,7 +18,12 @@ fn client() -> reqwest::Client {
 }
 
 fn extractor(server: &MockServer) -> Anthropic {
-    Anthropic::new(client(), server.uri(), Some(API_KEY.to_owned()), "claude-test".to_owned())
+    extractor_at(server.uri())
+}
+
+/// The extractor with `base_url` as configured, to check how it joins the path.
+fn extractor_at(base_url: String) -> Anthropic {
+    Anthropic::new(client(), base_url, Some(API_KEY.to_owned()), "claude-test".to_owned())
 }
 
 fn request() -> ExtractionRequest {
@@ -68,18 +73,20 @@ async fn server_answering(response: ResponseTemplate) -> MockServer {
     server
 }
 
+/// The one request a successful extraction sends, with the server's URL plus `suffix`
+/// as the configured base URL.
+async fn the_request_sent_to(suffix: &str) -> wiremock::Request {
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(message(ANSWER))).await;
+    extractor_at(format!("{}{suffix}", server.uri())).extract(&request()).await.expect("extraction succeeds");
+    let mut received = server.received_requests().await.expect("recording is on");
+    assert_eq!(received.len(), 1);
+    received.remove(0)
+}
+
 #[tokio::test]
 async fn sends_a_messages_api_request() {
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(message(ANSWER))).await;
     // A trailing slash on the base URL must not double up in the path.
-    let extractor =
-        Anthropic::new(client(), format!("{}/", server.uri()), Some(API_KEY.to_owned()), "claude-test".to_owned());
-
-    extractor.extract(&request()).await.expect("extraction succeeds");
-
-    let received = server.received_requests().await.expect("recording is on");
-    assert_eq!(received.len(), 1);
-    let sent = &received[0];
+    let sent = &the_request_sent_to("/").await;
     assert_eq!(sent.url.path(), "/v1/messages");
     let header = |name: &str| sent.headers.get(name).and_then(|v| v.to_str().ok());
     assert_eq!(header("x-api-key"), Some(API_KEY));
@@ -104,14 +111,7 @@ async fn sends_a_messages_api_request() {
 
 #[tokio::test]
 async fn a_base_url_ending_in_v1_is_not_doubled() {
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(message(ANSWER))).await;
-    let extractor =
-        Anthropic::new(client(), format!("{}/v1/", server.uri()), Some(API_KEY.to_owned()), "claude-test".to_owned());
-
-    extractor.extract(&request()).await.expect("extraction succeeds");
-
-    let received = server.received_requests().await.expect("recording is on");
-    assert_eq!(received[0].url.path(), "/v1/messages");
+    assert_eq!(the_request_sent_to("/v1/").await.url.path(), "/v1/messages");
 }
 
 #[tokio::test]

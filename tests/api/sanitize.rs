@@ -13,9 +13,6 @@ on_both_backends!(
     tool_result_only_user_messages_are_not_user_turns,
 );
 
-const AGENT: &str = "support-bot";
-const USER: &str = "whatsapp:+33612345678";
-
 /// A new conversation holding `messages`, stored through the API; returns its id.
 async fn conversation_with(app: &TestApp, messages: Vec<Value>) -> String {
     let token = agent("acme");

@@ -17,6 +17,10 @@ use tokio::{
 
 pub const SECRET: &str = "test-secret-test-secret-test-secret!";
 
+/// The agent and the end user most tests talk about.
+pub const AGENT: &str = "support-bot";
+pub const USER: &str = "whatsapp:+33612345678";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
@@ -239,12 +243,33 @@ impl TestApp {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request.send().await.expect("request sent");
-        let status = response.status();
-        let text = response.text().await.expect("body read");
-        let value =
-            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
-        (status, value)
+        read(request).await
+    }
+
+    /// A GET of `path` with each of `queries` is refused with 400 `invalid_request`.
+    pub async fn assert_invalid_queries(&self, path: &str, token: &str, queries: &[&str]) {
+        for query in queries {
+            let (status, error) = self.get(&format!("{path}{query}"), token).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {error}");
+            assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
+        }
+    }
+
+    /// `body` sent as it is, with `content_type`: for bodies `call` would not send.
+    pub async fn put_raw(
+        &self,
+        path: &str,
+        token: &str,
+        content_type: &str,
+        body: &'static str,
+    ) -> (StatusCode, Value) {
+        let request = self
+            .client
+            .put(format!("{}{}", self.base, path))
+            .bearer_auth(token)
+            .header("content-type", content_type)
+            .body(body);
+        read(request).await
     }
 
     pub async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
@@ -286,6 +311,16 @@ impl Drop for TestApp {
 }
 
 /// A token signed with the test secret; `claims` are merged over sensible defaults.
+/// Sends `request`; its status and its body as JSON (`null` when empty, a string when
+/// not JSON).
+async fn read(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.expect("request sent");
+    let status = response.status();
+    let text = response.text().await.expect("body read");
+    let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+    (status, value)
+}
+
 pub fn token_with(claims: Value) -> String {
     let mut base = json!({"tenant": "acme", "exp": now() + 3600, "scope": "admin"});
     if let (Some(base), Some(extra)) = (base.as_object_mut(), claims.as_object()) {
