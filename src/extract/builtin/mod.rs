@@ -100,6 +100,18 @@ mod tests {
         assert_fact("my name is john nice to meet you", "Name is John", "identity");
         assert!(facts("I am User 1").is_empty());
         assert_fact("Everyone calls me Al.", "Name is Al", "identity");
+        assert_fact("My name is Jean-Luc.", "Name is Jean-Luc", "identity");
+        assert_fact("my name is jean-luc", "Name is Jean-Luc", "identity");
+        assert_fact("My name is Mary-Jane Watson", "Name is Mary-Jane Watson", "identity");
+        assert_fact("My name is Conor O'Brien", "Name is Conor O'Brien", "identity");
+        assert_fact("my name is o'brien", "Name is O'Brien", "identity");
+        assert_fact("My name is D'Angelo.", "Name is D'Angelo", "identity");
+        assert_fact("My name is Nguyen Van An", "Name is Nguyen Van An", "identity");
+        assert_fact("My name is Ana Sofía", "Name is Ana Sofía", "identity");
+        assert_fact("My name is Ludwig van Beethoven", "Name is Ludwig van Beethoven", "identity");
+        assert_fact("My name is Vincent van", "Name is Vincent", "identity");
+        assert_eq!(facts("My name is Zoë and I like tea"), ["Name is Zoë", "Likes tea"]);
+        assert_fact("Меня зовут... my name is Дмитрий", "Name is Дмитрий", "identity");
         assert!(one("My name is Alice.").score >= 0.9);
     }
 
