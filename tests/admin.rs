@@ -112,18 +112,6 @@ impl Browser {
         }
     }
 
-    /// Waits (10 s at most) until the address holds `part`: a click that navigates
-    /// returns before the new page is there.
-    async fn wait_for_address(&self, part: &str) {
-        for _ in 0..100 {
-            if self.path().await.contains(part) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("the browser never reached an address with {part}: still at {}", self.path().await);
-    }
-
     async fn count(&self, css: &str) -> usize {
         self.client().find_all(Locator::Css(css)).await.expect("find all").len()
     }
@@ -132,7 +120,37 @@ impl Browser {
         self.find(css).await.text().await.expect("text")
     }
 
+    /// Clicks a link or a submit button and waits (10 s at most) until the page it leads
+    /// to has loaded: the click itself returns before the next page is there, and reading
+    /// that page too early finds the old one, or an element the navigation then removes.
     async fn click(&self, css: &str) {
+        self.js("window.engramPageBeforeClick = true;", vec![]).await;
+        self.toggle(css).await;
+        self.wait_for_the_next_page(css).await;
+    }
+
+    /// As [`Browser::click`], for a button that asks "are you sure?" first: accepts.
+    async fn click_and_confirm(&self, css: &str) {
+        self.js("window.engramPageBeforeClick = true;", vec![]).await;
+        self.toggle(css).await;
+        self.client().accept_alert().await.expect("the confirmation dialog");
+        self.wait_for_the_next_page(css).await;
+    }
+
+    async fn wait_for_the_next_page(&self, clicked: &str) {
+        let loaded = "return window.engramPageBeforeClick === undefined && document.readyState === 'complete';";
+        for _ in 0..100 {
+            // While the page is being replaced the script may fail: not loaded yet.
+            if let Ok(Value::Bool(true)) = self.client().execute(loaded, vec![]).await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("clicking {clicked} on {} led to no new page", self.path().await);
+    }
+
+    /// Clicks something that changes the page in place (a `<summary>`, a checkbox).
+    async fn toggle(&self, css: &str) {
         self.retrying_stale(css, |element| async move { element.click().await }).await;
     }
 
@@ -440,7 +458,7 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(facts[0]["source"], "manual");
     let id = facts[0]["id"].as_str().expect("fact id").to_owned();
     let row = format!("tr[data-fact-id='{id}']");
-    browser.click(&format!("{row} summary")).await;
+    browser.toggle(&format!("{row} summary")).await;
     browser.type_into(&format!("#fact-{id}"), "Prefers green tea").await;
     browser.click(&format!("{row} form.edit-fact button")).await;
     assert_eq!(browser.text("#notice").await, "Fact saved.");
@@ -448,16 +466,13 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(facts[0]["fact"], "Prefers green tea", "{facts:?}");
     browser.type_into("#new-fact", "Lives in Lyon").await;
     browser.click("#add-fact button[type=submit]").await;
-    browser.wait_for_address("done=fact-added").await;
     browser.type_into("#q", "tea").await;
     browser.click("#search-facts button").await;
-    browser.wait_for_address("q=tea").await;
     assert_eq!(browser.count("#facts tbody tr").await, 1);
     browser.step("facts-search").await;
     browser.goto(&format!("/admin/people/{}/agents/support-bot", enc(USER))).await;
     browser.step("facts").await;
-    browser.click(&format!("{row} form.delete-fact button")).await;
-    browser.client().accept_alert().await.expect("the confirmation dialog");
+    browser.click_and_confirm(&format!("{row} form.delete-fact button")).await;
     assert_eq!(browser.text("#notice").await, "Fact deleted.");
     let facts = facts_of(&app, "support-bot", USER).await;
     assert_eq!(facts.len(), 1, "{facts:?}");
@@ -480,7 +495,6 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
 
     // A conversation with its messages.
     browser.click("#conversations tbody a").await;
-    browser.wait_for_address("/conversations/").await;
     assert_eq!(browser.count("#messages li").await, 4);
     assert!(browser.text("#messages li.user").await.contains("My name is Alice"));
     browser.step("conversation").await;
@@ -773,9 +787,8 @@ async fn forms_without_the_session_csrf_token_are_refused(backend: Backend) {
     browser.step("csrf-after").await;
 
     // With the right token, "forget all" (a ticked box and a confirmation) empties the list.
-    browser.click("#forget-confirm").await;
-    browser.click("#forget-facts button[type=submit]").await;
-    browser.client().accept_alert().await.expect("the confirmation dialog");
+    browser.toggle("#forget-confirm").await;
+    browser.click_and_confirm("#forget-facts button[type=submit]").await;
     assert_eq!(browser.text("#notice").await, "Every fact of this agent about this person was deleted.");
     browser.find("#no-facts").await;
     assert_eq!(facts_of(&app, "support-bot", USER).await.len(), 0);
