@@ -249,3 +249,33 @@ pub(super) fn is_number(word: &str) -> bool {
 pub(super) fn in_list(list: &[&str], word: &str) -> bool {
     list.contains(&word)
 }
+
+/// What "I don't have a/any …" lacks in the moment rather than in life ("any idea", "a
+/// clue", "a choice"): no fact.
+pub(super) const ABSTRACT_LACKS: &[&str] = &[
+    "answer",
+    "chance",
+    "choice",
+    "clue",
+    "complaints",
+    "doubt",
+    "energy",
+    "experience",
+    "favorite",
+    "favourite",
+    "idea",
+    "ideas",
+    "interest",
+    "luck",
+    "opinion",
+    "particular",
+    "plans",
+    "preference",
+    "problem",
+    "problems",
+    "questions",
+    "reason",
+    "say",
+    "time",
+    "words",
+];

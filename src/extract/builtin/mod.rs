@@ -157,6 +157,18 @@ mod tests {
     }
 
     #[test]
+    fn negations_that_state_a_fact() {
+        assert_fact("I don't have any pets.", "Has no pets", "pets");
+        assert_fact("I do not have a car", "Has no car", "vehicle");
+        assert_fact("I'm not good at math.", "Is not good at math", "hobby");
+        assert_fact("I never drink alcohol.", "Never drinks alcohol", "diet");
+        assert!(facts("I don't have any idea").is_empty());
+        assert!(facts("I don't have a clue what you mean").is_empty());
+        assert!(facts("I don't have time for that").is_empty());
+        assert!(facts("I never said that").is_empty());
+    }
+
+    #[test]
     fn diet_and_health() {
         assert_fact("I'm vegetarian.", "Is vegetarian", "diet");
         assert_fact("I am a vegan", "Is a vegan", "diet");

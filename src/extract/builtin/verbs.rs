@@ -136,9 +136,20 @@ fn is_emphasisable(word: &str) -> bool {
 fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     let (aux, neg) = (w[k], w.get(k + 1).copied().unwrap_or(""));
+    if aux == "never" {
+        // "I never drink alcohol": a habit stated as a rule, as sure as "I don't drink".
+        return match neg {
+            "eat" | "drink" => with_object(c, k + 2, &format!("Never {}", third_person(neg)), 0.75, &["diet"]),
+            "smoke" if object_end(c, k + 2) == k + 2 => Some(fact("Never smokes", 0.8, &["health"])),
+            _ => None,
+        };
+    }
     if aux != "do" || neg != "not" {
         if aux == "am" && w.get(k + 2..k + 5) == Some(&["a", "fan", "of"]) {
             return with_object(c, k + 5, "Dislikes", 0.7, &["preference"]);
+        }
+        if aux == "am" && matches!(w.get(k + 2..k + 4), Some(["good", "at"])) {
+            return with_object(c, k + 4, "Is not good at", 0.7, &["hobby"]);
         }
         if aux == "can" && w.get(k + 2) == Some(&"stand") {
             return with_object(c, k + 3, "Dislikes", 0.8, &["preference"]);
@@ -155,9 +166,17 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         "drink" => with_object(c, v + 1, "Does not drink", 0.8, &["diet"]),
         "smoke" if object_end(c, v + 1) == v + 1 => Some(fact("Does not smoke", 0.8, &["health"])),
         "have" => {
-            let obj = object(c, v + 1)?;
-            let tags = tags_for(&lower_words(c, v + 1), "possession");
-            Some(fact(&format!("Does not have {obj}"), 0.6, &tags))
+            // "I don't have any pets" / "a car": a possession the person lacks, said plainly.
+            let article = w.get(v + 1).is_some_and(|a| matches!(*a, "any" | "a" | "an"));
+            let thing = if article { v + 2 } else { v + 1 };
+            if in_list(ABSTRACT_LACKS, w.get(thing)?) {
+                return None;
+            }
+            let tags = tags_for(&lower_words(c, thing), "possession");
+            if article {
+                return Some(fact(&format!("Has no {}", object(c, thing)?), 0.8, &tags));
+            }
+            Some(fact(&format!("Does not have {}", object(c, v + 1)?), 0.6, &tags))
         }
         _ => None,
     }
