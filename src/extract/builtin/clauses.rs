@@ -96,3 +96,26 @@ pub(super) fn split_clauses(tokens: &[Tok]) -> Vec<&[Tok]> {
     }
     clauses
 }
+
+/// Verbs that state what a person does, for splitting "I play the guitar and sing in a
+/// band": both sides must be one of these, in the form "I" takes. Preference and plan verbs
+/// are left out (in "I like to read and write" the second verb is still liked, not done),
+/// and so are words as often nouns ("golf", "fish", "garden": "I play tennis and golf").
+const ACTION_VERBS: &[&str] = &[
+    "play", "work", "live", "own", "drive", "teach", "study", "speak", "volunteer", "go", "ride", "coach", "collect",
+    "practice", "paint", "draw", "knit", "sew", "cook", "bake", "sing", "dance", "swim", "hike", "write", "climb",
+    "travel", "meditate", "restore", "grow", "raise",
+];
+
+/// Where "and" joins a second verb phrase to a first-person clause whose own verb is an
+/// action ("I play the guitar and sing in a band" -> at "and"), so that each side can be
+/// read as its own clause. `start` is where the clause's words begin (after lead words).
+pub(super) fn verb_coordination(clause: &[Tok], start: usize) -> Option<usize> {
+    let words = clause.get(start..)?;
+    if !words.first()?.is("i") || !ACTION_VERBS.contains(&words.get(1)?.lower.as_str()) {
+        return None;
+    }
+    let at = words.iter().skip(2).position(|t| t.is("and"))? + 2;
+    let next = words.get(at + 1)?;
+    (next.word && ACTION_VERBS.contains(&next.lower.as_str())).then_some(start + at)
+}

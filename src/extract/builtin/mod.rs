@@ -23,9 +23,9 @@ use std::collections::HashSet;
 
 use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
-use clauses::{is_hypothetical, is_question, skip_lead, split_clauses};
+use clauses::{is_hypothetical, is_question, skip_lead, split_clauses, verb_coordination};
 use rules::match_clause;
-use tokens::{split_sentences, tokenize};
+use tokens::{Tok, split_sentences, tokenize};
 
 /// Extracts facts from the user turns with `seq > from_seq`, in order of appearance,
 /// deduplicated case-insensitively.
@@ -45,10 +45,24 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
                 continue;
             }
             for clause in split_clauses(&tokens) {
-                if let Some(fact) = match_clause(clause, after_greeting)
-                    && seen.insert(fact.fact.to_lowercase())
-                {
-                    facts.push(fact);
+                let (lead, _) = skip_lead(clause, 0);
+                // "I play the guitar and sing in a band": two facts, the second one's "I"
+                // understood.
+                let joined = verb_coordination(clause, lead).map(|and| {
+                    let mut second = vec![clause[lead].clone()];
+                    second.extend_from_slice(&clause[and + 1..]);
+                    (&clause[..and], second)
+                });
+                let parts: Vec<&[Tok]> = match &joined {
+                    Some((first, second)) => vec![first, second.as_slice()],
+                    None => vec![clause],
+                };
+                for part in parts {
+                    if let Some(fact) = match_clause(part, after_greeting)
+                        && seen.insert(fact.fact.to_lowercase())
+                    {
+                        facts.push(fact);
+                    }
                 }
             }
         }
@@ -154,6 +168,18 @@ mod tests {
         assert_fact("My favorite color is blue.", "Favorite color is blue", "preference");
         assert_fact("Pizza is my favorite food.", "Favorite food is Pizza", "preference");
         assert_fact("I like dogs too.", "Likes dogs", "preference");
+    }
+
+    #[test]
+    fn coordinated_verb_phrases_are_two_facts() {
+        assert_eq!(facts("I play the guitar and sing in a band."), ["Plays the guitar", "Sings in a band"]);
+        assert_eq!(
+            facts("I work at a bank and volunteer at the shelter"),
+            ["Works at a bank", "Volunteers at the shelter"]
+        );
+        // The second verb of a preference is still liked, not done.
+        assert_eq!(facts("I like to read and write"), ["Likes reading and writing"]);
+        assert_eq!(facts("I play tennis and golf"), ["Plays tennis and golf"]);
     }
 
     #[test]
