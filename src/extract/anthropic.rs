@@ -3,14 +3,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::provider_call::{self, Provider, Reply};
-use super::{ExtractError, Extraction, ExtractionRequest, Usage, prompt};
+use super::{ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, Usage, prompt};
 
 /// The Messages API version this wire format follows.
 const API_VERSION: &str = "2023-06-01";
-
-/// Room for a few dozen short facts. The API requires a limit; an answer cut off by it fails
-/// to parse and the job is retried.
-const MAX_TOKENS: u32 = 1024;
 
 /// An extractor that talks to Anthropic's Messages API.
 pub struct Anthropic {
@@ -37,7 +33,7 @@ impl Anthropic {
         let user = prompt::transcript(request);
         let body = MessagesRequest {
             model: &self.model,
-            max_tokens: MAX_TOKENS,
+            max_tokens: MAX_ANSWER_TOKENS,
             system: &system,
             messages: [Message { role: "user", content: &user }],
             temperature: 0.0,
@@ -61,6 +57,7 @@ fn unwrap_reply(response: MessagesResponse) -> Result<Reply, ExtractError> {
     Ok(Reply {
         text,
         usage: response.usage.map(|u| Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens }),
+        truncated: response.stop_reason.as_deref() == Some("max_tokens"),
     })
 }
 
@@ -84,6 +81,9 @@ struct Message<'a> {
 #[derive(Deserialize)]
 struct MessagesResponse {
     content: Vec<ContentBlock>,
+    /// `max_tokens` when the answer was cut at the limit.
+    #[serde(default)]
+    stop_reason: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 pub mod anthropic;
 pub mod builtin;
+pub mod grounding;
 pub mod openai;
 pub mod parse;
 pub mod prompt;
@@ -51,9 +52,17 @@ pub enum ExtractError {
     Transient(String),
     #[error("malformed model output: {0}")]
     Malformed(String),
+    /// The model stopped at the completion limit ([`MAX_ANSWER_TOKENS`]): the answer is cut.
+    #[error("model output truncated at the completion limit of {MAX_ANSWER_TOKENS} tokens")]
+    Truncated,
     #[error("provider refused the request: {0}")]
     Fatal(String),
 }
+
+/// The longest answer asked of an LLM: room for a few dozen short facts. Without a limit a
+/// small local model can generate until its context is full, past the call's timeout, and
+/// keep the server busy after Engram has given up.
+pub const MAX_ANSWER_TOKENS: u32 = 1024;
 
 /// How long the builtin rules may work on one job. They run in time linear in their input
 /// (megabytes per second even unoptimised), so only a bug could reach this; the limit keeps
@@ -104,10 +113,21 @@ impl Extractor {
     pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
         match self {
             Extractor::Builtin => run_builtin(request, BUILTIN_TIME_LIMIT).await,
-            Extractor::OpenAi(client) => client.extract(request).await,
-            Extractor::Anthropic(client) => client.extract(request).await,
+            Extractor::OpenAi(client) => client.extract(request).await.map(|e| ground(e, request)),
+            Extractor::Anthropic(client) => client.extract(request).await.map(|e| ground(e, request)),
         }
     }
+}
+
+/// Keeps the LLM's facts that the user's lines support ([`grounding`]); the builtin rules
+/// only ever rewrite the user's own sentences.
+fn ground(extraction: Extraction, request: &ExtractionRequest) -> Extraction {
+    let (facts, dropped) = grounding::grounded(extraction.facts, request);
+    if dropped > 0 {
+        metrics::counter!("engram_llm_facts_ungrounded_total").increment(dropped as u64);
+        tracing::debug!(dropped, "facts not supported by the user's lines were dropped");
+    }
+    Extraction { facts, ..extraction }
 }
 
 /// Runs the builtin rules on a blocking thread, so that a long conversation never stalls

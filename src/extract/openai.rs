@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::provider_call::{self, Provider, Reply};
-use super::{ExtractError, Extraction, ExtractionRequest, Usage, prompt};
+use super::{ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, Usage, prompt};
 
 /// An extractor that talks to an OpenAI-compatible `/chat/completions` endpoint.
 pub struct OpenAi {
@@ -30,6 +30,7 @@ impl OpenAi {
             model: &self.model,
             messages: [ChatMessage { role: "system", content: &system }, ChatMessage { role: "user", content: &user }],
             temperature: 0.0,
+            max_tokens: MAX_ANSWER_TOKENS,
             response_format: ResponseFormat { kind: "json_object" },
         };
         let mut http = self.client.post(format!("{}/chat/completions", self.base_url)).json(&body);
@@ -41,15 +42,21 @@ impl OpenAi {
 }
 
 fn unwrap_reply(response: ChatResponse) -> Result<Reply, ExtractError> {
-    let content = response
+    let choice = response
         .choices
         .into_iter()
         .next()
-        .and_then(|choice| choice.message.content)
-        .ok_or_else(|| ExtractError::Malformed("provider response has no message content".into()))?;
+        .ok_or_else(|| ExtractError::Malformed("provider response has no choice".into()))?;
+    let truncated = choice.finish_reason.as_deref() == Some("length");
+    let content = match choice.message.content {
+        Some(content) => content,
+        None if truncated => String::new(),
+        None => return Err(ExtractError::Malformed("provider response has no message content".into())),
+    };
     Ok(Reply {
         text: content,
         usage: response.usage.map(|u| Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }),
+        truncated,
     })
 }
 
@@ -59,6 +66,9 @@ struct ChatRequest<'a> {
     messages: [ChatMessage<'a>; 2],
     /// Extraction should be repeatable, not creative.
     temperature: f32,
+    /// `max_tokens`, which compatible servers (vLLM, Ollama, llama.cpp) all read; OpenAI's
+    /// newer `max_completion_tokens` is not understood by all of them.
+    max_tokens: u32,
     /// JSON mode makes the model emit a single JSON object. OpenAI requires the word "JSON"
     /// in the messages for this mode; the system prompt has it.
     response_format: ResponseFormat,
@@ -88,6 +98,9 @@ struct ChatResponse {
 #[derive(Deserialize)]
 struct Choice {
     message: ChoiceMessage,
+    /// `length` when the answer was cut at `max_tokens`.
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]

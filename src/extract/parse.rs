@@ -12,7 +12,8 @@ use super::{ExtractError, ExtractedFact};
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Answer {
-    facts: Vec<RawFact>,
+    /// Read one by one, so that one wrong entry does not cost the right ones.
+    facts: Vec<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -30,25 +31,31 @@ struct RawFact {
 ///
 /// Tolerates surrounding whitespace and one Markdown code fence (` ```json ` or a bare
 /// ` ``` `) around the object, because models add those even when told not to; anything
-/// else around or inside the object is `Malformed`. Facts whose text is blank are dropped:
-/// they carry nothing to store, and rejecting the whole answer for them would lose the rest.
+/// else around or inside the object is `Malformed`. Each entry of `facts` is checked on its
+/// own: one of the wrong shape (a missing field, a score outside [0, 1], an unknown field)
+/// is dropped and the others are kept, since small models often get one entry wrong. An
+/// answer none of whose entries is right is `Malformed`. Facts whose text is blank are
+/// dropped: they carry nothing to store.
 pub fn parse_facts(text: &str) -> Result<Vec<ExtractedFact>, ExtractError> {
     let json = strip_code_fence(text.trim())?;
     let answer: Answer = serde_json::from_str(json).map_err(|e| {
         ExtractError::Malformed(format!("model output is not the expected JSON ({})", describe_json_error(&e)))
     })?;
-
-    let mut facts = Vec::with_capacity(answer.facts.len());
-    for (index, raw) in answer.facts.into_iter().enumerate() {
-        if !(raw.score.is_finite() && (0.0..=1.0).contains(&raw.score)) {
-            return Err(ExtractError::Malformed(format!("fact {} has a score outside [0, 1]", index + 1)));
-        }
-        if raw.fact.trim().is_empty() {
-            continue;
-        }
-        facts.push(ExtractedFact { fact: raw.fact, score: raw.score, tags: raw.tags.unwrap_or_default() });
+    let entries = answer.facts.len();
+    let valid: Vec<RawFact> = answer
+        .facts
+        .into_iter()
+        .filter_map(|entry| serde_json::from_value::<RawFact>(entry).ok())
+        .filter(|raw| raw.score.is_finite() && (0.0..=1.0).contains(&raw.score))
+        .collect();
+    if entries > 0 && valid.is_empty() {
+        return Err(ExtractError::Malformed(format!("none of the {entries} facts has the expected shape")));
     }
-    Ok(facts)
+    Ok(valid
+        .into_iter()
+        .filter(|raw| !raw.fact.trim().is_empty())
+        .map(|raw| ExtractedFact { fact: raw.fact, score: raw.score, tags: raw.tags.unwrap_or_default() })
+        .collect())
 }
 
 /// Where and what kind of JSON error occurred, without serde_json's own message: that one can
@@ -95,6 +102,27 @@ mod tests {
         )
         .expect("valid answer");
         assert_eq!(facts, vec![fact("Name is Alice", 0.95, &["identity"]), fact("Prefers tea over coffee", 1.0, &[]),]);
+    }
+
+    #[test]
+    fn keeps_the_right_entries_of_a_partly_wrong_answer() {
+        let facts = parse_facts(
+            r#"{"facts": [{"fact": "Lives in Oslo", "score": 0.9},
+                          {"fact": "Likes jazz", "score": 7},
+                          {"fact": "Has a cat"},
+                          {"text": "Is a nurse", "score": 0.8},
+                          "Plays chess",
+                          {"fact": "Speaks Norwegian", "score": 0.85, "tags": ["language"]}]}"#,
+        )
+        .expect("the right entries are kept");
+        assert_eq!(facts, vec![fact("Lives in Oslo", 0.9, &[]), fact("Speaks Norwegian", 0.85, &["language"])]);
+    }
+
+    #[test]
+    fn an_answer_with_no_right_entry_is_malformed() {
+        let error =
+            parse_facts(r#"{"facts": [{"fact": "Likes jazz", "score": 2}, {"name": "x"}]}"#).expect_err("wrong");
+        assert!(matches!(&error, ExtractError::Malformed(m) if m.contains("none of the 2")), "{error}");
     }
 
     #[test]

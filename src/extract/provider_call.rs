@@ -40,6 +40,8 @@ pub(super) struct Reply {
     /// The model's answer, still to be parsed as facts.
     pub text: String,
     pub usage: Option<Usage>,
+    /// The model stopped at the completion limit rather than at the end of its answer.
+    pub truncated: bool,
 }
 
 /// Sends `request`, reads the 2xx body as the provider's envelope `E`, lets `unwrap` take the
@@ -56,7 +58,11 @@ pub(super) async fn call<E: DeserializeOwned>(
             if let Some(usage) = reply.usage {
                 record_tokens(provider, usage);
             }
-            parse_facts(&reply.text).map(|facts| Extraction { facts, usage: reply.usage })
+            if reply.truncated {
+                Err(ExtractError::Truncated)
+            } else {
+                parse_facts(&reply.text).map(|facts| Extraction { facts, usage: reply.usage })
+            }
         }
         Err(error) => Err(error),
     };
@@ -145,6 +151,7 @@ fn outcome_label(result: &Result<Extraction, ExtractError>) -> &'static str {
         Err(ExtractError::RateLimited { .. }) => "rate_limited",
         Err(ExtractError::Transient(_)) => "transient",
         Err(ExtractError::Malformed(_)) => "malformed",
+        Err(ExtractError::Truncated) => "truncated",
         Err(ExtractError::Fatal(_)) => "fatal",
     }
 }

@@ -200,7 +200,7 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
         r#"{"facts": "Alice"}"#,
         r#"{"facts": [{"fact": "Name is Alice", "score": 1.5}]}"#,
         r#"{"facts": [{"fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
-        // An answer cut off by max_tokens.
+        // Cut short, though not at max_tokens (that one is `Truncated`).
         r#"{"facts": [{"fact": "Name is Alice", "sco"#,
     ] {
         let server = server_answering(ResponseTemplate::new(200).set_body_json(message(text))).await;
@@ -210,6 +210,17 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
         assert!(matches!(error, ExtractError::Malformed(_)), "{text}: {error:?}");
         assert!(!error.to_string().contains("Alice"), "{text}: {error}");
     }
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
+    let mut body = message(r#"{"facts": [{"fact": "Name is Alice", "sco"#);
+    body["stop_reason"] = json!("max_tokens");
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(body)).await;
+
+    let error = extractor(&server).extract(&request()).await.expect_err("truncated");
+
+    assert!(matches!(error, ExtractError::Truncated), "{error:?}");
 }
 
 #[tokio::test]

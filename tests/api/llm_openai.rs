@@ -204,6 +204,7 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
         "Name is Alice",
         r#"{"facts": "Alice"}"#,
         r#"[{"fact": "Name is Alice", "score": 0.9}]"#,
+        // Not one entry of the right shape.
         r#"{"facts": [{"fact": "Name is Alice", "score": 1.5}]}"#,
         r#"{"facts": [{"fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
         r#"{"facts": [{"fact": "Name is Alice", "score": 0.9}], "note": "Alice"}"#,
@@ -215,6 +216,47 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
         assert!(matches!(error, ExtractError::Malformed(_)), "{content}: {error:?}");
         assert!(!error.to_string().contains("Alice"), "{content}: {error}");
     }
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
+    let mut body = completion(r#"{"facts": [{"fact": "Name is Alice", "sco"#);
+    body["choices"][0]["finish_reason"] = json!("length");
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(body)).await;
+
+    let error = extractor(&server).extract(&request()).await.expect_err("truncated");
+
+    assert!(matches!(error, ExtractError::Truncated), "{error:?}");
+    assert!(error.to_string().contains("1024"), "{error}");
+    let sent: Value =
+        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    assert_eq!(sent["max_tokens"], 1024, "the completion length is bounded");
+}
+
+#[tokio::test]
+async fn a_partly_wrong_answer_keeps_its_right_facts() {
+    let content = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95}, {"fact": "Prefers tea over coffee", "score": 3},
+        {"fact": "Prefers tea over coffee", "score": 0.8, "tags": null}, {"score": 0.9}]}"#;
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(content))).await;
+
+    let extraction = extractor(&server).extract(&request()).await.expect("the right facts");
+
+    let facts: Vec<(&str, f64)> = extraction.facts.iter().map(|f| (f.fact.as_str(), f.score)).collect();
+    assert_eq!(facts, [("Name is Alice", 0.95), ("Prefers tea over coffee", 0.8)]);
+}
+
+#[tokio::test]
+async fn facts_the_user_never_stated_are_dropped() {
+    // A small model copying an example, and one making a fact up: neither shares a word with
+    // what the user said ("My name is Alice and I prefer tea over coffee").
+    let content = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95}, {"fact": "Loves hiking in the Alps", "score": 0.9},
+        {"fact": "Works as a nurse", "score": 0.9}]}"#;
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(content))).await;
+
+    let extraction = engram::extract::Extractor::OpenAi(extractor(&server)).extract(&request()).await.expect("facts");
+
+    let facts: Vec<&str> = extraction.facts.iter().map(|f| f.fact.as_str()).collect();
+    assert_eq!(facts, ["Name is Alice"]);
 }
 
 #[tokio::test]

@@ -1,0 +1,99 @@
+//! Grounding: a fact an LLM extracted is kept only when the user's own new lines hold at
+//! least one of its content words (stemmed, so "vegan" meets "veganism" and "daughters"
+//! meets "daughter"). A fact the model copied from the prompt, or made up, shares no word
+//! with what the user said and is dropped; a fact the user stated in other words keeps at
+//! least the thing it is about ("Name is Alice" from "I'm Alice").
+//!
+//! The price: a fact that shares no word with its source ("Is vegetarian" from "I don't eat
+//! meat") is dropped too. Memory that a person never stated is the worse mistake.
+
+use std::collections::HashSet;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+use super::{ExtractedFact, ExtractionRequest};
+use crate::domain::{message::Role, search_query::STOP_WORDS};
+
+/// The words facts are framed with ("Name is …", "Likes …", "Works as …"): they say what
+/// kind of fact it is, not what the user said, so they never ground one.
+const FRAME_WORDS: &[&str] = &[
+    "name", "named", "called", "like", "likes", "love", "loves", "enjoy", "enjoys", "prefer", "prefers", "dislike",
+    "dislikes", "hate", "hates", "want", "wants", "plan", "plans", "work", "works", "live", "lives", "user",
+];
+
+/// The facts of `facts` that the user's new lines in `request` support, and how many were
+/// dropped.
+pub fn grounded(facts: Vec<ExtractedFact>, request: &ExtractionRequest) -> (Vec<ExtractedFact>, usize) {
+    let stemmer = Stemmer::create(Algorithm::English);
+    let said: HashSet<String> = request
+        .turns
+        .iter()
+        .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
+        .flat_map(|turn| content_stems(&stemmer, &turn.text))
+        .collect();
+    let before = facts.len();
+    let kept: Vec<ExtractedFact> =
+        facts.into_iter().filter(|fact| content_stems(&stemmer, &fact.fact).iter().any(|s| said.contains(s))).collect();
+    let dropped = before - kept.len();
+    (kept, dropped)
+}
+
+/// The stems of the words of `text` that carry content: lowercased runs of letters and
+/// digits, without stop words and frame words.
+fn content_stems(stemmer: &Stemmer, text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()) && !FRAME_WORDS.contains(&w.as_str()))
+        .map(|w| stemmer.stem(&w).into_owned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::Turn;
+
+    fn request(turns: &[(Role, &str)]) -> ExtractionRequest {
+        let turns = turns
+            .iter()
+            .enumerate()
+            .map(|(i, (role, text))| Turn { seq: i as i64 + 1, role: *role, text: (*text).to_owned() })
+            .collect();
+        ExtractionRequest { turns, from_seq: 0, instructions: None }
+    }
+
+    fn kept(facts: &[&str], turns: &[(Role, &str)]) -> Vec<String> {
+        let facts = facts.iter().map(|f| ExtractedFact { fact: (*f).to_owned(), score: 0.9, tags: vec![] }).collect();
+        grounded(facts, &request(turns)).0.into_iter().map(|f| f.fact).collect()
+    }
+
+    #[test]
+    fn facts_the_user_stated_in_other_words_are_kept() {
+        let turns = [(Role::User, "Hi, I'm Alice! I have two daughters and I'd rather drink tea.")];
+        assert_eq!(
+            kept(&["Name is Alice", "Has a daughter", "Prefers tea over coffee"], &turns),
+            ["Name is Alice", "Has a daughter", "Prefers tea over coffee"]
+        );
+    }
+
+    #[test]
+    fn a_parroted_or_invented_fact_is_dropped() {
+        let turns = [(Role::User, "My name is Bob and I live in Oslo.")];
+        assert_eq!(kept(&["Prefers tea over coffee", "Lives in Oslo", "Likes jazz"], &turns), ["Lives in Oslo"]);
+    }
+
+    #[test]
+    fn only_the_users_new_lines_count() {
+        let turns = [(Role::User, "old news"), (Role::Assistant, "Do you like jazz?"), (Role::User, "Not really.")];
+        let mut request = request(&turns);
+        request.from_seq = 1;
+        let facts = vec![
+            ExtractedFact { fact: "Likes jazz".into(), score: 0.9, tags: vec![] },
+            ExtractedFact { fact: "Old news".into(), score: 0.9, tags: vec![] },
+        ];
+        let (kept, dropped) = grounded(facts, &request);
+        assert!(kept.is_empty(), "{kept:?}");
+        assert_eq!(dropped, 2);
+    }
+}
