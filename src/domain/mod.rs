@@ -2,6 +2,7 @@
 //! replay-safe history, the memory prompt block, the extraction decision.
 
 pub mod agent_config;
+pub mod continuation;
 pub mod conversation;
 pub mod extracted;
 pub mod fact;

@@ -21,13 +21,14 @@ use super::{
 use crate::{
     auth::{MemoryRead, MemoryWrite, Scoped},
     domain::{
+        continuation::{self, Problem},
         conversation::{
             AppendRequest, Appended, Conversation, ConversationPatch, ConversationStatus, Ended, IdempotencyKey,
             NewConversation,
         },
         history,
         ids::{AgentId, ConversationKey, ExternalRef},
-        message::{Message, MessageError, RoleSet, validate_batch},
+        message::{Message, MessageError, NewMessage, RoleSet, validate_batch},
     },
     error::{ApiError, ErrorBody},
     service::AppState,
@@ -43,6 +44,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_conversation, update_conversation, delete_conversation))
         .routes(routes!(append_messages, list_messages, clear_messages))
         .routes(routes!(end_conversation))
+        .routes(routes!(validate_history))
 }
 
 const NOT_FOUND: ApiError = ApiError::NotFound("conversation");
@@ -216,10 +218,7 @@ async fn append_messages(
     if request.expected_last_seq.is_some_and(|seq| seq < 0) {
         return Err(ApiError::invalid("expected_last_seq must be 0 or more"));
     }
-    validate_batch(&request.messages).map_err(|error| match error {
-        MessageError::Invalid(why) => ApiError::InvalidRequest(why),
-        MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
-    })?;
+    validate_batch(&request.messages).map_err(message_error)?;
     match state.store.append_messages(&caller.tenant, id, &request, key.as_ref()).await? {
         AppendOutcome::Appended(appended) | AppendOutcome::Replayed(appended) => {
             Ok((StatusCode::CREATED, Json(appended)))
@@ -297,6 +296,66 @@ async fn clear_messages(
 ) -> Result<Json<Cleared>, ApiError> {
     let deleted = state.store.clear_messages(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
     Ok(Json(Cleared { deleted }))
+}
+
+/// A message refused: 400, or 413 for one too large.
+fn message_error(error: MessageError) -> ApiError {
+    match error {
+        MessageError::Invalid(why) => ApiError::InvalidRequest(why),
+        MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
+    }
+}
+
+/// The most messages a continuation check compares: a page of messages at most.
+const MAX_VALIDATED: usize = 1000;
+
+/// `POST /api/conversations/{id}/validate`: the history a client claims to hold.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ValidateRequest {
+    /// Oldest first, in the shape of an append (0–1000 messages).
+    #[schema(max_items = 1000)]
+    messages: Vec<NewMessage>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct Validation {
+    /// True when `problems` is empty: the claim is the stored thread or a prefix of it.
+    valid: bool,
+    /// At most one per claimed message, in order.
+    problems: Vec<Problem>,
+}
+
+/// Check a client's claimed history against the stored thread: is it the thread, or a
+/// prefix of it (a longer thread means someone appended since)? Each claimed message is
+/// compared with the stored one at its position, content and tool fields as JSON (key
+/// order does not count; `metadata` is not compared). Codes: `forged_tool_result` (a
+/// tool result or approval whose call id no stored result answers), `unknown_tool_call`
+/// (a call id the thread never made), `not_a_prefix` (no stored message there, or one
+/// of another role), `modified_message` (same role, other content or tool fields).
+/// Tool calls are read in the three shapes `sanitize` reads. Compared with the first
+/// 1000 stored messages. Changes nothing.
+#[utoipa::path(post, path = "/api/conversations/{id}/validate", tag = "conversations",
+    params(("id" = Uuid, Path)),
+    request_body = ValidateRequest,
+    responses((status = 200, body = Validation), CommonErrors, BodyErrors, NotFound,
+        (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit")))]
+async fn validate_history(
+    State(state): State<AppState>,
+    caller: Scoped<MemoryRead>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(request): ApiJson<ValidateRequest>,
+) -> Result<Json<Validation>, ApiError> {
+    if request.messages.len() > MAX_VALIDATED {
+        return Err(ApiError::invalid(format!("messages must hold at most {MAX_VALIDATED} messages")));
+    }
+    for message in &request.messages {
+        message.validate().map_err(message_error)?;
+    }
+    let limit = i64::try_from(MAX_VALIDATED).unwrap_or(i64::MAX);
+    let stored = state.store.list_messages(&caller.tenant, id, 0, RoleSet::ALL, limit).await?.ok_or(NOT_FOUND)?;
+    let problems = continuation::check(&request.messages, &stored);
+    Ok(Json(Validation { valid: problems.is_empty(), problems }))
 }
 
 /// End a conversation and, when the agent's memory is on, the conversation has not
