@@ -28,6 +28,9 @@ pub enum ApiError {
     NotFound(&'static str),
     #[error("{0}")]
     Conflict(String),
+    /// An append's `expected_last_seq` was stale; the conversation's last seq is this.
+    #[error("expected_last_seq does not match: the conversation's last seq is {0}")]
+    StaleSeq(i64),
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("request body must be application/json")]
@@ -55,6 +58,10 @@ pub struct ErrorDetail {
     pub code: &'static str,
     pub message: String,
     pub request_id: String,
+    /// Only on a 409 for a stale `expected_last_seq`: the conversation's current last
+    /// seq, to re-read after and append against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<i64>,
 }
 
 impl ApiError {
@@ -68,7 +75,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Conflict(_) | ApiError::StaleSeq(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -83,7 +90,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
-            ApiError::Conflict(_) => "conflict",
+            ApiError::Conflict(_) | ApiError::StaleSeq(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::RateLimited(_) => "rate_limited",
@@ -95,8 +102,12 @@ impl ApiError {
 
 /// Renders an error body outside of `ApiError` too (e.g. for a caught panic).
 pub fn error_response(status: StatusCode, code: &'static str, message: String) -> Response {
+    detailed_response(status, code, message, None)
+}
+
+fn detailed_response(status: StatusCode, code: &'static str, message: String, last_seq: Option<i64>) -> Response {
     let request_id = REQUEST_ID.try_with(Clone::clone).unwrap_or_default();
-    let body = ErrorBody { error: ErrorDetail { code, message, request_id } };
+    let body = ErrorBody { error: ErrorDetail { code, message, request_id, last_seq } };
     (status, Json(body)).into_response()
 }
 
@@ -107,7 +118,11 @@ impl IntoResponse for ApiError {
             ApiError::Unavailable(why) => tracing::warn!(reason = why, "service unavailable"),
             _ => {}
         }
-        let mut response = error_response(self.status(), self.code(), self.to_string());
+        let last_seq = match self {
+            ApiError::StaleSeq(last_seq) => Some(last_seq),
+            _ => None,
+        };
+        let mut response = detailed_response(self.status(), self.code(), self.to_string(), last_seq);
         match self {
             ApiError::Unauthorized(_) => {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -112,6 +112,7 @@ impl From<ApiError> for AdminError {
             ApiError::Forbidden(m) => AdminError::Forbidden(m),
             ApiError::NotFound(what) => AdminError::NotFound(what),
             ApiError::Conflict(m) => AdminError::Conflict(m),
+            ApiError::StaleSeq(_) => AdminError::Conflict(error.to_string()),
             ApiError::RateLimited(_) => AdminError::RateLimited,
             ApiError::Unavailable(_) => AdminError::Unavailable,
             ApiError::Internal(cause) => AdminError::Internal(cause),

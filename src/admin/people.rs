@@ -24,7 +24,7 @@ use crate::{
         conversation::Conversation,
         fact::{Fact, FactInput, FactPatch},
         ids::{AgentId, ExternalRef},
-        message::Message,
+        message::{Message, RoleSet},
         policy::Consent,
         search_query::SearchQuery,
     },
@@ -217,7 +217,7 @@ pub async fn conversation(
         .await?
         .filter(|c| c.external_ref == user)
         .ok_or(AdminError::NotFound("conversation"))?;
-    let messages = state.store.list_messages(tenant, id, 0, MESSAGES_SHOWN).await?.unwrap_or_default();
+    let messages = state.store.list_messages(tenant, id, 0, RoleSet::ALL, MESSAGES_SHOWN).await?.unwrap_or_default();
     render(&ConversationPage {
         layout: operator.layout("Conversation", "people", None),
         external_ref: user.as_str().to_owned(),

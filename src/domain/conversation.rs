@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
-    ids::{AgentId, ExternalRef},
+    ids::{AgentId, ConversationKey, ExternalRef},
     message::{Message, NewMessage},
 };
 
@@ -45,9 +45,14 @@ pub struct Conversation {
     pub id: Uuid,
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
+    /// The client's own name for the thread, unique per agent; `null` when none was given.
+    #[schema(value_type = Option<ConversationKey>)]
+    pub key: Option<ConversationKey>,
     pub title: Option<String>,
     #[schema(value_type = Object)]
     pub metadata: serde_json::Value,
+    /// False: this conversation is never extracted (its end says `conversation_opted_out`).
+    pub memory: bool,
     pub status: ConversationStatus,
     pub message_count: i64,
     /// Messages with role `user`.
@@ -63,6 +68,11 @@ pub struct Conversation {
 pub struct NewConversation {
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
+    /// The client's own name for the thread, unique per agent. Creating again with a key
+    /// that exists returns that thread (200) when every other field agrees, else 409.
+    #[serde(default)]
+    #[schema(value_type = Option<ConversationKey>)]
+    pub key: Option<ConversationKey>,
     #[serde(default)]
     #[schema(max_length = 500)]
     pub title: Option<String>,
@@ -70,12 +80,32 @@ pub struct NewConversation {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    /// `false` opts this conversation out of extraction; default `true`.
+    #[serde(default)]
+    #[schema(default = true)]
+    pub memory: Option<bool>,
 }
 
 impl NewConversation {
     pub fn validate(&self) -> Result<(), String> {
         validate_title(self.title.as_deref())?;
         validate_metadata(self.metadata.as_ref())
+    }
+
+    /// The metadata to store: `{}` when absent.
+    pub fn metadata_or_empty(&self) -> serde_json::Value {
+        self.metadata.clone().unwrap_or_else(|| serde_json::json!({}))
+    }
+
+    /// Whether a thread found under this request's key is the one this request would
+    /// create: same user, title, metadata and `memory`, absent fields read as their
+    /// defaults. A retried create agrees; a second thread that reused the key does not.
+    pub fn agrees_with(&self, existing: &Conversation) -> bool {
+        existing.agent_id == self.agent_id
+            && existing.external_ref == self.external_ref
+            && existing.title == self.title
+            && existing.metadata == self.metadata_or_empty()
+            && existing.memory == self.memory.unwrap_or(true)
     }
 }
 
@@ -92,6 +122,10 @@ pub struct ConversationPatch {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    /// `false` opts the conversation out of extraction from now on: queued or running
+    /// extractions of it are cancelled. `true` opts it back in.
+    #[serde(default)]
+    pub memory: Option<bool>,
 }
 
 fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -152,6 +186,12 @@ pub struct AppendRequest {
     /// Stored in this order, all or none.
     #[schema(min_items = 1, max_items = 100)]
     pub messages: Vec<NewMessage>,
+    /// Store only if the conversation's newest `seq` is still this (0: no message yet);
+    /// otherwise 409 `conflict` with the current one in `error.last_seq`, nothing stored.
+    /// Left out of the fingerprint when absent, so keys stored before it existed still match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    pub expected_last_seq: Option<i64>,
 }
 
 impl AppendRequest {
@@ -192,6 +232,7 @@ impl IdempotencyKey {
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
     MemoryDisabled,
+    ConversationOptedOut,
     ConsentRefused,
     TooFewUserTurns,
     NothingNew,
@@ -202,6 +243,8 @@ pub enum SkipReason {
 pub struct ExtractionInputs {
     /// False when the agent was never configured.
     pub memory_enabled: bool,
+    /// The conversation's own `memory` flag.
+    pub conversation_memory: bool,
     pub min_user_turns: i64,
     /// The user's consent, resolved by [`Policy::consent`](super::policy::Policy::consent).
     pub consent: bool,
@@ -216,6 +259,9 @@ pub struct ExtractionInputs {
 pub fn extraction_decision(inputs: &ExtractionInputs) -> Result<(), SkipReason> {
     if !inputs.memory_enabled {
         return Err(SkipReason::MemoryDisabled);
+    }
+    if !inputs.conversation_memory {
+        return Err(SkipReason::ConversationOptedOut);
     }
     if !inputs.consent {
         return Err(SkipReason::ConsentRefused);
@@ -266,6 +312,7 @@ mod tests {
     fn ready() -> ExtractionInputs {
         ExtractionInputs {
             memory_enabled: true,
+            conversation_memory: true,
             min_user_turns: 3,
             consent: true,
             user_turns: 3,
@@ -286,6 +333,7 @@ mod tests {
     fn each_condition_has_its_reason() {
         let cases = [
             (ExtractionInputs { memory_enabled: false, ..ready() }, SkipReason::MemoryDisabled),
+            (ExtractionInputs { conversation_memory: false, ..ready() }, SkipReason::ConversationOptedOut),
             (ExtractionInputs { consent: false, ..ready() }, SkipReason::ConsentRefused),
             (ExtractionInputs { user_turns: 2, ..ready() }, SkipReason::TooFewUserTurns),
             (ExtractionInputs { extracted_through_seq: 6, ..ready() }, SkipReason::NothingNew),
@@ -298,10 +346,18 @@ mod tests {
 
     #[test]
     fn reasons_are_checked_in_contract_order() {
-        let everything_wrong =
-            ExtractionInputs { memory_enabled: false, consent: false, user_turns: 0, last_user_seq: 0, ..ready() };
+        let everything_wrong = ExtractionInputs {
+            memory_enabled: false,
+            conversation_memory: false,
+            consent: false,
+            user_turns: 0,
+            last_user_seq: 0,
+            ..ready()
+        };
         assert_eq!(extraction_decision(&everything_wrong), Err(SkipReason::MemoryDisabled));
-        let memory_on = ExtractionInputs { memory_enabled: true, ..everything_wrong };
+        let agent_on = ExtractionInputs { memory_enabled: true, ..everything_wrong };
+        assert_eq!(extraction_decision(&agent_on), Err(SkipReason::ConversationOptedOut));
+        let memory_on = ExtractionInputs { conversation_memory: true, ..agent_on };
         assert_eq!(extraction_decision(&memory_on), Err(SkipReason::ConsentRefused));
         let consented = ExtractionInputs { consent: true, ..memory_on };
         assert_eq!(extraction_decision(&consented), Err(SkipReason::TooFewUserTurns));

@@ -111,7 +111,7 @@ pub fn sanitize(messages: Vec<Message>) -> Vec<Message> {
 /// The ids of the calls an assistant message makes, in any of the three
 /// shapes; `None` for a call part without a string id, which nothing can
 /// answer. Empty for a message that makes no call.
-fn call_ids(message: &Message) -> Vec<Option<&str>> {
+pub(super) fn call_ids(message: &Message) -> Vec<Option<&str>> {
     if message.role != Role::Assistant {
         return Vec::new();
     }
@@ -187,6 +187,12 @@ fn results(message: &Message) -> Vec<(Slot, Option<&str>)> {
         }
         _ => Vec::new(),
     }
+}
+
+/// The call ids a message's results name, in any of the three shapes (what
+/// `validate` compares with the stored thread's).
+pub(super) fn result_ids(message: &Message) -> Vec<&str> {
+    results(message).into_iter().filter_map(|(_, id)| id).collect()
 }
 
 /// Whether the run answers every call, counting each result as

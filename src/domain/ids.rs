@@ -12,10 +12,16 @@ use utoipa::ToSchema;
 #[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$", min_length = 1, max_length = 128, example = "support-bot")]
 pub struct AgentId(String);
 
+/// Whether `value` is 1–128 characters of `[A-Za-z0-9._:-]`: an agent id, and a
+/// conversation key (which a framework often builds from ids like it).
+fn is_id_text(value: &str) -> bool {
+    let valid_chars = value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+    !value.is_empty() && value.len() <= 128 && valid_chars
+}
+
 impl AgentId {
     pub fn parse(value: String) -> Result<Self, String> {
-        let valid_chars = value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-        if value.is_empty() || value.len() > 128 || !valid_chars {
+        if !is_id_text(&value) {
             return Err("agent_id must be 1-128 characters of [A-Za-z0-9._:-]".into());
         }
         Ok(AgentId(value))
@@ -23,6 +29,33 @@ impl AgentId {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// A client's own name for a conversation (`conversationId`, `session_id`…), unique per
+/// tenant and agent: the same charset and length as an agent id. It may be built from
+/// the end user's id, so its `Debug` is redacted like [`ExternalRef`]'s.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(try_from = "String", into = "String")]
+#[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$", min_length = 1, max_length = 128, example = "thread-42")]
+pub struct ConversationKey(String);
+
+impl ConversationKey {
+    pub fn parse(value: String) -> Result<Self, String> {
+        if !is_id_text(&value) {
+            return Err("key must be 1-128 characters of [A-Za-z0-9._:-]".into());
+        }
+        Ok(ConversationKey(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ConversationKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ConversationKey(***)")
     }
 }
 
@@ -101,7 +134,7 @@ macro_rules! string_newtype_conversions {
         }
     )*};
 }
-string_newtype_conversions!(AgentId, ExternalRef, TenantId);
+string_newtype_conversions!(AgentId, ConversationKey, ExternalRef, TenantId);
 
 #[cfg(test)]
 mod tests {
@@ -115,6 +148,17 @@ mod tests {
         for bad in ["", "a/b", "a b", "é", &"x".repeat(129), "a?b"] {
             assert!(AgentId::parse(bad.to_string()).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn conversation_keys_follow_the_agent_id_rules() {
+        for ok in ["k", "user-1:support-bot", &"x".repeat(128)] {
+            assert!(ConversationKey::parse(ok.to_string()).is_ok(), "{ok}");
+        }
+        for bad in ["", "a/b", "a b", "é", &"x".repeat(129)] {
+            assert!(ConversationKey::parse(bad.to_string()).is_err(), "{bad}");
+        }
+        assert!(!format!("{:?}", ConversationKey::parse("alice".into()).unwrap()).contains("alice"));
     }
 
     #[test]

@@ -36,6 +36,32 @@ impl Role {
     }
 }
 
+/// The roles a read asks for (`roles=user,assistant`): never empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleSet([bool; 4]);
+
+impl RoleSet {
+    /// Every role: a read without `roles=`.
+    pub const ALL: RoleSet = RoleSet([true; 4]);
+
+    /// Parses a comma-separated list of role names (repeats allowed, none missing).
+    pub fn parse(text: &str) -> Result<RoleSet, String> {
+        let mut set = [false; 4];
+        for name in text.split(',') {
+            let role = Role::parse(name).ok_or_else(|| {
+                format!("roles must be a comma-separated list of system, user, assistant, tool; got {name:?}")
+            })?;
+            set[role as usize] = true;
+        }
+        Ok(RoleSet(set))
+    }
+
+    /// The roles in the set, in [`Role`] order.
+    pub fn roles(self) -> impl Iterator<Item = Role> {
+        [Role::System, Role::User, Role::Assistant, Role::Tool].into_iter().filter(move |role| self.0[*role as usize])
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
@@ -329,6 +355,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn role_sets_parse_comma_separated_role_names() {
+        let roles = |text: &str| RoleSet::parse(text).map(|set| set.roles().collect::<Vec<_>>());
+        assert_eq!(roles("user"), Ok(vec![Role::User]));
+        assert_eq!(roles("tool,user,user"), Ok(vec![Role::User, Role::Tool]));
+        assert_eq!(RoleSet::ALL.roles().count(), 4);
+        for bad in ["", "user,", "User", "user, assistant", "bot"] {
+            assert!(RoleSet::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     fn parse(value: serde_json::Value) -> Result<NewMessage, String> {
         let message: NewMessage = serde_json::from_value(value).map_err(|e| e.to_string())?;

@@ -1,7 +1,9 @@
 //! Plain types and pure rules, free of I/O: validation, the duplicate key of a fact,
-//! replay-safe history, the memory prompt block, the extraction decision.
+//! replay-safe history and continuation checks, the memory prompt block, the extraction
+//! decision.
 
 pub mod agent_config;
+pub mod continuation;
 pub mod conversation;
 pub mod extracted;
 pub mod fact;

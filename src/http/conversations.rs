@@ -1,5 +1,6 @@
-//! `/api/conversations`: conversations, their messages (append with idempotency keys,
-//! paged or windowed reads, replay-safe sanitising) and ending one.
+//! `/api/conversations`: conversations (found again by a client key), their messages
+//! (append with idempotency keys and optimistic `expected_last_seq`, paged, windowed or
+//! role-filtered reads, replay-safe sanitising, clearing) and ending one.
 
 use axum::{
     Json,
@@ -7,8 +8,8 @@ use axum::{
     http::{HeaderMap, StatusCode},
 };
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
@@ -20,18 +21,19 @@ use super::{
 use crate::{
     auth::{MemoryRead, MemoryWrite, Scoped},
     domain::{
+        continuation::{self, Problem},
         conversation::{
             AppendRequest, Appended, Conversation, ConversationPatch, ConversationStatus, Ended, IdempotencyKey,
             NewConversation,
         },
         history,
-        ids::{AgentId, ExternalRef},
-        message::{Message, MessageError, validate_batch},
+        ids::{AgentId, ConversationKey, ExternalRef},
+        message::{Message, MessageError, NewMessage, RoleSet, validate_batch},
     },
     error::{ApiError, ErrorBody},
     service::AppState,
     store::{
-        conversations::{ConversationFilter, EndTrigger},
+        conversations::{ConversationFilter, Created, EndTrigger},
         messages::AppendOutcome,
     },
 };
@@ -40,8 +42,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_conversation, list_conversations))
         .routes(routes!(get_conversation, update_conversation, delete_conversation))
-        .routes(routes!(append_messages, list_messages))
+        .routes(routes!(append_messages, list_messages, clear_messages))
         .routes(routes!(end_conversation))
+        .routes(routes!(validate_history))
 }
 
 const NOT_FOUND: ApiError = ApiError::NotFound("conversation");
@@ -56,6 +59,9 @@ struct ListQuery {
     external_ref: Option<ExternalRef>,
     #[param(value_type = Option<ConversationStatus>)]
     status: Option<ConversationStatus>,
+    /// A client key given at create (unique per agent: with `agent_id`, at most one match).
+    #[param(value_type = Option<ConversationKey>)]
+    key: Option<ConversationKey>,
     #[param(minimum = 1, maximum = 200, default = 50)]
     limit: Option<i64>,
     /// A previous page's `next_cursor` (opaque: any other value is a 400).
@@ -78,20 +84,42 @@ struct MessagesQuery {
     last: Option<i64>,
     /// Drop incomplete tool turns so the history can be replayed to a model provider.
     sanitize: Option<bool>,
+    /// Only these roles, comma-separated (e.g. `user,assistant` to leave out system
+    /// prompts). With `last`, the newest N of these roles.
+    #[param(pattern = "^(system|user|assistant|tool)(,(system|user|assistant|tool))*$", example = "user,assistant")]
+    roles: Option<String>,
+    /// Only messages with a greater `seq`: incremental sync from the last one seen.
+    /// Not with `cursor` (which already says where to go on).
+    #[param(minimum = 0)]
+    after_seq: Option<i64>,
 }
 
-/// Start a conversation between an agent and an end user.
+/// Start a conversation between an agent and an end user. With a `key` the agent
+/// already uses, nothing is created: the existing conversation comes back (200) when
+/// `external_ref`, `title`, `metadata` and `memory` agree with it (absent ones read as
+/// their defaults), else the answer is 409. Concurrent creates with one key make one
+/// conversation.
 #[utoipa::path(post, path = "/api/conversations", tag = "conversations",
     request_body = NewConversation,
-    responses((status = 201, body = Conversation), CommonErrors, BodyErrors))]
+    responses(
+        (status = 201, body = Conversation, description = "created"),
+        (status = 200, body = Conversation, description = "the conversation this key already names, which agrees with the request"),
+        CommonErrors, BodyErrors,
+        (status = 409, body = ErrorBody, description = "the key names a conversation with other fields")
+    ))]
 async fn create_conversation(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
     ApiJson(new): ApiJson<NewConversation>,
 ) -> Result<(StatusCode, Json<Conversation>), ApiError> {
     new.validate().map_err(ApiError::InvalidRequest)?;
-    let conversation = state.store.create_conversation(&caller.tenant, new).await?;
-    Ok((StatusCode::CREATED, Json(conversation)))
+    match state.store.create_conversation(&caller.tenant, &new).await? {
+        Created::New(conversation) => Ok((StatusCode::CREATED, Json(conversation))),
+        Created::Existing(conversation) if new.agrees_with(&conversation) => Ok((StatusCode::OK, Json(conversation))),
+        Created::Existing(_) => {
+            Err(ApiError::Conflict("this key already names a conversation of the agent with other fields".into()))
+        }
+    }
 }
 
 /// The tenant's conversations, most recently updated first.
@@ -108,6 +136,7 @@ async fn list_conversations(
     let filter = ConversationFilter {
         agent_id: query.agent_id.as_ref(),
         external_ref: query.external_ref.as_ref(),
+        key: query.key.as_ref(),
         status: query.status,
     };
     let rows = state.store.list_conversations(&caller.tenant, &filter, after, limit + 1).await?;
@@ -126,7 +155,9 @@ async fn get_conversation(
     state.store.get_conversation(&caller.tenant, id).await?.map(Json).ok_or(NOT_FOUND)
 }
 
-/// Change a conversation's title (`null` clears it) or replace its metadata.
+/// Change a conversation's title (`null` clears it), replace its metadata, or opt it out
+/// of (`memory: false`) or back into extraction. Opting out cancels its pending
+/// extractions.
 #[utoipa::path(patch, path = "/api/conversations/{id}", tag = "conversations",
     params(("id" = Uuid, Path)),
     request_body = ConversationPatch,
@@ -156,7 +187,9 @@ async fn delete_conversation(
 /// Append 1–100 messages, all or none, in order; each gets the next `seq`. Appending to
 /// an ended conversation reopens it. With an `Idempotency-Key`, a repeat of the same
 /// request returns the first response and stores nothing; the same key with a
-/// different body is a 409. Keys are remembered for at least 24 hours.
+/// different body is a 409. Keys are remembered for at least 24 hours. With
+/// `expected_last_seq`, the batch is stored only if the conversation's last `seq` is
+/// still that one; otherwise 409 with the current one in `error.last_seq`.
 #[utoipa::path(post, path = "/api/conversations/{id}/messages", tag = "conversations",
     params(
         ("id" = Uuid, Path),
@@ -164,7 +197,7 @@ async fn delete_conversation(
             min_length = 1, max_length = 255, pattern = "^[!-~]+$")
     ),
     request_body = AppendRequest,
-    responses((status = 201, body = Appended), CommonErrors, NotFound, (status = 409, body = ErrorBody, description = "Idempotency-Key reused with another body"), (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit"), (status = 415, body = ErrorBody, description = "`unsupported_media_type`: the body is not `application/json`")))]
+    responses((status = 201, body = Appended), CommonErrors, NotFound, (status = 409, body = ErrorBody, description = "Idempotency-Key reused with another body, or `expected_last_seq` stale (`error.last_seq` holds the current last seq)"), (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit"), (status = 415, body = ErrorBody, description = "`unsupported_media_type`: the body is not `application/json`")))]
 async fn append_messages(
     State(state): State<AppState>,
     caller: Scoped<MemoryWrite>,
@@ -182,10 +215,10 @@ async fn append_messages(
                 .map_err(ApiError::InvalidRequest)?,
         ),
     };
-    validate_batch(&request.messages).map_err(|error| match error {
-        MessageError::Invalid(why) => ApiError::InvalidRequest(why),
-        MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
-    })?;
+    if request.expected_last_seq.is_some_and(|seq| seq < 0) {
+        return Err(ApiError::invalid("expected_last_seq must be 0 or more"));
+    }
+    validate_batch(&request.messages).map_err(message_error)?;
     match state.store.append_messages(&caller.tenant, id, &request, key.as_ref()).await? {
         AppendOutcome::Appended(appended) | AppendOutcome::Replayed(appended) => {
             Ok((StatusCode::CREATED, Json(appended)))
@@ -193,12 +226,13 @@ async fn append_messages(
         AppendOutcome::KeyReused => {
             Err(ApiError::Conflict("this Idempotency-Key was already used with a different request body".into()))
         }
+        AppendOutcome::StaleSeq(last_seq) => Err(ApiError::StaleSeq(last_seq)),
         AppendOutcome::NotFound => Err(NOT_FOUND),
     }
 }
 
 /// A conversation's messages, oldest first: by pages (`limit`, `cursor`) or only the
-/// newest N (`last`). `sanitize=true` drops incomplete tool turns from the returned
+/// newest N (`last`), optionally only some `roles` and only after `after_seq`. `sanitize=true` drops incomplete tool turns from the returned
 /// page (calls not answered right after them, results answering no call), whether
 /// stored as OpenAI `tool_calls`, AI SDK parts or Anthropic blocks.
 #[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations",
@@ -210,20 +244,29 @@ async fn list_messages(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<MessagesQuery>,
 ) -> Result<Json<Page<Message>>, ApiError> {
+    let roles = query.roles.as_deref().map_or(Ok(RoleSet::ALL), RoleSet::parse).map_err(ApiError::InvalidRequest)?;
+    let after_seq = match query.after_seq {
+        Some(_) if query.cursor.is_some() => return Err(ApiError::invalid("after_seq cannot be combined with cursor")),
+        Some(seq) if seq < 0 => return Err(ApiError::invalid("after_seq must be 0 or more")),
+        Some(seq) => seq,
+        None => 0,
+    };
     let mut page = match query.last {
         Some(_) if query.limit.is_some() || query.cursor.is_some() => {
             return Err(ApiError::invalid("last cannot be combined with limit or cursor"));
         }
         Some(last) => {
             let last = limit(Some(last), 100, 1000).map_err(|_| ApiError::invalid("last must be 1-1000"))?;
-            let messages = state.store.last_messages(&caller.tenant, id, last).await?.ok_or(NOT_FOUND)?;
+            let messages =
+                state.store.last_messages(&caller.tenant, id, after_seq, roles, last).await?.ok_or(NOT_FOUND)?;
             Page { items: messages, next_cursor: None }
         }
         None => {
             let limit = limit(query.limit, 100, 1000)?;
             let after: Option<i64> = decode_cursor(query.cursor.as_deref())?;
+            let after = after.unwrap_or(after_seq);
             let rows =
-                state.store.list_messages(&caller.tenant, id, after.unwrap_or(0), limit + 1).await?.ok_or(NOT_FOUND)?;
+                state.store.list_messages(&caller.tenant, id, after, roles, limit + 1).await?.ok_or(NOT_FOUND)?;
             // The cursor follows the stored order, so sanitizing never skips or repeats a message.
             Page::from_rows(rows, limit, |m| m.seq)
         }
@@ -234,7 +277,89 @@ async fn list_messages(
     Ok(Json(page))
 }
 
-/// End a conversation and, when the agent's memory is on, the user consents, the
+#[derive(Serialize, ToSchema)]
+struct Cleared {
+    /// Messages deleted.
+    deleted: u64,
+}
+
+/// Delete every message of a conversation, keeping the conversation itself (its key,
+/// title, metadata and extracted facts). Sequence numbers go on from where they were;
+/// idempotency records of its appends and its pending extractions go too.
+#[utoipa::path(delete, path = "/api/conversations/{id}/messages", tag = "conversations",
+    params(("id" = Uuid, Path)),
+    responses((status = 200, body = Cleared), CommonErrors, NotFound))]
+async fn clear_messages(
+    State(state): State<AppState>,
+    caller: Scoped<MemoryWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Cleared>, ApiError> {
+    let deleted = state.store.clear_messages(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
+    Ok(Json(Cleared { deleted }))
+}
+
+/// A message refused: 400, or 413 for one too large.
+fn message_error(error: MessageError) -> ApiError {
+    match error {
+        MessageError::Invalid(why) => ApiError::InvalidRequest(why),
+        MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
+    }
+}
+
+/// The most messages a continuation check compares: a page of messages at most.
+const MAX_VALIDATED: usize = 1000;
+
+/// `POST /api/conversations/{id}/validate`: the history a client claims to hold.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ValidateRequest {
+    /// Oldest first, in the shape of an append (0–1000 messages).
+    #[schema(max_items = 1000)]
+    messages: Vec<NewMessage>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct Validation {
+    /// True when `problems` is empty: the claim is the stored thread or a prefix of it.
+    valid: bool,
+    /// At most one per claimed message, in order.
+    problems: Vec<Problem>,
+}
+
+/// Check a client's claimed history against the stored thread: is it the thread, or a
+/// prefix of it (a longer thread means someone appended since)? Each claimed message is
+/// compared with the stored one at its position, content and tool fields as JSON (key
+/// order does not count; `metadata` is not compared). Codes: `forged_tool_result` (a
+/// tool result or approval whose call id no stored result answers), `unknown_tool_call`
+/// (a call id the thread never made), `not_a_prefix` (no stored message there, or one
+/// of another role), `modified_message` (same role, other content or tool fields).
+/// Tool calls are read in the three shapes `sanitize` reads. Compared with the first
+/// 1000 stored messages. Changes nothing.
+#[utoipa::path(post, path = "/api/conversations/{id}/validate", tag = "conversations",
+    params(("id" = Uuid, Path)),
+    request_body = ValidateRequest,
+    responses((status = 200, body = Validation), CommonErrors, BodyErrors, NotFound,
+        (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit")))]
+async fn validate_history(
+    State(state): State<AppState>,
+    caller: Scoped<MemoryRead>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(request): ApiJson<ValidateRequest>,
+) -> Result<Json<Validation>, ApiError> {
+    if request.messages.len() > MAX_VALIDATED {
+        return Err(ApiError::invalid(format!("messages must hold at most {MAX_VALIDATED} messages")));
+    }
+    for message in &request.messages {
+        message.validate().map_err(message_error)?;
+    }
+    let limit = i64::try_from(MAX_VALIDATED).unwrap_or(i64::MAX);
+    let stored = state.store.list_messages(&caller.tenant, id, 0, RoleSet::ALL, limit).await?.ok_or(NOT_FOUND)?;
+    let problems = continuation::check(&request.messages, &stored);
+    Ok(Json(Validation { valid: problems.is_empty(), problems }))
+}
+
+/// End a conversation and, when the agent's memory is on, the conversation has not
+/// opted out (`memory: false`), the user consents, the
 /// conversation has enough user turns and something new to read, queue a fact
 /// extraction (otherwise `extraction.reason` says which condition failed first).
 /// Ending an ended conversation is allowed: the decision is made again.

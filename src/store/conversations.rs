@@ -15,7 +15,7 @@ use crate::domain::{
         Conversation, ConversationPatch, ConversationStatus, Ended, Extraction, ExtractionInputs, NewConversation,
         SkipReason, extraction_decision,
     },
-    ids::{AgentId, ExternalRef, TenantId},
+    ids::{AgentId, ConversationKey, ExternalRef, TenantId},
     job::{JobKind, JobStatus},
     policy::Policy,
 };
@@ -26,8 +26,10 @@ pub(super) struct ConversationRow {
     id: Uuid,
     agent_id: String,
     external_ref: String,
+    key: Option<String>,
     title: Option<String>,
     metadata: Json<serde_json::Value>,
+    memory: bool,
     status: String,
     message_count: i64,
     user_turns: i64,
@@ -48,8 +50,10 @@ impl TryFrom<ConversationRow> for Conversation {
             id: row.id,
             agent_id: AgentId::parse(row.agent_id).map_err(decode)?,
             external_ref: ExternalRef::parse(row.external_ref).map_err(decode)?,
+            key: row.key.map(ConversationKey::parse).transpose().map_err(decode)?,
             title: row.title,
             metadata: row.metadata.0,
+            memory: row.memory,
             status: ConversationStatus::parse(&row.status)
                 .ok_or_else(|| decode(format!("unknown conversation status {:?}", row.status)))?,
             message_count: row.message_count,
@@ -64,7 +68,7 @@ impl TryFrom<ConversationRow> for Conversation {
 /// Every column of [`ConversationRow`], for `SELECT` and `RETURNING`.
 macro_rules! conversation_columns {
     () => {
-        "id, agent_id, external_ref, title, metadata, status, message_count, user_turns, last_seq, last_user_seq, \
+        "id, agent_id, external_ref, key, title, metadata, memory, status, message_count, user_turns, last_seq, last_user_seq, \
          extracted_through_seq, queued_through_seq, created_at, updated_at, ended_at"
     };
 }
@@ -75,8 +79,24 @@ pub(super) use conversation_columns;
 pub struct ConversationFilter<'a> {
     pub agent_id: Option<&'a AgentId>,
     pub external_ref: Option<&'a ExternalRef>,
+    pub key: Option<&'a ConversationKey>,
     pub status: Option<ConversationStatus>,
 }
+
+/// What a create did.
+#[derive(Debug)]
+pub enum Created {
+    /// A new conversation.
+    New(Conversation),
+    /// The request's key names an existing conversation of the agent, returned as is
+    /// (whether it agrees with the request is the caller's rule).
+    Existing(Conversation),
+}
+
+/// How often a create retries when the conversation holding its key is deleted between
+/// its insert and its read: each retry needs another concurrent delete, so this is only
+/// a bound, never reached in practice.
+const CREATE_ATTEMPTS: usize = 3;
 
 /// Why a conversation is being ended.
 #[derive(Debug, Clone, Copy)]
@@ -89,27 +109,58 @@ pub enum EndTrigger {
 }
 
 impl Store {
-    pub async fn create_conversation(&self, tenant: &TenantId, new: NewConversation) -> Result<Conversation> {
+    /// Creates a conversation, or finds the one its key names. The unique index
+    /// conversations_tenant_agent_key decides between concurrent creates with one key:
+    /// the insert of the second waits for the first and then does nothing, and the read
+    /// that follows finds the first's row (no read-then-write window).
+    pub async fn create_conversation(&self, tenant: &TenantId, new: &NewConversation) -> Result<Created> {
         let now = super::now();
-        let metadata = new.metadata.unwrap_or_else(|| serde_json::json!({}));
-        let sql = concat!(
-            "INSERT INTO conversations (id, tenant_id, agent_id, external_ref, title, metadata, status, created_at, \
-             updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $7) RETURNING ",
+        // Binds: id, tenant, agent, external_ref, key, title, metadata, memory, now.
+        let insert_sql = concat!(
+            "INSERT INTO conversations (id, tenant_id, agent_id, external_ref, key, title, metadata, memory, status, \
+             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9, $9) \
+             ON CONFLICT (tenant_id, agent_id, key) WHERE key IS NOT NULL DO NOTHING RETURNING ",
             conversation_columns!()
         );
-        let row: ConversationRow = with_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(Uuid::now_v7())
-                .bind(tenant.as_str())
-                .bind(new.agent_id.as_str())
-                .bind(new.external_ref.as_str())
-                .bind(new.title)
-                .bind(Json(metadata))
-                .bind(now)
-                .fetch_one(pool)
-                .await?
-        });
-        row.try_into()
+        // Binds: tenant, agent, key. Uses conversations_tenant_agent_key.
+        let by_key_sql = concat!(
+            "SELECT ",
+            conversation_columns!(),
+            " FROM conversations WHERE tenant_id = $1 AND agent_id = $2 AND key = $3"
+        );
+        for _ in 0..CREATE_ATTEMPTS {
+            let inserted: Option<ConversationRow> = with_pool!(self, pool => {
+                sqlx::query_as(insert_sql)
+                    .bind(Uuid::now_v7())
+                    .bind(tenant.as_str())
+                    .bind(new.agent_id.as_str())
+                    .bind(new.external_ref.as_str())
+                    .bind(new.key.as_ref().map(ConversationKey::as_str))
+                    .bind(new.title.as_deref())
+                    .bind(Json(new.metadata_or_empty()))
+                    .bind(new.memory.unwrap_or(true))
+                    .bind(now)
+                    .fetch_optional(pool)
+                    .await?
+            });
+            if let Some(row) = inserted {
+                return Ok(Created::New(row.try_into()?));
+            }
+            // Only a key can conflict, so there is one.
+            let key = new.key.as_ref().map(ConversationKey::as_str);
+            let existing: Option<ConversationRow> = with_pool!(self, pool => {
+                sqlx::query_as(by_key_sql)
+                    .bind(tenant.as_str())
+                    .bind(new.agent_id.as_str())
+                    .bind(key)
+                    .fetch_optional(pool)
+                    .await?
+            });
+            if let Some(row) = existing {
+                return Ok(Created::Existing(row.try_into()?));
+            }
+        }
+        Err(sqlx::Error::Protocol("a conversation key kept changing owner during create".into()))
     }
 
     pub async fn get_conversation(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Conversation>> {
@@ -128,7 +179,7 @@ impl Store {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: i64,
     ) -> Result<Vec<Conversation>> {
-        // Uses conversations_tenant_updated (or its agent/ref variants).
+        // Uses conversations_tenant_updated (or its agent/ref variants, or the key index).
         let sql = concat!(
             "SELECT ",
             conversation_columns!(),
@@ -136,8 +187,9 @@ impl Store {
                AND ($2 IS NULL OR agent_id = $2) \
                AND ($3 IS NULL OR external_ref = $3) \
                AND ($4 IS NULL OR status = $4) \
-               AND ($5 IS NULL OR updated_at < $5 OR (updated_at = $5 AND id < $6)) \
-             ORDER BY updated_at DESC, id DESC LIMIT $7"
+               AND ($5 IS NULL OR key = $5) \
+               AND ($6 IS NULL OR updated_at < $6 OR (updated_at = $6 AND id < $7)) \
+             ORDER BY updated_at DESC, id DESC LIMIT $8"
         );
         let (after_at, after_id) = after.unzip();
         let rows: Vec<ConversationRow> = with_pool!(self, pool => {
@@ -146,6 +198,7 @@ impl Store {
                 .bind(filter.agent_id.map(AgentId::as_str))
                 .bind(filter.external_ref.map(ExternalRef::as_str))
                 .bind(filter.status.map(ConversationStatus::as_str))
+                .bind(filter.key.map(ConversationKey::as_str))
                 .bind(after_at)
                 .bind(after_id)
                 .bind(limit)
@@ -155,18 +208,22 @@ impl Store {
         rows.into_iter().map(Conversation::try_from).collect()
     }
 
-    /// Applies a patch; `None` when there is no such conversation in the tenant.
+    /// Applies a patch; `None` when there is no such conversation in the tenant. Opting
+    /// out (`memory: false`) also cancels the conversation's pending and running
+    /// extractions in the same transaction: a running one is fenced and stores nothing.
     pub async fn update_conversation(
         &self,
         tenant: &TenantId,
         id: Uuid,
         patch: ConversationPatch,
     ) -> Result<Option<Conversation>> {
+        // Binds: id, tenant, set_title, title, metadata, memory, now.
         let sql = concat!(
             "UPDATE conversations SET \
                title = CASE WHEN $3 THEN $4 ELSE title END, \
                metadata = COALESCE($5, metadata), \
-               updated_at = $6 \
+               memory = COALESCE($6, memory), \
+               updated_at = $7 \
              WHERE id = $1 AND tenant_id = $2 RETURNING ",
             conversation_columns!()
         );
@@ -174,17 +231,24 @@ impl Store {
             Some(title) => (true, title),
             None => (false, None),
         };
-        let row: Option<ConversationRow> = with_pool!(self, pool => {
+        let now = super::now();
+        let mut tx = self.begin_write().await?;
+        let row: Option<ConversationRow> = with_tx!(tx, tx => {
             sqlx::query_as(sql)
                 .bind(id)
                 .bind(tenant.as_str())
                 .bind(set_title)
                 .bind(title)
                 .bind(patch.metadata.map(Json))
-                .bind(super::now())
-                .fetch_optional(pool)
+                .bind(patch.memory)
+                .bind(now)
+                .fetch_optional(&mut **tx)
                 .await?
         });
+        if row.is_some() && patch.memory == Some(false) {
+            cancel_conversation_jobs(&mut tx, tenant, id, "conversation opted out", now).await?;
+        }
+        tx.commit().await?;
         row.map(Conversation::try_from).transpose()
     }
 
@@ -258,6 +322,7 @@ impl Store {
         let settings = policy.settings();
         let inputs = ExtractionInputs {
             memory_enabled: settings.memory_enabled,
+            conversation_memory: row.memory,
             min_user_turns: settings.min_user_turns.into(),
             consent: policy.consent(default_consent),
             user_turns: row.user_turns,
@@ -309,4 +374,23 @@ impl Store {
             sqlx::query_as(sql).bind(idle_before).bind(limit).fetch_all(pool).await
         })
     }
+}
+
+/// Cancels a conversation's queued, failed and running jobs inside `tx`: what they would
+/// read is no longer theirs to read. A running job is fenced by its lease and stores
+/// nothing.
+pub(super) async fn cancel_conversation_jobs(
+    tx: &mut super::Tx,
+    tenant: &TenantId,
+    conversation_id: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    // Binds: tenant, conversation, reason, now.
+    let sql = "UPDATE jobs SET status = 'cancelled', last_error = $3, locked_until = NULL, lease_token = NULL, \
+               updated_at = $4 WHERE tenant_id = $1 AND conversation_id = $2 AND status IN ('queued', 'failed', 'running')";
+    with_tx!(tx, tx => {
+        sqlx::query(sql).bind(tenant.as_str()).bind(conversation_id).bind(reason).bind(now).execute(&mut **tx).await?;
+    });
+    Ok(())
 }

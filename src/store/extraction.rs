@@ -18,6 +18,8 @@ use crate::domain::{
 #[derive(Debug)]
 pub struct ExtractionInput {
     pub policy: Policy,
+    /// The conversation's own `memory` flag (false: opted out since the job was queued).
+    pub conversation_memory: bool,
     pub extracted_through_seq: i64,
     /// The messages up to the job's `through_seq`, oldest first.
     pub messages: Vec<Message>,
@@ -36,7 +38,7 @@ impl Store {
     /// [`MAX_EXTRACTION_MESSAGES`]: the newest up to the job's mark, starting at most
     /// [`CONTEXT_MESSAGES`] before the previous extraction's mark.
     pub async fn extraction_input(&self, job: &ClaimedJob) -> Result<Option<ExtractionInput>> {
-        let seq_sql = "SELECT extracted_through_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
+        let seq_sql = "SELECT extracted_through_seq, memory FROM conversations WHERE id = $1 AND tenant_id = $2";
         // Uses the UNIQUE (conversation_id, seq) index.
         let messages_sql = concat!(
             "SELECT ",
@@ -45,10 +47,10 @@ impl Store {
              ORDER BY seq DESC LIMIT $5"
         );
         let owner = job.owner();
-        let (extracted_through_seq, policy, messages): (i64, PolicyRow, Vec<MessageRow>) = with_pool!(self, pool => {
-            let seq: Option<i64> =
-                sqlx::query_scalar(seq_sql).bind(job.conversation_id).bind(job.tenant_id.as_str()).fetch_optional(pool).await?;
-            let Some(seq) = seq else { return Ok(None) };
+        let (extracted_through_seq, conversation_memory, policy, messages): (i64, bool, PolicyRow, Vec<MessageRow>) = with_pool!(self, pool => {
+            let found: Option<(i64, bool)> =
+                sqlx::query_as(seq_sql).bind(job.conversation_id).bind(job.tenant_id.as_str()).fetch_optional(pool).await?;
+            let Some((seq, memory)) = found else { return Ok(None) };
             let policy = sqlx::query_as(POLICY_SQL)
                 .bind_owner(owner)
                 .fetch_one(pool)
@@ -61,10 +63,11 @@ impl Store {
                 .bind(MAX_EXTRACTION_MESSAGES)
                 .fetch_all(pool)
                 .await?;
-            (seq, policy, messages)
+            (seq, memory, policy, messages)
         });
         Ok(Some(ExtractionInput {
             policy: policy.into(),
+            conversation_memory,
             extracted_through_seq,
             // Read newest first to keep the newest; handed over oldest first.
             messages: messages.into_iter().rev().map(Message::try_from).collect::<Result<_>>()?,

@@ -1,5 +1,6 @@
-//! Message rows: the append transaction (sequence numbers, idempotency keys) and reads
-//! by sequence.
+//! Message rows: the append transaction (sequence numbers, idempotency keys, the
+//! optimistic `expected_last_seq` check), reads by sequence and role, and clearing a
+//! thread's messages.
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -9,7 +10,7 @@ use super::{Result, Store, conversations::ConversationRow, with_pool, with_tx};
 use crate::domain::{
     conversation::{AppendRequest, Appended, IdempotencyKey},
     ids::TenantId,
-    message::{BatchCounts, Message, Role, ToolCall},
+    message::{BatchCounts, Message, Role, RoleSet, ToolCall},
 };
 
 /// What became of an append.
@@ -21,6 +22,8 @@ pub enum AppendOutcome {
     Replayed(Appended),
     /// The key was used before with a different body: nothing stored.
     KeyReused,
+    /// `expected_last_seq` was not the conversation's last seq, which is this: nothing stored.
+    StaleSeq(i64),
     /// No such conversation in the tenant.
     NotFound,
 }
@@ -83,6 +86,11 @@ impl Store {
     /// the same lock, so of two concurrent first requests with one key the second waits
     /// and then finds the first's record; the `(conversation_id, key)` primary key is
     /// the backstop. A replay or conflict rolls back, leaving the counters untouched.
+    ///
+    /// `expected_last_seq` is a condition of that same first statement, so the check
+    /// costs no round trip and holds under the lock: of concurrent appenders expecting
+    /// one seq, exactly one matches. Only a miss reads again, to tell a missing
+    /// conversation from a stale seq (or a replay, whose seq has moved on by design).
     pub async fn append_messages(
         &self,
         tenant: &TenantId,
@@ -102,9 +110,10 @@ impl Store {
                status = 'open', \
                ended_at = NULL, \
                updated_at = $6 \
-             WHERE id = $1 AND tenant_id = $2 RETURNING ",
+             WHERE id = $1 AND tenant_id = $2 AND ($7 IS NULL OR last_seq = $7) RETURNING ",
             super::conversations::conversation_columns!()
         );
+        let last_seq_sql = "SELECT last_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
         let key_sql = "SELECT request_hash, response FROM idempotency_keys \
                        WHERE conversation_id = $1 AND key = $2 AND tenant_id = $3";
         let remember_sql = "INSERT INTO idempotency_keys (conversation_id, tenant_id, key, request_hash, response, \
@@ -119,10 +128,28 @@ impl Store {
                 .bind(counts.user_turns)
                 .bind(counts.last_user_offset)
                 .bind(now)
+                .bind(request.expected_last_seq)
                 .fetch_optional(&mut **tx)
                 .await?
             else {
-                return Ok(AppendOutcome::NotFound);
+                let last_seq: Option<i64> = sqlx::query_scalar(last_seq_sql)
+                    .bind(conversation_id)
+                    .bind(tenant.as_str())
+                    .fetch_optional(&mut **tx)
+                    .await?;
+                let Some(last_seq) = last_seq else { return Ok(AppendOutcome::NotFound) };
+                if let (Some(key), Some(fingerprint)) = (key, &fingerprint) {
+                    let stored: Option<(String, Json<serde_json::Value>)> = sqlx::query_as(key_sql)
+                        .bind(conversation_id)
+                        .bind(key.as_str())
+                        .bind(tenant.as_str())
+                        .fetch_optional(&mut **tx)
+                        .await?;
+                    if let Some(outcome) = replay(stored, fingerprint)? {
+                        return Ok(outcome);
+                    }
+                }
+                return Ok(AppendOutcome::StaleSeq(last_seq));
             };
             if let (Some(key), Some(fingerprint)) = (key, &fingerprint) {
                 let stored: Option<(String, Json<serde_json::Value>)> = sqlx::query_as(key_sql)
@@ -131,14 +158,9 @@ impl Store {
                     .bind(tenant.as_str())
                     .fetch_optional(&mut **tx)
                     .await?;
-                if let Some((stored_fingerprint, response)) = stored {
-                    // Returning drops the transaction, which rolls it back.
-                    if &stored_fingerprint != fingerprint {
-                        return Ok(AppendOutcome::KeyReused);
-                    }
-                    let first: Appended = serde_json::from_value(response.0)
-                        .map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-                    return Ok(AppendOutcome::Replayed(first));
+                // Returning drops the transaction, which rolls it back.
+                if let Some(outcome) = replay(stored, fingerprint)? {
+                    return Ok(outcome);
                 }
             }
 
@@ -197,45 +219,107 @@ impl Store {
         Ok(AppendOutcome::Appended(appended))
     }
 
-    /// Up to `limit` messages after `after_seq`, oldest first; `None` when there is no
-    /// such conversation in the tenant.
+    /// Up to `limit` messages of `roles` after `after_seq`, oldest first; `None` when
+    /// there is no such conversation in the tenant.
     pub async fn list_messages(
         &self,
         tenant: &TenantId,
         conversation_id: Uuid,
         after_seq: i64,
+        roles: RoleSet,
         limit: i64,
     ) -> Result<Option<Vec<Message>>> {
+        // Binds: conversation, tenant, after_seq, four role slots, limit.
         // Uses the UNIQUE (conversation_id, seq) index.
         let sql = concat!(
             "SELECT ",
             message_columns!(),
-            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 ORDER BY seq LIMIT $4"
+            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+               AND role IN ($4, $5, $6, $7) ORDER BY seq LIMIT $8"
         );
+        let [r1, r2, r3, r4] = role_slots(roles);
         let rows: Vec<MessageRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(conversation_id).bind(tenant.as_str()).bind(after_seq).bind(limit).fetch_all(pool).await?
+            sqlx::query_as(sql)
+                .bind(conversation_id)
+                .bind(tenant.as_str())
+                .bind(after_seq)
+                .bind(r1)
+                .bind(r2)
+                .bind(r3)
+                .bind(r4)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
         });
         self.messages_of(tenant, conversation_id, rows).await
     }
 
-    /// The newest `count` messages, oldest first; `None` when there is no such
-    /// conversation in the tenant.
+    /// The newest `count` messages of `roles` after `after_seq`, oldest first; `None`
+    /// when there is no such conversation in the tenant.
     pub async fn last_messages(
         &self,
         tenant: &TenantId,
         conversation_id: Uuid,
+        after_seq: i64,
+        roles: RoleSet,
         count: i64,
     ) -> Result<Option<Vec<Message>>> {
+        // Binds: conversation, tenant, after_seq, four role slots, count.
+        // Uses the UNIQUE (conversation_id, seq) index.
         let sql = concat!(
             "SELECT ",
             message_columns!(),
-            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 ORDER BY seq DESC LIMIT $3"
+            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+               AND role IN ($4, $5, $6, $7) ORDER BY seq DESC LIMIT $8"
         );
+        let [r1, r2, r3, r4] = role_slots(roles);
         let mut rows: Vec<MessageRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql).bind(conversation_id).bind(tenant.as_str()).bind(count).fetch_all(pool).await?
+            sqlx::query_as(sql)
+                .bind(conversation_id)
+                .bind(tenant.as_str())
+                .bind(after_seq)
+                .bind(r1)
+                .bind(r2)
+                .bind(r3)
+                .bind(r4)
+                .bind(count)
+                .fetch_all(pool)
+                .await?
         });
         rows.reverse();
         self.messages_of(tenant, conversation_id, rows).await
+    }
+
+    /// Deletes a conversation's messages and the idempotency records that hold copies of
+    /// them, keeping the conversation (and its key). Sequence numbers go on from where
+    /// they were, so a client syncing with `after_seq` never takes a new message for one
+    /// it has seen, and extraction marks stay meaningful. Pending extractions of it are
+    /// cancelled: what they would read is gone. `None` when there is no such
+    /// conversation in the tenant.
+    pub async fn clear_messages(&self, tenant: &TenantId, conversation_id: Uuid) -> Result<Option<u64>> {
+        let now = super::now();
+        // Binds: conversation, tenant, now. Locks the row, as an append does.
+        let reset_sql = "UPDATE conversations SET message_count = 0, user_turns = 0, updated_at = $3 \
+                         WHERE id = $1 AND tenant_id = $2 RETURNING id";
+        // Binds: conversation, tenant.
+        let messages_sql = "DELETE FROM messages WHERE conversation_id = $1 AND tenant_id = $2";
+        let keys_sql = "DELETE FROM idempotency_keys WHERE conversation_id = $1 AND tenant_id = $2";
+        let mut tx = self.begin_write().await?;
+        let deleted = with_tx!(tx, tx => {
+            let found: Option<Uuid> =
+                sqlx::query_scalar(reset_sql).bind(conversation_id).bind(tenant.as_str()).bind(now).fetch_optional(&mut **tx).await?;
+            if found.is_none() {
+                return Ok(None);
+            }
+            let deleted =
+                sqlx::query(messages_sql).bind(conversation_id).bind(tenant.as_str()).execute(&mut **tx).await?.rows_affected();
+            sqlx::query(keys_sql).bind(conversation_id).bind(tenant.as_str()).execute(&mut **tx).await?;
+            deleted
+        });
+        super::conversations::cancel_conversation_jobs(&mut tx, tenant, conversation_id, "messages cleared", now)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(deleted))
     }
 
     /// Decodes rows; an empty result asks whether the conversation exists at all, so
@@ -270,4 +354,30 @@ impl Store {
             sqlx::query(sql).bind(cutoff).execute(pool).await?.rows_affected()
         }))
     }
+}
+
+/// What a stored idempotency record makes of a request with the same key: its first
+/// response when the body is the same, a conflict when not, nothing when there is none.
+fn replay(stored: Option<(String, Json<serde_json::Value>)>, fingerprint: &str) -> Result<Option<AppendOutcome>> {
+    let Some((stored_fingerprint, response)) = stored else { return Ok(None) };
+    if stored_fingerprint != fingerprint {
+        return Ok(Some(AppendOutcome::KeyReused));
+    }
+    let first: Appended = serde_json::from_value(response.0).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    Ok(Some(AppendOutcome::Replayed(first)))
+}
+
+/// The four `role IN (…)` slots of a read: the set's roles, the last one repeated to
+/// fill the rest (one statement for every set, portable to both dialects).
+fn role_slots(roles: RoleSet) -> [&'static str; 4] {
+    let mut slots = [""; 4];
+    let mut last = "";
+    let mut chosen = roles.roles();
+    for slot in &mut slots {
+        if let Some(role) = chosen.next() {
+            last = role.as_str();
+        }
+        *slot = last;
+    }
+    slots
 }

@@ -53,7 +53,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     let Some(input) = store.extraction_input(job).await? else {
         return cancel(state, job, "conversation deleted").await;
     };
-    // Consent and memory are checked again here: either may have changed since the job
+    // Consent and memory (the agent's and the conversation's) are checked again here: either may have changed since the job
     // was queued, and a refusal means nothing is sent to an extractor.
     if !input.policy.consent(state.config.default_ai_consent) {
         return cancel(state, job, "consent refused").await;
@@ -61,6 +61,9 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     let settings = input.policy.settings();
     if !settings.memory_enabled {
         return cancel(state, job, "memory disabled").await;
+    }
+    if !input.conversation_memory {
+        return cancel(state, job, "conversation opted out").await;
     }
     let turns = input
         .messages

@@ -26,3 +26,4 @@ mod rgpd;
 mod sanitize;
 mod secrets;
 mod spec;
+mod threads;
