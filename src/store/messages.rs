@@ -229,28 +229,7 @@ impl Store {
         roles: RoleSet,
         limit: i64,
     ) -> Result<Option<Vec<Message>>> {
-        // Binds: conversation, tenant, after_seq, four role slots, limit.
-        // Uses the UNIQUE (conversation_id, seq) index.
-        let sql = concat!(
-            "SELECT ",
-            message_columns!(),
-            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-               AND role IN ($4, $5, $6, $7) ORDER BY seq LIMIT $8"
-        );
-        let [r1, r2, r3, r4] = role_slots(roles);
-        let rows: Vec<MessageRow> = with_pool!(self, pool => {
-            sqlx::query_as(sql)
-                .bind(conversation_id)
-                .bind(tenant.as_str())
-                .bind(after_seq)
-                .bind(r1)
-                .bind(r2)
-                .bind(r3)
-                .bind(r4)
-                .bind(limit)
-                .fetch_all(pool)
-                .await?
-        });
+        let rows = self.message_rows(tenant, conversation_id, after_seq, roles, limit, Order::OldestFirst).await?;
         self.messages_of(tenant, conversation_id, rows).await
     }
 
@@ -264,16 +243,39 @@ impl Store {
         roles: RoleSet,
         count: i64,
     ) -> Result<Option<Vec<Message>>> {
-        // Binds: conversation, tenant, after_seq, four role slots, count.
-        // Uses the UNIQUE (conversation_id, seq) index.
-        let sql = concat!(
-            "SELECT ",
-            message_columns!(),
-            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-               AND role IN ($4, $5, $6, $7) ORDER BY seq DESC LIMIT $8"
-        );
+        let mut rows = self.message_rows(tenant, conversation_id, after_seq, roles, count, Order::NewestFirst).await?;
+        rows.reverse();
+        self.messages_of(tenant, conversation_id, rows).await
+    }
+
+    /// Up to `limit` rows of `roles` after `after_seq`, from the end `order` says.
+    async fn message_rows(
+        &self,
+        tenant: &TenantId,
+        conversation_id: Uuid,
+        after_seq: i64,
+        roles: RoleSet,
+        limit: i64,
+        order: Order,
+    ) -> Result<Vec<MessageRow>> {
+        // Binds: conversation, tenant, after_seq, four role slots, limit.
+        // Uses the UNIQUE (conversation_id, seq) index, read forwards or backwards.
+        let sql = match order {
+            Order::OldestFirst => concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+                   AND role IN ($4, $5, $6, $7) ORDER BY seq LIMIT $8"
+            ),
+            Order::NewestFirst => concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+                   AND role IN ($4, $5, $6, $7) ORDER BY seq DESC LIMIT $8"
+            ),
+        };
         let [r1, r2, r3, r4] = role_slots(roles);
-        let mut rows: Vec<MessageRow> = with_pool!(self, pool => {
+        Ok(with_pool!(self, pool => {
             sqlx::query_as(sql)
                 .bind(conversation_id)
                 .bind(tenant.as_str())
@@ -282,12 +284,10 @@ impl Store {
                 .bind(r2)
                 .bind(r3)
                 .bind(r4)
-                .bind(count)
+                .bind(limit)
                 .fetch_all(pool)
                 .await?
-        });
-        rows.reverse();
-        self.messages_of(tenant, conversation_id, rows).await
+        }))
     }
 
     /// Deletes a conversation's messages and the idempotency records that hold copies of
@@ -380,4 +380,10 @@ fn role_slots(roles: RoleSet) -> [&'static str; 4] {
         *slot = last;
     }
     slots
+}
+
+/// Which end of a conversation a read starts from.
+enum Order {
+    OldestFirst,
+    NewestFirst,
 }

@@ -70,17 +70,7 @@ fn assert_created(status: StatusCode, body: &Value) {
 }
 
 async fn append_with_key(app: &TestApp, id: &str, key: &str, body: &Value) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .post(format!("{}/api/conversations/{id}/messages", app.base))
-        .bearer_auth(agent("acme"))
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .expect("request sent");
-    let status = response.status();
-    (status, response.json().await.expect("json body"))
+    app.append_with_key(id, &agent("acme"), key, body).await
 }
 
 async fn messages(app: &TestApp, id: &str, query: &str) -> Value {

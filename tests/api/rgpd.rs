@@ -41,16 +41,8 @@ async fn history(app: &TestApp, tenant: &str, agent_id: &str, user: &str, marker
         {"role": "user", "content": format!("I live in {marker}ville.")},
         {"role": "user", "content": format!("I prefer {marker}tea over coffee.")}
     ]});
-    let response = app
-        .client
-        .post(format!("{}/api/conversations/{id}/messages", app.base))
-        .bearer_auth(&token)
-        .header("idempotency-key", format!("key-{marker}"))
-        .json(&messages)
-        .send()
-        .await
-        .expect("append");
-    assert_eq!(response.status(), StatusCode::CREATED);
+    let (status, _) = app.append_with_key(&id, &token, &format!("key-{marker}"), &messages).await;
+    assert_eq!(status, StatusCode::CREATED);
     let (status, _) = app
         .post(
             &format!("/api/agents/{agent_id}/users/{}/facts", enc(user)),

@@ -27,9 +27,6 @@ on_both_backends!(
     validate_catches_each_problem_code,
 );
 
-const AGENT: &str = "support-bot";
-const USER: &str = "whatsapp:+33612345678";
-
 async fn create(app: &TestApp, body: Value) -> Value {
     let (status, created) = app.post("/api/conversations", &agent("acme"), body).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
@@ -160,16 +157,9 @@ async fn clearing_messages_keeps_the_thread_its_key_and_its_seq(backend: Backend
     let id = id_of(&create(&app, json!({"agent_id": AGENT, "external_ref": USER, "key": "t-1", "title": "T"})).await);
     five_messages(&app, &id).await;
     // An idempotency record holds a copy of its messages: clearing removes it too.
-    let response = app
-        .client
-        .post(format!("{}/api/conversations/{id}/messages", app.base))
-        .bearer_auth(&token)
-        .header("idempotency-key", "k1")
-        .json(&json!({"messages": [{"role": "user", "content": "secret"}]}))
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), StatusCode::CREATED);
+    let secret = json!({"messages": [{"role": "user", "content": "secret"}]});
+    let (status, _) = app.append_with_key(&id, &token, "k1", &secret).await;
+    assert_eq!(status, StatusCode::CREATED);
 
     let (status, body) = app.delete(&format!("/api/conversations/{id}/messages"), &token).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -189,16 +179,8 @@ async fn clearing_messages_keeps_the_thread_its_key_and_its_seq(backend: Backend
     assert_eq!(status, StatusCode::CREATED, "{appended}");
     assert_eq!(appended["messages"][0]["seq"], 7);
     // The old key is forgotten: the same key now stores again instead of replaying.
-    let response = app
-        .client
-        .post(format!("{}/api/conversations/{id}/messages", app.base))
-        .bearer_auth(&token)
-        .header("idempotency-key", "k1")
-        .json(&json!({"messages": [{"role": "user", "content": "secret"}]}))
-        .send()
-        .await
-        .expect("sent");
-    let replay: Value = response.json().await.expect("json");
+    let (status, replay) = app.append_with_key(&id, &token, "k1", &secret).await;
+    assert_eq!(status, StatusCode::CREATED, "{replay}");
     assert_eq!(replay["messages"][0]["seq"], 8, "{replay}");
 
     let (status, body) = app.delete(&format!("/api/conversations/{}/messages", uuid::Uuid::now_v7()), &token).await;
@@ -292,21 +274,13 @@ async fn replayed_idempotent_append_with_expected_last_seq_returns_the_first_res
     let app = TestApp::spawn(backend).await;
     let id = thread(&app).await;
     let body = json!({"messages": [{"role": "user", "content": "once"}], "expected_last_seq": 0});
-    let send = || {
-        app.client
-            .post(format!("{}/api/conversations/{id}/messages", app.base))
-            .bearer_auth(agent("acme"))
-            .header("idempotency-key", "retry-1")
-            .json(&body)
-            .send()
-    };
-    let first = send().await.expect("sent");
-    assert_eq!(first.status(), StatusCode::CREATED);
-    let first: Value = first.json().await.expect("json");
+    let token = agent("acme");
+    let (status, first) = app.append_with_key(&id, &token, "retry-1", &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
     // The retry's expected seq is stale by design (its own first attempt moved it).
-    let again = send().await.expect("sent");
-    assert_eq!(again.status(), StatusCode::CREATED);
-    assert_eq!(again.json::<Value>().await.expect("json"), first);
+    let (status, again) = app.append_with_key(&id, &token, "retry-1", &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    assert_eq!(again, first);
     let (_, page) = app.get(&format!("/api/conversations/{id}/messages"), &agent("acme")).await;
     assert_eq!(seqs(&page), [1]);
 }

@@ -255,6 +255,17 @@ impl TestApp {
         }
     }
 
+    /// Appends `body` to conversation `id` under an `Idempotency-Key`.
+    pub async fn append_with_key(&self, id: &str, token: &str, key: &str, body: &Value) -> (StatusCode, Value) {
+        let request = self
+            .client
+            .post(format!("{}/api/conversations/{id}/messages", self.base))
+            .bearer_auth(token)
+            .header("idempotency-key", key)
+            .json(body);
+        read(request).await
+    }
+
     /// `body` sent as it is, with `content_type`: for bodies `call` would not send.
     pub async fn put_raw(
         &self,
