@@ -61,6 +61,17 @@ pub enum ExtractorKind {
     Anthropic,
 }
 
+/// The `response_format` the OpenAI-compatible extractor sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResponseFormatKind {
+    /// `{"type": "json_schema", …}`: OpenAI, vLLM, recent Ollama.
+    JsonSchema,
+    /// `{"type": "json_object", "schema": …}`: llama.cpp's server.
+    JsonObjectSchema,
+    /// `{"type": "json_object"}`: any JSON, the shape only asked for in the prompt.
+    JsonObject,
+}
+
 /// Where the data lives and how tokens are checked: what `serve`, `migrate` and `token`
 /// all need.
 #[derive(Debug, Clone, Args)]
@@ -213,6 +224,10 @@ pub struct ServeConfig {
     pub llm_model: Option<String>,
     #[arg(long, env = "ENGRAM_LLM_TIMEOUT_SECS", default_value_t = 30)]
     pub llm_timeout_secs: u64,
+    /// How the OpenAI-compatible extractor asks for its answer's shape. A server that
+    /// refuses a schema is asked again at once in plain JSON mode, for good.
+    #[arg(long, env = "ENGRAM_LLM_RESPONSE_FORMAT", value_enum, default_value = "json-schema")]
+    pub llm_response_format: ResponseFormatKind,
     /// Key of the erasure receipts' subject hash; generated into the data directory when unset.
     #[arg(long, env = "ENGRAM_RECEIPT_KEY", hide_env_values = true)]
     pub receipt_key: Option<Secret>,

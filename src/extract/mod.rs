@@ -92,7 +92,9 @@ impl Extractor {
             ExtractorKind::Builtin => Extractor::Builtin,
             ExtractorKind::Openai => {
                 let base = config.llm_base_url.clone().unwrap_or_else(|| "https://api.openai.com/v1".into());
-                Extractor::OpenAi(openai::OpenAi::new(client()?, base, key, model))
+                Extractor::OpenAi(
+                    openai::OpenAi::new(client()?, base, key, model).with_response_format(config.llm_response_format),
+                )
             }
             ExtractorKind::Anthropic => {
                 let base = config.llm_base_url.clone().unwrap_or_else(|| "https://api.anthropic.com".into());

@@ -1,10 +1,14 @@
 //! The extractor for OpenAI-compatible chat completions APIs (OpenAI, vLLM, Ollama,
 //! llama.cpp server…): the wire format of `POST {base_url}/chat/completions`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
 use super::{ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, Usage, prompt};
+use crate::config::ResponseFormatKind;
 
 /// An extractor that talks to an OpenAI-compatible `/chat/completions` endpoint.
 pub struct OpenAi {
@@ -12,6 +16,9 @@ pub struct OpenAi {
     base_url: String,
     api_key: Option<String>,
     model: String,
+    format: ResponseFormatKind,
+    /// Set once the server refused a schema: every later call asks for plain JSON.
+    schema_refused: AtomicBool,
 }
 
 impl OpenAi {
@@ -19,11 +26,40 @@ impl OpenAi {
     /// `http://localhost:11434/v1`) because compatible servers mount it in different places.
     /// `api_key` is optional because local servers usually need none.
     pub fn new(client: reqwest::Client, base_url: String, api_key: Option<String>, model: String) -> Self {
-        Self { client, base_url: base_url.trim_end_matches('/').to_owned(), api_key, model }
+        Self {
+            client,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            model,
+            format: ResponseFormatKind::JsonObject,
+            schema_refused: AtomicBool::new(false),
+        }
     }
 
-    /// Asks the model for the facts the user stated in the new messages of `request`.
+    /// How the answer's shape is asked for (plain JSON mode unless set).
+    pub fn with_response_format(mut self, format: ResponseFormatKind) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Asks the model for the facts the user stated in the new messages of `request`. A
+    /// server that refuses the schema (400, 422 or 500: llama.cpp answers `json_schema`
+    /// with a 500) is asked again at once in plain JSON mode, within the same attempt, and
+    /// is never sent the schema again: a missing feature is not a failure to retry.
     pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
+        let format =
+            if self.schema_refused.load(Ordering::Relaxed) { ResponseFormatKind::JsonObject } else { self.format };
+        match self.call(request, format).await {
+            Err(error) if format != ResponseFormatKind::JsonObject && provider_call::is_refusal(&error) => {
+                self.schema_refused.store(true, Ordering::Relaxed);
+                tracing::warn!(%error, "the LLM server refused the response schema; using plain JSON mode from now on");
+                self.call(request, ResponseFormatKind::JsonObject).await
+            }
+            other => other,
+        }
+    }
+
+    async fn call(&self, request: &ExtractionRequest, format: ResponseFormatKind) -> Result<Extraction, ExtractError> {
         let system = prompt::system_prompt(request.instructions.as_deref());
         let user = prompt::transcript(request);
         let body = ChatRequest {
@@ -31,13 +67,25 @@ impl OpenAi {
             messages: [ChatMessage { role: "system", content: &system }, ChatMessage { role: "user", content: &user }],
             temperature: 0.0,
             max_tokens: MAX_ANSWER_TOKENS,
-            response_format: ResponseFormat { kind: "json_object" },
+            response_format: response_format(format),
         };
         let mut http = self.client.post(format!("{}/chat/completions", self.base_url)).json(&body);
         if let Some(key) = &self.api_key {
             http = http.header(reqwest::header::AUTHORIZATION, provider_call::secret_header(&format!("Bearer {key}"))?);
         }
         provider_call::call(Provider::OpenAi, http, unwrap_reply).await
+    }
+}
+
+/// The `response_format` of each kind. JSON mode needs the word "JSON" in the messages
+/// (OpenAI checks); the system prompt has it.
+fn response_format(format: ResponseFormatKind) -> Value {
+    match format {
+        ResponseFormatKind::JsonSchema => {
+            json!({"type": "json_schema", "json_schema": {"name": "facts", "strict": true, "schema": prompt::answer_schema()}})
+        }
+        ResponseFormatKind::JsonObjectSchema => json!({"type": "json_object", "schema": prompt::answer_schema()}),
+        ResponseFormatKind::JsonObject => json!({"type": "json_object"}),
     }
 }
 
@@ -69,21 +117,14 @@ struct ChatRequest<'a> {
     /// `max_tokens`, which compatible servers (vLLM, Ollama, llama.cpp) all read; OpenAI's
     /// newer `max_completion_tokens` is not understood by all of them.
     max_tokens: u32,
-    /// JSON mode makes the model emit a single JSON object. OpenAI requires the word "JSON"
-    /// in the messages for this mode; the system prompt has it.
-    response_format: ResponseFormat,
+    /// Makes the model emit one JSON object, of the answer's shape where the server can.
+    response_format: Value,
 }
 
 #[derive(Serialize)]
 struct ChatMessage<'a> {
     role: &'static str,
     content: &'a str,
-}
-
-#[derive(Serialize)]
-struct ResponseFormat {
-    #[serde(rename = "type")]
-    kind: &'static str,
 }
 
 /// Only the fields extraction needs; the rest of the response is ignored so that compatible

@@ -31,6 +31,34 @@ Answer with only a JSON object, no prose and no code fence, exactly of this form
 {\"facts\": [{\"fact\": \"<statement>\", \"score\": <number from 0 to 1>, \"tags\": [\"<tag>\"]}]}
 When there is nothing to extract, answer {\"facts\": []}.";
 
+/// The answer's shape as a JSON Schema, for servers that constrain output to one: every
+/// field required and nothing else allowed (what OpenAI's strict mode demands; `tags` may
+/// be empty).
+pub fn answer_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "facts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "fact": {"type": "string"},
+                        // No minimum/maximum: not every strict mode takes them; the parser
+                        // drops a score outside [0, 1].
+                        "score": {"type": "number"},
+                        "tags": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "required": ["fact", "score", "tags"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["facts"],
+        "additionalProperties": false
+    })
+}
+
 /// Builds the system prompt. The operator's guidance comes last, under its own heading, so it
 /// can refine the rules without being mistaken for them, and blank guidance adds nothing.
 pub fn system_prompt(instructions: Option<&str>) -> String {

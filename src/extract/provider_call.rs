@@ -113,6 +113,17 @@ fn check_status(response: Response) -> Result<Response, ExtractError> {
     })
 }
 
+/// Whether `error` is [`check_status`]'s answer to a 400, 422 or 500: what servers that do
+/// not support a request option (a `response_format` schema) answer. A timeout or a lost
+/// connection is not a refusal.
+pub(super) fn is_refusal(error: &ExtractError) -> bool {
+    match error {
+        ExtractError::Fatal(message) => message == "HTTP 400" || message == "HTTP 422",
+        ExtractError::Transient(message) => message == "HTTP 500",
+        _ => false,
+    }
+}
+
 /// Reads `Retry-After` as a number of seconds. The HTTP-date form is not read: providers send
 /// seconds, and the caller's own backoff covers a missing value.
 fn retry_after(header: Option<&HeaderValue>) -> Option<Duration> {

@@ -178,7 +178,7 @@ async fn openai_request_shape_and_confidence_filter(backend: Backend) {
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(header("authorization", "Bearer sk-test-secret-key"))
-        .and(body_partial_json(json!({"model": "test-model", "response_format": {"type": "json_object"}})))
+        .and(body_partial_json(json!({"model": "test-model", "response_format": {"type": "json_schema"}})))
         .respond_with(openai_reply(&facts_json()))
         .expect(1)
         .mount(&server)

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use engram::config::ResponseFormatKind;
 use engram::domain::message::Role;
 use engram::extract::openai::OpenAi;
 use engram::extract::prompt::NEW_MESSAGES_MARKER;
@@ -216,6 +217,77 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
         assert!(matches!(error, ExtractError::Malformed(_)), "{content}: {error:?}");
         assert!(!error.to_string().contains("Alice"), "{content}: {error}");
     }
+}
+
+#[tokio::test]
+async fn asks_for_the_answer_schema_where_the_server_takes_one() {
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
+    let extractor = extractor(&server).with_response_format(ResponseFormatKind::JsonSchema);
+
+    extractor.extract(&request()).await.expect("extraction succeeds");
+
+    let sent: Value =
+        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    let format = &sent["response_format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["json_schema"]["strict"], true);
+    assert_eq!(format["json_schema"]["schema"]["required"], json!(["facts"]));
+    assert_eq!(
+        format["json_schema"]["schema"]["properties"]["facts"]["items"]["required"],
+        json!(["fact", "score", "tags"])
+    );
+}
+
+/// A llama.cpp-like server: a 500 for a `json_schema` response format, an answer otherwise.
+async fn server_refusing_schemas(status: u16) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(wiremock::matchers::body_partial_json(json!({"response_format": {"type": "json_schema"}})))
+        .respond_with(ResponseTemplate::new(status).set_body_json(json!({"error": {"message": "unsupported"}})))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(ANSWER)))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn a_refused_schema_falls_back_to_json_mode_in_the_same_attempt_and_for_good() {
+    for status in [400, 422, 500] {
+        let server = server_refusing_schemas(status).await;
+        let extractor = extractor(&server).with_response_format(ResponseFormatKind::JsonSchema);
+
+        let first = extractor.extract(&request()).await.unwrap_or_else(|e| panic!("HTTP {status}: {e}"));
+        let second = extractor.extract(&request()).await.expect("second extraction");
+
+        assert_eq!(first.facts, expected_facts());
+        assert_eq!(second.facts, expected_facts());
+        let types: Vec<Value> = server
+            .received_requests()
+            .await
+            .expect("recorded")
+            .iter()
+            .map(|r| serde_json::from_slice::<Value>(&r.body).expect("json")["response_format"]["type"].clone())
+            .collect();
+        assert_eq!(types, [json!("json_schema"), json!("json_object"), json!("json_object")], "HTTP {status}");
+    }
+}
+
+#[tokio::test]
+async fn llama_cpp_gets_the_schema_beside_json_mode() {
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
+    let extractor = extractor(&server).with_response_format(ResponseFormatKind::JsonObjectSchema);
+
+    extractor.extract(&request()).await.expect("extraction succeeds");
+
+    let sent: Value =
+        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    assert_eq!(sent["response_format"]["type"], "json_object");
+    assert_eq!(sent["response_format"]["schema"]["required"], json!(["facts"]));
 }
 
 #[tokio::test]
