@@ -1,12 +1,17 @@
 //! The extractor for Anthropic's Messages API: the wire format of `POST {base_url}/v1/messages`.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
 use super::{ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, Usage, prompt};
 
 /// The Messages API version this wire format follows.
 const API_VERSION: &str = "2023-06-01";
+
+/// The tool the model is made to call: its input schema is the answer's shape, so the API
+/// itself holds the answer to it.
+const TOOL: &str = "record_facts";
 
 /// An extractor that talks to Anthropic's Messages API.
 pub struct Anthropic {
@@ -37,6 +42,12 @@ impl Anthropic {
             system: &system,
             messages: [Message { role: "user", content: &user }],
             temperature: 0.0,
+            tools: [json!({
+                "name": TOOL,
+                "description": "Records the durable facts the user stated about themselves.",
+                "input_schema": prompt::answer_schema()
+            })],
+            tool_choice: json!({"type": "tool", "name": TOOL}),
         };
         let mut http = self
             .client
@@ -50,10 +61,20 @@ impl Anthropic {
     }
 }
 
-/// Joins the text blocks; other block kinds (thinking, tool use) are not part of the answer.
+/// The input of the `record_facts` call; from a gateway or model that answered in text
+/// instead, the text blocks joined. Other block kinds (thinking) are not part of the answer.
 fn unwrap_reply(response: MessagesResponse) -> Result<Reply, ExtractError> {
-    let text: String =
-        response.content.into_iter().filter(|block| block.kind == "text").filter_map(|block| block.text).collect();
+    let tool_input = response
+        .content
+        .iter()
+        .find(|block| block.kind == "tool_use" && block.name.as_deref() == Some(TOOL))
+        .and_then(|block| block.input.as_ref());
+    let text: String = match tool_input {
+        Some(input) => input.to_string(),
+        None => {
+            response.content.into_iter().filter(|block| block.kind == "text").filter_map(|block| block.text).collect()
+        }
+    };
     Ok(Reply {
         text,
         usage: response.usage.map(|u| Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens }),
@@ -69,6 +90,9 @@ struct MessagesRequest<'a> {
     messages: [Message<'a>; 1],
     /// Extraction should be repeatable, not creative.
     temperature: f32,
+    /// One tool, whose input schema is the answer's shape, and the model made to call it.
+    tools: [Value; 1],
+    tool_choice: Value,
 }
 
 #[derive(Serialize)]
@@ -94,6 +118,11 @@ struct ContentBlock {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    /// A `tool_use` block's tool and arguments.
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
 }
 
 #[derive(Deserialize)]

@@ -213,6 +213,25 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
 }
 
 #[tokio::test]
+async fn the_answer_is_a_forced_tool_call_whose_input_schema_is_its_shape() {
+    let input: Value = serde_json::from_str(ANSWER).expect("json");
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(message_with(json!([
+        {"type": "text", "text": "Recording the facts."},
+        {"type": "tool_use", "id": "toolu_1", "name": "record_facts", "input": input}
+    ]))))
+    .await;
+
+    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+
+    assert_eq!(extraction.facts, expected_facts());
+    let sent: Value =
+        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    assert_eq!(sent["tool_choice"], json!({"type": "tool", "name": "record_facts"}));
+    assert_eq!(sent["tools"][0]["name"], "record_facts");
+    assert_eq!(sent["tools"][0]["input_schema"]["required"], json!(["facts"]));
+}
+
+#[tokio::test]
 async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
     let mut body = message(r#"{"facts": [{"fact": "Name is Alice", "sco"#);
     body["stop_reason"] = json!("max_tokens");
