@@ -3,19 +3,16 @@
 
 use std::time::Duration;
 
-use engram::domain::message::Role;
 use engram::extract::anthropic::Anthropic;
 use engram::extract::prompt::NEW_MESSAGES_MARKER;
-use engram::extract::{ExtractError, ExtractedFact, ExtractionRequest, Turn, Usage};
+use engram::extract::{ExtractError, Usage};
 use serde_json::{Value, json};
+
+use crate::common::llm::{ANSWER, client, expected_facts, request};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const API_KEY: &str = "sk-ant-test-5ecret";
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_millis(500)).build().expect("client builds")
-}
 
 fn extractor(server: &MockServer) -> Anthropic {
     extractor_at(server.uri())
@@ -24,19 +21,6 @@ fn extractor(server: &MockServer) -> Anthropic {
 /// The extractor with `base_url` as configured, to check how it joins the path.
 fn extractor_at(base_url: String) -> Anthropic {
     Anthropic::new(client(), base_url, Some(API_KEY.to_owned()), "claude-test".to_owned())
-}
-
-fn request() -> ExtractionRequest {
-    let turn = |seq, role, text: &str| Turn { seq, role, text: text.to_owned() };
-    ExtractionRequest {
-        turns: vec![
-            turn(1, Role::User, "Hello there"),
-            turn(2, Role::Assistant, "Hi! How can I help?"),
-            turn(3, Role::User, "My name is Alice and I prefer tea over coffee"),
-        ],
-        from_seq: 2,
-        instructions: Some("Ignore anything about pets.".to_owned()),
-    }
 }
 
 /// A Messages API response with the given content blocks, as Anthropic sends it.
@@ -56,15 +40,6 @@ fn message_with(content: Value) -> Value {
 /// A Messages API response whose single text block says `text`.
 fn message(text: &str) -> Value {
     message_with(json!([{"type": "text", "text": text}]))
-}
-
-const ANSWER: &str = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95, "tags": ["identity"]}, {"fact": "Prefers tea over coffee", "score": 0.8}]}"#;
-
-fn expected_facts() -> Vec<ExtractedFact> {
-    vec![
-        ExtractedFact { fact: "Name is Alice".to_owned(), score: 0.95, tags: vec!["identity".to_owned()] },
-        ExtractedFact { fact: "Prefers tea over coffee".to_owned(), score: 0.8, tags: vec![] },
-    ]
 }
 
 async fn server_answering(response: ResponseTemplate) -> MockServer {

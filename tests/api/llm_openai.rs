@@ -6,35 +6,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engram::config::ResponseFormatKind;
-use engram::domain::message::Role;
 use engram::extract::openai::OpenAi;
 use engram::extract::prompt::NEW_MESSAGES_MARKER;
-use engram::extract::{ExtractError, ExtractedFact, ExtractionRequest, Turn, Usage};
+use engram::extract::{ExtractError, Usage};
 use serde_json::{Value, json};
+
+use crate::common::llm::{ANSWER, client, expected_facts, request};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const API_KEY: &str = "sk-test-5ecret";
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_millis(500)).build().expect("client builds")
-}
-
 fn extractor(server: &MockServer) -> OpenAi {
     OpenAi::new(client(), format!("{}/v1", server.uri()), Some(API_KEY.to_owned()), "gpt-test".to_owned())
-}
-
-fn request() -> ExtractionRequest {
-    let turn = |seq, role, text: &str| Turn { seq, role, text: text.to_owned() };
-    ExtractionRequest {
-        turns: vec![
-            turn(1, Role::User, "Hello there"),
-            turn(2, Role::Assistant, "Hi! How can I help?"),
-            turn(3, Role::User, "My name is Alice and I prefer tea over coffee"),
-        ],
-        from_seq: 2,
-        instructions: Some("Ignore anything about pets.".to_owned()),
-    }
 }
 
 /// A chat completion whose assistant message says `content`, as OpenAI sends it.
@@ -52,15 +36,6 @@ fn completion(content: &str) -> Value {
         }],
         "usage": {"prompt_tokens": 412, "completion_tokens": 37, "total_tokens": 449}
     })
-}
-
-const ANSWER: &str = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95, "tags": ["identity"]}, {"fact": "Prefers tea over coffee", "score": 0.8}]}"#;
-
-fn expected_facts() -> Vec<ExtractedFact> {
-    vec![
-        ExtractedFact { fact: "Name is Alice".to_owned(), score: 0.95, tags: vec!["identity".to_owned()] },
-        ExtractedFact { fact: "Prefers tea over coffee".to_owned(), score: 0.8, tags: vec![] },
-    ]
 }
 
 async fn server_answering(response: ResponseTemplate) -> MockServer {

@@ -3,6 +3,8 @@
 //! HTTP client that speaks the API.
 #![allow(dead_code)]
 
+pub mod llm;
+
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use clap::Parser;
