@@ -24,5 +24,6 @@ mod logs;
 mod processes;
 mod rgpd;
 mod sanitize;
+mod search;
 mod secrets;
 mod spec;
