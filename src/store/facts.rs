@@ -177,7 +177,7 @@ const LIST: &str = "SELECT {columns} FROM facts \
 /// gives each fact the number of query words it `matched` and their `rarity`, the sum
 /// of 1/df over them (an IDF that needs no logarithm, which SQLite lacks; rounded so
 /// that both backends' arithmetic ties alike).
-const SCORED: &str = "WITH {words}pairs AS ({pairs}), \
+const SCORED: &str = "WITH {words}pairs AS MATERIALIZED ({pairs}), \
      df AS (SELECT word, count(*) AS n FROM pairs GROUP BY word), \
      scored AS (SELECT pairs.fact_id, count(*) AS matched, round(sum(1.0 / df.n), 9) AS rarity \
        FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id) ";
@@ -211,8 +211,10 @@ const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total}
 /// `facts` by key instead (`{matching}`).
 ///
 /// SQLite: `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]);
-/// each term is one `MATCH` against `facts_fts`, so a word costs one walk of its
-/// postings, and the word is identified by its position in the array. FTS5's own
+/// each term is one `MATCH` against `facts_fts` of the owner's token (column
+/// `fts_owner`, see migration 0004) AND the term, so a word costs a walk of the owner's
+/// postings, skipping through the word's, and the word is identified by its position in
+/// the array. FTS5's own
 /// `bm25()` would weigh words by their frequency across every owner's facts, which
 /// PostgreSQL has no way to reproduce, so both count per owner instead.
 struct Dialect {
@@ -242,7 +244,8 @@ const SQLITE: Dialect = Dialect {
     matching: "facts",
     pairs: "SELECT facts.id AS fact_id, terms.key AS word FROM json_each($4) AS terms \
        CROSS JOIN facts_fts CROSS JOIN facts \
-       WHERE facts_fts MATCH terms.value AND facts.rowid = facts_fts.rowid \
+       WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
+         AND facts.rowid = facts_fts.rowid \
          AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
          AND ($5 IS NULL OR {has_tag})",
     total: "json_array_length($4)",
