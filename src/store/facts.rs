@@ -179,7 +179,7 @@ const LIST: &str = "SELECT {columns} FROM facts \
 /// that both backends' arithmetic ties alike).
 const SCORED: &str = "WITH {words}pairs AS MATERIALIZED ({pairs}), \
      df AS (SELECT word, count(*) AS n FROM pairs GROUP BY word), \
-     scored AS (SELECT pairs.fact_id, count(*) AS matched, round(sum(1.0 / df.n), 9) AS rarity \
+     scored AS (SELECT pairs.fact_id, count(*) AS matched, round(CAST(sum(CAST(1 AS DOUBLE PRECISION) / df.n) AS NUMERIC), 9) AS rarity \
        FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id) ";
 
 /// The `$6` best matches: most query words first, then rarest words, then newest.
