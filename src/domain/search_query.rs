@@ -1,13 +1,12 @@
 //! A full-text query over facts, checked once at the edge and prepared for either
 //! backend.
 //!
-//! PostgreSQL gets the raw text: `to_tsvector('english', …)` splits, stems and drops
-//! stop words itself, and the lexemes it returns are compared as values, so no
-//! character of the query is ever parsed as tsquery syntax. SQLite's FTS5 has no stop
-//! words and would read `OR`, `NEAR`, `*`, `"`, `(` as syntax, so its terms are made
-//! here: words split on anything that is not a letter or digit, lowercased, stop words
-//! dropped, repeats (by stem) dropped, and each one quoted as an FTS5 string, which
-//! FTS5 then tokenizes and stems like the indexed text.
+//! Both backends look for the same words, made here: words split on anything that is
+//! not a letter or digit, lowercased, stop words dropped (PostgreSQL's English list,
+//! which FTS5 lacks), repeats (by stem) dropped. FTS5 gets each one quoted as an FTS5
+//! string and PostgreSQL all of them quoted as tsquery text; as they hold only letters
+//! and digits, no character of a query is ever read as `OR`, `NEAR`, `*`, `&`, `:*` or
+//! any other syntax. Each backend then stems them like its indexed text.
 
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -173,7 +172,9 @@ impl SearchQuery {
         Ok(SearchQuery(text.to_owned()))
     }
 
-    /// The query as sent, for PostgreSQL's parser.
+    /// The query as kept. Both backends search for [`SearchQuery::terms`] only; tests
+    /// read the text to check what was kept of a long query.
+    #[cfg(test)]
     pub fn text(&self) -> &str {
         &self.0
     }
@@ -181,6 +182,21 @@ impl SearchQuery {
     /// The query's distinct meaningful words, each quoted as an FTS5 string (see the
     /// module docs). Empty when every word is a stop word.
     pub fn fts5_terms(&self) -> Vec<String> {
+        self.terms().iter().map(|term| format!("\"{}\"", term.replace('"', "\"\""))).collect()
+    }
+
+    /// The same words as one PostgreSQL tsquery text, `'w1' | 'w2' | …`, for
+    /// `to_tsquery('english', …)` (which stems each like the indexed text) and, read as a
+    /// document by `to_tsvector`, for the list of the query's lexemes. Every word is
+    /// letters and digits only, so quoting is enough to keep the query out of tsquery
+    /// syntax. Empty when every word is a stop word.
+    pub fn tsquery_terms(&self) -> String {
+        self.terms().iter().map(|term| format!("'{term}'")).collect::<Vec<_>>().join(" | ")
+    }
+
+    /// The query's words, lowercased, without stop words and without repeats (by stem),
+    /// so that both backends look for the same words.
+    fn terms(&self) -> Vec<String> {
         let stemmer = Stemmer::create(Algorithm::English);
         let mut stems: Vec<String> = Vec::new();
         let mut terms = Vec::new();
@@ -192,7 +208,7 @@ impl SearchQuery {
             let stem = stemmer.stem(&word).into_owned();
             if !stems.contains(&stem) {
                 stems.push(stem);
-                terms.push(format!("\"{}\"", word.replace('"', "\"\"")));
+                terms.push(word);
             }
         }
         terms
@@ -244,6 +260,13 @@ mod tests {
             let inner = &term[1..term.len() - 1];
             assert!(inner.chars().all(char::is_alphanumeric), "{term}");
         }
+    }
+
+    #[test]
+    fn tsquery_terms_are_quoted_words_or_nothing() {
+        let query = SearchQuery::parse(r#"what's 'tea' | !coffee:* <-> \\ café"#).unwrap();
+        assert_eq!(query.tsquery_terms(), "'tea' | 'coffee' | 'café'");
+        assert_eq!(SearchQuery::parse("what is it?").unwrap().tsquery_terms(), "");
     }
 
     #[test]

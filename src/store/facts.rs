@@ -2,12 +2,15 @@
 //! remember (deduplicated by the normalised text, which is the table's unique key),
 //! full-text search, update, delete, and the reads of the memory context.
 //!
-//! Search is the one place where the backends need different SQL: PostgreSQL compares
-//! the lexemes of `to_tsvector('english', q)` with each fact's stored `search` vector;
-//! SQLite runs each query term (made by [`SearchQuery::fts5_terms`]) through the
-//! `facts_fts` FTS5 index. Both rank by the number of distinct query words a fact
-//! matches, then by recency, as the contract says; `relevance` is that number over the
-//! number of query words, so it means the same on both.
+//! Search is the one place where the backends need different SQL: PostgreSQL matches
+//! the lexemes of `to_tsvector('english', q)` against each fact's stored `search`
+//! vector (GIN index), SQLite each query term (made by [`SearchQuery::fts5_terms`])
+//! against the `facts_fts` FTS5 index. Both rank by the number of distinct query words
+//! a fact matches, as the contract says, then by how rare those words are among the
+//! owner's facts (so a name in half of them does not beat the one fact holding the
+//! rare word), then by recency; `relevance` is the matched number over the number of
+//! query words, so it means the same on both. The cost is one index walk per query
+//! word plus the matching facts, never a test of every word against every fact.
 //!
 //! Every statement filters on `tenant_id, agent_id, external_ref` (index
 //! `facts_owner_id`), so one agent never reads another's facts and another tenant's
@@ -167,48 +170,85 @@ const LIST: &str = "SELECT {columns} FROM facts \
        AND ($5 IS NULL OR {has_tag}) \
      ORDER BY id DESC LIMIT $6";
 
-/// Every fact of the owner with tag `$5` (or all when NULL), with `matched` (distinct
-/// words of query `$4` it contains) and `total` (distinct words in the query).
-const SCORED: &str = "SELECT facts.*, {matched} AS matched, {total} AS total FROM facts{query_words} \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag})";
+/// The owner's facts with tag `$5` (or all when NULL) that match query `$4`, scored:
+/// `pairs` holds one row per (fact, query word it contains), found through the
+/// full-text index in one pass per query word over that word's postings, never one
+/// test per word per fact; `df` is how many of those facts hold each word; `scored`
+/// gives each fact the number of query words it `matched` and their `rarity`, the sum
+/// of 1/df over them (an IDF that needs no logarithm, which SQLite lacks; rounded so
+/// that both backends' arithmetic ties alike).
+const SCORED: &str = "WITH {words}pairs AS MATERIALIZED ({pairs}), \
+     df AS (SELECT word, count(*) AS n FROM pairs GROUP BY word), \
+     scored AS (SELECT pairs.fact_id, count(*) AS matched, round(CAST(sum(CAST(1 AS DOUBLE PRECISION) / df.n) AS NUMERIC), 9) AS rarity \
+       FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id) ";
 
-/// The `$6` best matches: most query words first, then newest.
-const SEARCH: &str = "SELECT {columns}, matched, total FROM ({scored}) AS scored \
-     WHERE matched > 0 ORDER BY matched DESC, id DESC LIMIT $6";
+/// The `$6` best matches: most query words first, then rarest words, then newest.
+const SEARCH: &str = "{scored}SELECT {columns}, matched, {total} AS total \
+     FROM scored JOIN {matching} AS facts ON facts.id = scored.fact_id \
+     ORDER BY matched DESC, rarity DESC, id DESC LIMIT $6";
 
 /// The memory context's candidates in one round trip: the `$6` best matches (`$5` is
 /// NULL: no tag filter), then the `$6` newest facts, which may repeat a match (the
 /// caller drops repeats).
-const CONTEXT: &str = "SELECT * FROM (SELECT {columns}, matched, total, 0 AS part FROM ({scored}) AS scored \
-       WHERE matched > 0 ORDER BY matched DESC, id DESC LIMIT $6) AS hits \
-     UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, 1 FROM facts \
+const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total} AS total, rarity, 0 AS part \
+       FROM scored JOIN {matching} AS facts ON facts.id = scored.fact_id \
+       ORDER BY matched DESC, rarity DESC, id DESC LIMIT $6) AS hits \
+     UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, 0, 1 FROM facts \
        WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 ORDER BY id DESC LIMIT $6) AS recent \
-     ORDER BY part, matched DESC, id DESC";
+     ORDER BY part, matched DESC, rarity DESC, id DESC";
 
 /// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
-/// PostgreSQL, a scan of the JSON array on SQLite) and word matching (PostgreSQL
-/// compares the lexemes of `to_tsvector('english', $4)` with each fact's `search`
-/// vector; SQLite runs each FTS5 term of the JSON array `$4` through `facts_fts`).
+/// PostgreSQL, a scan of the JSON array on SQLite), the query's words and the
+/// (fact, word) pairs.
+///
+/// PostgreSQL: `$4` is the query's words as quoted tsquery text
+/// ([`SearchQuery::tsquery_terms`]), the same words FTS5 gets; read as a document it
+/// gives their lexemes, and as a query (`to_tsquery`, empty: NULL, which matches
+/// nothing) the `matching` facts, those holding any of them, read once: through GIN
+/// index `facts_search` when the words are rare or the owner's index (bounded by the
+/// cap) when they are common; the planner sees the query's value and can tell which.
+/// A fact's words are its lexemes that are query words. SQLite reads the hits from
+/// `facts` by key instead (`{matching}`).
+///
+/// SQLite: `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]);
+/// each term is one `MATCH` against `facts_fts` of the owner's token (column
+/// `fts_owner`, see migration 0004) AND the term, so a word costs a walk of the owner's
+/// postings, skipping through the word's, and the word is identified by its position in
+/// the array. FTS5's own
+/// `bm25()` would weigh words by their frequency across every owner's facts, which
+/// PostgreSQL has no way to reproduce, so both count per owner instead.
 struct Dialect {
     has_tag: &'static str,
-    matched: &'static str,
+    words: &'static str,
+    pairs: &'static str,
+    matching: &'static str,
     total: &'static str,
-    query_words: &'static str,
 }
 
 const POSTGRES: Dialect = Dialect {
     has_tag: "tags ? $5",
-    matched: "(SELECT count(*) FROM unnest(q.words) AS w WHERE w = ANY (tsvector_to_array(facts.search)))",
-    total: "cardinality(q.words)::bigint",
-    query_words: ", (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words) AS q",
+    words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words), \
+       matching AS MATERIALIZED (SELECT {columns}, search FROM facts \
+         WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
+           AND search @@ to_tsquery('english', NULLIF($4, ''))), ",
+    pairs: "SELECT matching.id AS fact_id, lexeme.word FROM matching \
+       CROSS JOIN LATERAL unnest(tsvector_to_array(matching.search)) AS lexeme(word) \
+       WHERE lexeme.word = ANY ((SELECT words FROM q)::text[])",
+    matching: "matching",
+    total: "(SELECT cardinality(words)::bigint FROM q)",
 };
 
 const SQLITE: Dialect = Dialect {
     has_tag: "EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5)",
-    matched: "(SELECT count(*) FROM json_each($4) AS w \
-               WHERE EXISTS (SELECT 1 FROM facts_fts WHERE facts_fts MATCH w.value AND facts_fts.rowid = facts.rowid))",
+    words: "",
+    matching: "facts",
+    pairs: "SELECT facts.id AS fact_id, terms.key AS word FROM json_each($4) AS terms \
+       CROSS JOIN facts_fts CROSS JOIN facts \
+       WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
+         AND facts.rowid = facts_fts.rowid \
+         AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+         AND ($5 IS NULL OR {has_tag})",
     total: "json_array_length($4)",
-    query_words: "",
 };
 
 /// The fact reads with their holes filled for one dialect, built once.
@@ -223,11 +263,12 @@ impl Reads {
         let fill = |template: &str| {
             template
                 .replace("{scored}", SCORED)
+                .replace("{words}", dialect.words)
+                .replace("{pairs}", dialect.pairs)
+                .replace("{matching}", dialect.matching)
                 .replace("{columns}", fact_columns!())
                 .replace("{has_tag}", dialect.has_tag)
-                .replace("{matched}", dialect.matched)
                 .replace("{total}", dialect.total)
-                .replace("{query_words}", dialect.query_words)
         };
         Reads { list: fill(LIST), search: fill(SEARCH), context: fill(CONTEXT) }
     }
@@ -294,14 +335,10 @@ impl Store {
         self.dialect(&*POSTGRES_READS, &*SQLITE_READS)
     }
 
-    /// The search parameter `$4`: the raw text for PostgreSQL's parser, the JSON array
-    /// of quoted terms for FTS5.
+    /// The search parameter `$4`: the query's words as tsquery text for PostgreSQL, as
+    /// the JSON array of quoted terms for FTS5.
     fn search_param(&self, query: &SearchQuery) -> String {
-        if self.is_embedded() {
-            serde_json::Value::from(query.fts5_terms()).to_string()
-        } else {
-            query.text().to_owned()
-        }
+        if self.is_embedded() { serde_json::Value::from(query.fts5_terms()).to_string() } else { query.tsquery_terms() }
     }
 
     /// One page of the owner's facts, newest first, older than `before` (keyset).
@@ -349,7 +386,8 @@ impl Store {
         Ok(added)
     }
 
-    /// The `limit` facts matching most words of `query` (then newest), with tag `tag`.
+    /// The `limit` facts matching most words of `query` (then rarest words, then
+    /// newest), with tag `tag`.
     pub async fn search_facts(
         &self,
         owner: Owner<'_>,
@@ -367,6 +405,26 @@ impl Store {
                 .await?
         });
         rows.into_iter().map(Hit::try_from).collect()
+    }
+
+    /// The database's plan for [`Store::search_facts`] (10 hits, no tag), one line per
+    /// step: PostgreSQL's `EXPLAIN`, SQLite's `EXPLAIN QUERY PLAN` details. Tests and
+    /// benchmarks check with it that search walks indexes rather than tables.
+    pub async fn explain_search(&self, owner: Owner<'_>, query: &SearchQuery) -> Result<Vec<String>> {
+        let (prefix, detail) = self.dialect(("EXPLAIN ", 0), ("EXPLAIN QUERY PLAN ", 3));
+        let sql = format!("{prefix}{}", self.reads().search);
+        with_pool!(self, pool => {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind_owner(owner)
+                .bind(self.search_param(query))
+                .bind(None::<&str>)
+                .bind(10_i64)
+                .fetch_all(pool)
+                .await?
+                .iter()
+                .map(|row| sqlx::Row::try_get::<String, _>(row, detail))
+                .collect()
+        })
     }
 
     /// Applies `changes` to one fact; `updated_at` is set even when nothing differs.

@@ -24,6 +24,7 @@ mod logs;
 mod processes;
 mod rgpd;
 mod sanitize;
+mod search;
 mod secrets;
 mod spec;
 mod threads;

@@ -1,19 +1,27 @@
-//! `engram-bench`: offline evaluations of Engram's components against the public data sets
-//! under `../shared/data`, one subcommand per evaluation.
+//! `engram-bench`: evaluations of Engram's components against the public data sets under
+//! `../shared/data`, and its speed as data grows, one subcommand each.
+//!
+//! `scale` (module `scale`) measures memory context and search as the number of facts
+//! grows; `locomo` (module `locomo`) measures the evidence recall of facts search on
+//! LoCoMo beside BM25.
 //!
 //! `extraction` measures the built-in fact extractor on Synthetic-Persona-Chat: for each
 //! speaker of each conversation, the facts extracted from that speaker's turns are matched
 //! one-to-one against the speaker's persona lines, and compared with a naive baseline that
 //! keeps every first-person sentence.
 
+mod locomo;
+mod scale;
+
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use engram::domain::{message::Role, search_query::STOP_WORDS};
 use engram::extract::{ExtractionRequest, Turn, builtin};
+use engram::store::Store;
 use rust_stemmers::{Algorithm, Stemmer};
 
 /// Default confidence threshold of an agent; facts below it are never stored.
@@ -27,7 +35,7 @@ const MATCH_F1: f64 = 0.5;
 const SPC_VALID: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/spc-valid.csv");
 
 #[derive(Parser)]
-#[command(name = "engram-bench", about = "Offline evaluations of Engram's components against public data sets")]
+#[command(name = "engram-bench", about = "Evaluations of Engram's components and of its speed")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,6 +46,86 @@ enum Command {
     /// Precision, recall and F1 of the built-in fact extractor against the persona lines of
     /// Synthetic-Persona-Chat, beside a baseline that keeps every first-person sentence.
     Extraction(ExtractionArgs),
+    /// Memory context and search latency with many facts stored and with one user at the
+    /// cap, through the HTTP API of an Engram started in this process.
+    Scale(scale::ScaleArgs),
+    /// Evidence recall at 5, 10 and 25 of facts search on LoCoMo, beside BM25 over the same
+    /// facts.
+    Locomo(locomo::LocomoArgs),
+}
+
+/// Where a benchmark's data lives: a fresh database on the PostgreSQL server given, or a
+/// SQLite file in a fresh temporary directory; removed again by [`Scratch::remove`].
+#[derive(Args)]
+struct Database {
+    /// A PostgreSQL server (any database on it): the benchmark creates a database of its
+    /// own there and drops it at the end. Without it: SQLite in a temporary directory.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+}
+
+/// A benchmark's database, with what it takes to remove it.
+struct Scratch {
+    url: String,
+    dir: PathBuf,
+    /// The server's URL and the database's name, on PostgreSQL.
+    postgres: Option<(String, String)>,
+}
+
+/// How long one benchmark statement may run.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Database {
+    async fn create(&self) -> anyhow::Result<Scratch> {
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("engram-bench-{id}"));
+        std::fs::create_dir_all(&dir)?;
+        let Some(server) = &self.database_url else {
+            return Ok(Scratch { url: format!("sqlite://{}/engram.db", dir.display()), dir, postgres: None });
+        };
+        let name = format!("engram_bench_{id}");
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(server).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
+        let (base, query) = server.split_once('?').map_or((server.as_str(), None), |(b, q)| (b, Some(q)));
+        let after_scheme = base.find("://").map_or(0, |i| i + 3);
+        let root = base[after_scheme..].find('/').map_or(base.len(), |i| after_scheme + i);
+        let url = format!("{}/{name}{}", &base[..root], query.map(|q| format!("?{q}")).unwrap_or_default());
+        Ok(Scratch { url, dir, postgres: Some((server.clone(), name)) })
+    }
+
+    /// A fresh, migrated store.
+    async fn open(&self) -> anyhow::Result<(Store, Scratch)> {
+        let scratch = self.create().await?;
+        let store = Store::connect(&scratch.url, 8, STATEMENT_TIMEOUT).await?;
+        store.migrate().await?;
+        Ok((store, scratch))
+    }
+}
+
+impl Scratch {
+    async fn remove(self) -> anyhow::Result<()> {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some((server, name)) = self.postgres {
+            let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)"))).execute(&mut admin).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a command's results to `--json FILE`, when given.
+fn write_json(path: Option<&Path>, value: &serde_json::Value) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(value)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs an async command on a runtime of its own.
+fn block_on(command: impl Future<Output = anyhow::Result<()>>) -> Result<(), String> {
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    runtime.block_on(command).map_err(|e| format!("{e:#}"))
 }
 
 #[derive(Args)]
@@ -55,6 +143,8 @@ struct ExtractionArgs {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Extraction(args) => extraction(&args),
+        Command::Scale(args) => block_on(scale::run(&args)),
+        Command::Locomo(args) => block_on(locomo::run(&args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -422,8 +512,10 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<ExtractionArgs, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("engram-bench").chain(args.iter().copied()))?;
-        let Command::Extraction(args) = cli.command;
-        Ok(args)
+        match cli.command {
+            Command::Extraction(args) => Ok(args),
+            _ => Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand)),
+        }
     }
 
     #[test]

@@ -1,0 +1,319 @@
+//! `scale`: memory context and search latency as the facts grow, through the HTTP API of
+//! an Engram started in this process (so the server's RSS is this process's; not
+//! reported here).
+//!
+//! `--users` users with `--facts-per-user` facts each (10 000 facts by default; 10 000 ×
+//! 100 for a million), plus one user holding 1 000 facts (the default cap), all
+//! bulk-loaded through the store's import. Then, per scenario, `--requests` GETs at
+//! `--concurrency`: p50, p99, requests per second and errors.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser};
+use engram::{
+    app::App,
+    config::ServeConfig,
+    domain::{
+        fact::{FactInput, NewFact, Origin},
+        ids::{AgentId, ExternalRef, TenantId},
+    },
+    store::{Store, facts::Owner},
+};
+use serde_json::json;
+
+use crate::{Database, write_json};
+
+const TENANT: &str = "bench";
+const AGENT: &str = "bench-bot";
+/// The user at the cap.
+const CAPPED: &str = "capped-user";
+const CAPPED_FACTS: usize = 1_000;
+
+#[derive(Args)]
+pub struct ScaleArgs {
+    /// Users besides the one at the cap.
+    #[arg(long, default_value_t = 100)]
+    users: usize,
+    /// Facts of each of those users.
+    #[arg(long, default_value_t = 100)]
+    facts_per_user: usize,
+    /// Requests per scenario (after 100 to warm up).
+    #[arg(long, default_value_t = 2_000)]
+    requests: usize,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    #[command(flatten)]
+    database: Database,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Parser)]
+struct Serve {
+    #[command(flatten)]
+    config: ServeConfig,
+}
+
+/// What one scenario asks: the path of request `i`.
+type PathOf = Box<dyn Fn(usize) -> String + Send + Sync>;
+
+pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
+    let (store, scratch) = args.database.open().await?;
+    let started = Instant::now();
+    load(&store, args).await?;
+    let total = args.users * args.facts_per_user + CAPPED_FACTS;
+    println!(
+        "scale: {total} facts ({} users × {} + 1 × {CAPPED_FACTS}), backend {}, loaded in {:.1?}",
+        args.users,
+        args.facts_per_user,
+        store.backend(),
+        started.elapsed()
+    );
+    let backend = store.backend();
+    store.close().await;
+
+    let serve = [
+        "engram",
+        "--database-url",
+        &scratch.url,
+        "--data-dir",
+        &scratch.dir.display().to_string(),
+        "--bind",
+        "127.0.0.1:0",
+        "--jwt-secret",
+        "bench-secret-bench-secret-bench-secret",
+    ];
+    let app = App::build(Serve::try_parse_from(serve)?.config).await?;
+    let base = format!("http://{}", app.local_addr()?);
+    let token: Arc<str> =
+        app.state().guard.authenticator.sign(TENANT, "admin", None, Duration::from_secs(3600))?.into();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run(async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let status = client
+        .put(format!("{base}/api/agents-config/{AGENT}"))
+        .bearer_auth(&*token)
+        .json(&json!({"memory_enabled": true}))
+        .send()
+        .await?
+        .status();
+    anyhow::ensure!(status.is_success(), "enabling memory failed: {status}");
+
+    let users = args.users.max(1);
+    let user = move |i: usize| format!("/api/agents/{AGENT}/users/user-{}", (i * 7919) % users);
+    let capped = format!("/api/agents/{AGENT}/users/{CAPPED}");
+    let long_query = encode(&twenty_word_query());
+    let scenarios: Vec<(&str, PathOf)> = vec![
+        ("memory context, no query", Box::new(move |i| format!("{}/memory-context", user(i)))),
+        (
+            "memory context, 3-word query",
+            Box::new(move |i| format!("{}/memory-context?query={}", user(i), encode(&three_words(i)))),
+        ),
+        ("search, 3-word query", Box::new(move |i| format!("{}/facts/search?q={}", user(i), encode(&three_words(i))))),
+        (
+            "search, 1 000 facts, 20 words",
+            Box::new({
+                let (capped, q) = (capped.clone(), long_query.clone());
+                move |_| format!("{capped}/facts/search?q={q}")
+            }),
+        ),
+        (
+            "memory context, 1 000 facts, 20 words",
+            Box::new(move |_| format!("{capped}/memory-context?query={long_query}")),
+        ),
+    ];
+    println!(
+        "\n{:<40} {:>9} {:>9} {:>9} {:>7}   ({} requests each, concurrency {})",
+        "scenario", "p50 ms", "p99 ms", "req/s", "errors", args.requests, args.concurrency
+    );
+    let mut rows = Vec::new();
+    for (label, path_of) in scenarios {
+        let path_of: Arc<PathOf> = Arc::new(path_of);
+        drive(&client, &base, &token, path_of.clone(), 100, args.concurrency).await;
+        let (mut latencies, errors, elapsed) =
+            drive(&client, &base, &token, path_of, args.requests, args.concurrency).await;
+        latencies.sort_unstable();
+        let percentile = |p: usize| {
+            latencies
+                .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
+                .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+        };
+        let rate = args.requests as f64 / elapsed.as_secs_f64();
+        println!("{label:<40} {:>9.2} {:>9.2} {:>9.0} {:>7}", percentile(50), percentile(99), rate, errors);
+        rows.push(json!({"scenario": label, "p50_ms": percentile(50), "p99_ms": percentile(99), "requests_per_s": rate, "errors": errors}));
+    }
+    let _ = stop.send(());
+    server.await??;
+    scratch.remove().await?;
+    write_json(
+        args.json.as_deref(),
+        &json!({
+            "command": "scale", "backend": backend, "facts": total, "users": args.users,
+            "facts_per_user": args.facts_per_user, "concurrency": args.concurrency, "rows": rows,
+        }),
+    )
+}
+
+/// Sends `count` GETs over `concurrency` workers; returns the latencies of the answers
+/// that succeeded, the number that did not, and the wall time.
+async fn drive(
+    client: &reqwest::Client,
+    base: &str,
+    token: &Arc<str>,
+    path_of: Arc<PathOf>,
+    count: usize,
+    concurrency: usize,
+) -> (Vec<Duration>, usize, Duration) {
+    let started = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..concurrency.max(1) {
+        let (client, base, token, path_of) = (client.clone(), base.to_owned(), token.clone(), path_of.clone());
+        workers.spawn(async move {
+            let (mut latencies, mut errors) = (Vec::new(), 0);
+            for i in (worker..count).step_by(concurrency.max(1)) {
+                let sent = Instant::now();
+                let answer = client.get(format!("{base}{}", path_of(i))).bearer_auth(&*token).send().await;
+                let done = match answer {
+                    Ok(response) if response.status().is_success() => response.bytes().await.is_ok(),
+                    _ => false,
+                };
+                if done {
+                    latencies.push(sent.elapsed());
+                } else {
+                    errors += 1;
+                }
+            }
+            (latencies, errors)
+        });
+    }
+    let (mut all, mut errors) = (Vec::with_capacity(count), 0);
+    for (latencies, failed) in workers.join_all().await {
+        all.extend(latencies);
+        errors += failed;
+    }
+    (all, errors, started.elapsed())
+}
+
+/// Bulk-loads every user's facts through the store, then refreshes the planner's
+/// statistics.
+async fn load(store: &Store, args: &ScaleArgs) -> anyhow::Result<()> {
+    let tenant = TenantId::parse(TENANT.into()).map_err(anyhow::Error::msg)?;
+    let agent = AgentId::parse(AGENT.into()).map_err(anyhow::Error::msg)?;
+    let mut owners: Vec<(String, usize)> =
+        (0..args.users).map(|u| (format!("user-{u}"), args.facts_per_user)).collect();
+    owners.push((CAPPED.to_owned(), CAPPED_FACTS));
+    for (seed, (name, count)) in owners.into_iter().enumerate() {
+        let user = ExternalRef::parse(name).map_err(anyhow::Error::msg)?;
+        let facts = (0..count)
+            .map(|i| {
+                FactInput { fact: fact_text(seed, i), tags: None, score: None }.validate().map_err(anyhow::Error::msg)
+            })
+            .collect::<anyhow::Result<Vec<NewFact>>>()?;
+        store.import_facts(Owner { tenant: &tenant, agent: &agent, user: &user }, &facts, Origin::Manual).await?;
+    }
+    store.refresh_statistics().await?;
+    Ok(())
+}
+
+/// Words of the facts and queries: a few common, most rare (picked with a skew).
+const WORDS: [&str; 48] = [
+    "tea",
+    "coffee",
+    "dogs",
+    "cats",
+    "running",
+    "painting",
+    "guitar",
+    "piano",
+    "hiking",
+    "Lisbon",
+    "Paris",
+    "Berlin",
+    "nurse",
+    "teacher",
+    "engineer",
+    "garden",
+    "football",
+    "tennis",
+    "chess",
+    "novels",
+    "poetry",
+    "jazz",
+    "cooking",
+    "baking",
+    "sushi",
+    "pasta",
+    "cycling",
+    "swimming",
+    "yoga",
+    "camping",
+    "photography",
+    "astronomy",
+    "pottery",
+    "knitting",
+    "surfing",
+    "climbing",
+    "violin",
+    "opera",
+    "ballet",
+    "museums",
+    "volunteering",
+    "gardening",
+    "sailing",
+    "skiing",
+    "fishing",
+    "birdwatching",
+    "calligraphy",
+    "origami",
+];
+
+const TEMPLATES: [&str; 6] = [
+    "Likes {a} and {b}",
+    "Went to a {a} class with a friend who loves {b}",
+    "Has been into {a} since childhood",
+    "Wants to try {a} next summer, maybe with {b}",
+    "Talked about {a} for an hour",
+    "Prefers {a} over {b} on weekends",
+];
+
+/// A fixed pseudo-random sequence, so every run loads the same facts.
+fn pick(seed: usize, i: usize, salt: usize, n: usize) -> usize {
+    let mut x = (seed as u64).wrapping_mul(6_364_136_223_846_793_005)
+        ^ (i as u64).wrapping_mul(1_442_695_040_888_963_407)
+        ^ salt as u64;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    // Squared: low indexes (common words) come up far more often than high ones.
+    let unit = (x % 10_000) as f64 / 10_000.0;
+    ((unit * unit) * n as f64) as usize % n
+}
+
+fn fact_text(seed: usize, i: usize) -> String {
+    TEMPLATES[pick(seed, i, 1, TEMPLATES.len())]
+        .replace("{a}", WORDS[pick(seed, i, 2, WORDS.len())])
+        .replace("{b}", WORDS[pick(seed, i, 3, WORDS.len())])
+        + &format!(" (note {i})")
+}
+
+fn three_words(i: usize) -> String {
+    format!("does she like {} or {} and {}", WORDS[i % 7], WORDS[(i * 13) % WORDS.len()], WORDS[(i * 31) % WORDS.len()])
+}
+
+/// A long question of 20 content words, common and rare.
+fn twenty_word_query() -> String {
+    let words: Vec<&str> = (0..20).map(|i| WORDS[(i * 5) % WORDS.len()]).collect();
+    format!("what do you remember about {}?", words.join(" "))
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}

@@ -1,0 +1,141 @@
+//! Facts search as an indexed, rarity-aware query (issue 11), on both backends: a rare
+//! query word beats a name that half the user's facts carry, in search and in the
+//! memory context, in the same order on both backends; `relevance` stays a share of
+//! the query's words; and the database's own plan reads through indexes instead of
+//! testing every query word against every fact.
+
+use std::time::Duration;
+
+use crate::common::*;
+use engram::{
+    domain::{
+        fact::{FactInput, NewFact, Origin},
+        ids::{AgentId, ExternalRef, TenantId},
+        search_query::SearchQuery,
+    },
+    store::{Store, facts::Owner},
+};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+on_both_backends!(rare_words_outrank_common_names, search_plan_reads_through_indexes);
+
+const AGENT: &str = "support-bot";
+const USER: &str = "caroline";
+
+fn user_path(user: &str) -> String {
+    format!("/api/agents/{AGENT}/users/{user}")
+}
+
+fn texts(items: &Value) -> Vec<&str> {
+    items.as_array().map(|a| a.iter().filter_map(|f| f["fact"].as_str()).collect()).unwrap_or_default()
+}
+
+fn new_fact(text: &str) -> NewFact {
+    FactInput { fact: text.to_owned(), tags: None, score: None }.validate().unwrap()
+}
+
+/// The rare fact is the oldest, so recency alone would rank it last: only the weight of
+/// its rare word can put it first.
+async fn rare_words_outrank_common_names(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = agent("acme");
+    app.enable_memory("acme", AGENT).await;
+    for text in [
+        "Went to an LGBTQ support meeting in May",
+        "Caroline likes painting sunsets",
+        "Plays the violin on Sundays",
+        "Caroline moved here from Sweden",
+        "Works as a school counsellor",
+        "Caroline has two dogs",
+    ] {
+        let (status, body) = app.post(&format!("{}/facts", user_path(USER)), &token, json!({"fact": text})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+
+    let (status, hits) =
+        app.get(&format!("{}/facts/search?q={}", user_path(USER), enc("Caroline LGBTQ")), &token).await;
+    assert_eq!(status, StatusCode::OK, "{hits}");
+    assert_eq!(
+        texts(&hits["items"]),
+        [
+            "Went to an LGBTQ support meeting in May",
+            "Caroline has two dogs",
+            "Caroline moved here from Sweden",
+            "Caroline likes painting sunsets"
+        ],
+        "one word each: the rare word first, then the name's facts newest first: {hits}"
+    );
+    let relevance: Vec<f64> =
+        hits["items"].as_array().unwrap().iter().map(|h| h["relevance"].as_f64().unwrap()).collect();
+    assert!(relevance.iter().all(|r| *r == 0.5), "a share of the query's two words: {relevance:?}");
+
+    // Matching more words still ranks first, however common they are.
+    let (_, both) =
+        app.get(&format!("{}/facts/search?q={}", user_path(USER), enc("caroline painting lgbtq")), &token).await;
+    assert_eq!(
+        texts(&both["items"])[..2],
+        ["Caroline likes painting sunsets", "Went to an LGBTQ support meeting in May"]
+    );
+    let top = both["items"][0]["relevance"].as_f64().unwrap();
+    assert!(top > 0.0 && top <= 1.0, "{both}");
+
+    let (status, context) = app
+        .get(&format!("{}/memory-context?query={}&max_facts=2", user_path(USER), enc("Caroline LGBTQ")), &token)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{context}");
+    assert_eq!(
+        texts(&context["facts"]),
+        ["Went to an LGBTQ support meeting in May", "Caroline has two dogs"],
+        "{context}"
+    );
+}
+
+/// Seeds many users' facts, one of them at the cap with a rare word in a few, and asks
+/// the database how it would search: through an index (FTS5 on SQLite; GIN or the
+/// owner's index on PostgreSQL, whichever its planner finds cheaper), never a scan of
+/// the facts table.
+async fn search_plan_reads_through_indexes(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
+    let (tenant, agent_id) = (TenantId::parse("acme".into()).unwrap(), AgentId::parse(AGENT.into()).unwrap());
+    for user in 0..40 {
+        let external_ref = ExternalRef::parse(format!("user-{user}")).unwrap();
+        let owner = Owner { tenant: &tenant, agent: &agent_id, user: &external_ref };
+        let count = if user == 0 { 1_000 } else { 100 };
+        let facts: Vec<NewFact> = (0..count)
+            .map(|i| {
+                let rare = if i % 250 == 0 { " zephyrine" } else { "" };
+                new_fact(&format!("Fact {i} of user {user}: likes tea number {i}{rare}"))
+            })
+            .collect();
+        store.import_facts(owner, &facts, Origin::Manual).await.unwrap();
+    }
+    store.refresh_statistics().await.unwrap();
+
+    let external_ref = ExternalRef::parse("user-0".into()).unwrap();
+    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &external_ref };
+    for (words, rare) in [("zephyrine quartz", true), ("does she like the zephyrine tea", false)] {
+        let query = SearchQuery::parse(words).unwrap();
+        let plan = store.explain_search(owner, &query).await.unwrap();
+        let text = plan.join("\n");
+        match backend {
+            // An index bounds the facts read: GIN for the words, or the owner's index,
+            // which the cap bounds (the planner's choice by cost); never the table.
+            Backend::Postgres => {
+                assert!(text.contains("Index Scan on facts_"), "an index: {text}");
+                assert!(!text.contains("Seq Scan on facts"), "{text}");
+            }
+            Backend::Sqlite => {
+                assert!(text.contains("facts_fts VIRTUAL TABLE INDEX"), "the FTS5 index: {text}");
+                let full_scan = plan.iter().any(|step| step.starts_with("SCAN facts") && !step.contains("VIRTUAL"));
+                assert!(!full_scan, "{text}");
+            }
+        }
+        let hits = store.search_facts(owner, &query, None, 10).await.unwrap();
+        let first = hits.iter().take_while(|h| h.fact.fact.ends_with("zephyrine")).count();
+        assert_eq!(first, 4, "the rare word's four facts first: {hits:?}");
+        assert_eq!(hits.len(), if rare { 4 } else { 10 }, "{hits:?}");
+    }
+    store.close().await;
+}
