@@ -18,6 +18,7 @@ use crate::{
         conversation::Ended,
         ids::{ExternalRef, TenantId},
     },
+    embed::Embedder,
     store::{Store, conversations::EndTrigger, rgpd::Receipt},
 };
 
@@ -34,6 +35,8 @@ pub struct AppState {
     pub job_wakeup: Arc<Notify>,
     /// Key of the erasure receipts' subject hash.
     pub receipt_key: Arc<Secret>,
+    /// Turns facts and queries into vectors (`ENGRAM_EMBEDDINGS`).
+    pub embedder: Arc<Embedder>,
 }
 
 impl FromRef<AppState> for Guard {
