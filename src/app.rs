@@ -86,6 +86,7 @@ impl App {
             job_wakeup: Arc::new(Notify::new()),
             receipt_key: Arc::new(receipt_key),
             embedder,
+            embedding_wakeup: Arc::new(Notify::new()),
         };
         Ok(App { state, listener, extractor })
     }
@@ -107,9 +108,12 @@ impl App {
         // The model is fetched and loaded while the server already answers (full text only
         // until then); the task holds no lease or connection, so shutdown does not wait for it.
         let preparing = {
-            let embedder = state.embedder.clone();
+            let state = state.clone();
             let index_url = state.config.model_files.embedding_index_url.clone();
-            tokio::spawn(async move { embedder.prepare(index_url.as_deref()).await })
+            tokio::spawn(async move {
+                state.embedder.prepare(index_url.as_deref()).await;
+                state.facts_changed();
+            })
         };
         tracing::info!(address = %listener.local_addr()?, "engram listening");
         axum::serve(listener, http::router(state.clone(), admin::router())).with_graceful_shutdown(shutdown).await?;

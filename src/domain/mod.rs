@@ -14,3 +14,4 @@ pub mod message;
 pub mod policy;
 pub mod prompt;
 pub mod search_query;
+pub mod vector;

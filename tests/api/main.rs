@@ -27,4 +27,5 @@ mod processes;
 mod rgpd;
 mod sanitize;
 mod secrets;
+mod semantic;
 mod spec;
