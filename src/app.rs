@@ -13,6 +13,7 @@ use crate::{
     auth::{Authenticator, Guard, KeySource, rate_limit::RateLimiter},
     config::{MIN_SECRET_BYTES, Secret, ServeConfig},
     crypto,
+    embed::Embedder,
     extract::Extractor,
     http,
     service::AppState,
@@ -64,6 +65,7 @@ impl App {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on ENGRAM_BIND {}: {e}", config.bind))?;
         let extractor = Arc::new(Extractor::from_config(&config)?);
+        let embedder = Arc::new(Embedder::from_config(&config)?);
         let receipt_key = match &config.receipt_key {
             Some(key) => key.clone(),
             None => {
@@ -83,6 +85,8 @@ impl App {
             metrics: telemetry::metrics_handle(),
             job_wakeup: Arc::new(Notify::new()),
             receipt_key: Arc::new(receipt_key),
+            embedder,
+            embedding_wakeup: Arc::new(Notify::new()),
         };
         Ok(App { state, listener, extractor })
     }
@@ -101,9 +105,20 @@ impl App {
         let App { state, listener, extractor } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let background = crate::worker::spawn(state.clone(), extractor, stop_rx);
+        // The model is fetched and loaded while the server already answers (full text only
+        // until then); the task holds no lease or connection, so shutdown does not wait for it.
+        let preparing = {
+            let state = state.clone();
+            let index_url = state.config.model_files.embedding_index_url.clone();
+            tokio::spawn(async move {
+                state.embedder.prepare(index_url.as_deref()).await;
+                state.facts_changed();
+            })
+        };
         tracing::info!(address = %listener.local_addr()?, "engram listening");
         axum::serve(listener, http::router(state.clone(), admin::router())).with_graceful_shutdown(shutdown).await?;
         let _ = stop_tx.send(true);
+        preparing.abort();
         for task in background {
             let _ = task.await;
         }

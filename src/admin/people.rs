@@ -420,7 +420,10 @@ pub async fn add_fact(
     let fact = FactInput { fact: text, tags: Some(tags), score }.validate().map_err(AdminError::BadRequest)?;
     let cap = state.config.max_facts_per_user;
     let done = match state.store.remember_fact(owner(&operator, &agent, &user), &fact, cap).await? {
-        Remembered::Created(_) => "fact-added",
+        Remembered::Created(_) => {
+            state.facts_changed();
+            "fact-added"
+        }
         Remembered::Existing(_) => "fact-existing",
         Remembered::Full => {
             let mut errors = FieldErrors::default();
@@ -450,7 +453,10 @@ pub async fn edit_fact(
         .validate()
         .map_err(AdminError::BadRequest)?;
     match state.store.update_fact(owner(&operator, &agent, &user), id, &changes).await? {
-        Ok(_) => see_other(&format!("{}?done=fact-saved", facts_path(&user, &agent))),
+        Ok(_) => {
+            state.facts_changed();
+            see_other(&format!("{}?done=fact-saved", facts_path(&user, &agent)))
+        }
         Err(UpdateError::NotFound) => Err(AdminError::NotFound("fact")),
         Err(UpdateError::Duplicate) => {
             let mut errors = FieldErrors::default();

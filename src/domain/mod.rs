@@ -16,3 +16,4 @@ pub mod message;
 pub mod policy;
 pub mod prompt;
 pub mod search_query;
+pub mod vector;

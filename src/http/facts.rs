@@ -78,8 +78,11 @@ struct SearchParams {
 struct ScoredFact {
     #[serde(flatten)]
     fact: Fact,
-    /// The share of the query's words (after stemming, stop words ignored) the fact
-    /// contains, in (0, 1]; higher is more relevant.
+    /// How well the fact answers the query, in [0, 1]; higher is more relevant. Without
+    /// embeddings: the share of the query's words (after stemming, stop words ignored) the
+    /// fact contains. With them: 0.4 × that share relative to the best full-text hit,
+    /// plus 0.6 × the cosine similarity of the fact's and the query's vectors relative to
+    /// the most similar fact (similarities under 0.25 count as 0).
     relevance: f64,
 }
 
@@ -131,7 +134,10 @@ async fn remember_fact(
     let fact = input.validate().map_err(ApiError::InvalidRequest)?;
     let cap = state.config.max_facts_per_user;
     match state.store.remember_fact(owner(&caller, &agent, &user), &fact, cap).await? {
-        Remembered::Created(fact) => Ok((StatusCode::CREATED, Json(fact))),
+        Remembered::Created(fact) => {
+            state.facts_changed();
+            Ok((StatusCode::CREATED, Json(fact)))
+        }
         Remembered::Existing(fact) => Ok((StatusCode::OK, Json(fact))),
         Remembered::Full => {
             Err(ApiError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
@@ -139,8 +145,9 @@ async fn remember_fact(
     }
 }
 
-/// Full-text search: facts containing any of the query's words (stemmed, stop words
-/// ignored), those with more of the words first, then the newest.
+/// Search: facts containing any of the query's words (stemmed, stop words ignored), and,
+/// when embeddings are on and ready, facts close to the query in meaning; the most
+/// relevant first, then the newest.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts/search", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), SearchParams),
     responses((status = 200, body = SearchResults), CommonErrors))]
@@ -153,7 +160,7 @@ async fn search_facts(
     let query = SearchQuery::parse(&params.q).map_err(ApiError::InvalidRequest)?;
     let limit = limit(params.limit, 10, 200)?;
     let tag = tag_filter(params.tag.as_deref())?;
-    let hits = state.store.search_facts(owner(&caller, &agent, &user), &query, tag, limit).await?;
+    let hits = state.search_facts(owner(&caller, &agent, &user), &query, tag, limit).await?;
     let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
     Ok(Json(SearchResults { items }))
 }
@@ -172,7 +179,10 @@ async fn update_fact(
 ) -> Result<Json<Fact>, ApiError> {
     let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
     match state.store.update_fact(owner(&caller, &agent, &user), id, &changes).await? {
-        Ok(fact) => Ok(Json(fact)),
+        Ok(fact) => {
+            state.facts_changed();
+            Ok(Json(fact))
+        }
         Err(UpdateError::NotFound) => Err(ApiError::NotFound("fact")),
         Err(UpdateError::Duplicate) => {
             Err(ApiError::Conflict("another stored fact of this user is the same fact".into()))

@@ -64,6 +64,6 @@ async fn memory_context(
     };
     let max_facts = request.max_facts.unwrap_or(default_max);
     let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
-    let candidates = state.store.context_facts(owner, request.query.as_ref(), limit).await?;
+    let candidates = state.context_facts(owner, request.query.as_ref(), limit).await?;
     Ok(Json(MemoryContext::assemble(candidates, max_facts, request.token_budget)))
 }

@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Notify;
 
 pub mod export;
+pub mod recall;
 
 use crate::{
     auth::Guard,
@@ -18,6 +19,7 @@ use crate::{
         conversation::Ended,
         ids::{ExternalRef, TenantId},
     },
+    embed::Embedder,
     store::{Store, conversations::EndTrigger, rgpd::Receipt},
 };
 
@@ -34,6 +36,10 @@ pub struct AppState {
     pub job_wakeup: Arc<Notify>,
     /// Key of the erasure receipts' subject hash.
     pub receipt_key: Arc<Secret>,
+    /// Turns facts and queries into vectors (`ENGRAM_EMBEDDINGS`).
+    pub embedder: Arc<Embedder>,
+    /// Wakes the embedding worker when facts were written or the model became ready.
+    pub embedding_wakeup: Arc<Notify>,
 }
 
 impl FromRef<AppState> for Guard {
@@ -56,6 +62,12 @@ impl AppState {
             self.job_wakeup.notify_one();
         }
         Ok(ended)
+    }
+
+    /// Tells the embedding worker that facts were stored or changed, so their vectors
+    /// follow within moments (the write itself never waits for, nor fails on, an embedding).
+    pub fn facts_changed(&self) {
+        self.embedding_wakeup.notify_one();
     }
 
     /// Erases everything held about a person in the tenant and writes the receipt (see

@@ -79,7 +79,12 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     let kept = extracted::select(extraction.facts, settings.min_confidence);
     let kept = extracted::best(kept, state.config.max_facts_per_job);
     match store.store_extracted_facts(job, &kept, state.config.max_facts_per_user).await? {
-        Some(added) => Ok(Outcome::Stored(added)),
+        Some(added) => {
+            if added > 0 {
+                state.facts_changed();
+            }
+            Ok(Outcome::Stored(added))
+        }
         None => Ok(Outcome::Fenced),
     }
 }

@@ -1,5 +1,6 @@
 //! Background tasks that run inside `engram serve`: the extraction workers, the
-//! PostgreSQL notification listener that wakes them, and the idle-conversation sweeper.
+//! PostgreSQL notification listener that wakes them, the idle-conversation sweeper, and
+//! the embedding worker.
 
 use std::{sync::Arc, time::Duration};
 
@@ -7,6 +8,7 @@ use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{extract::Extractor, service::AppState, store::Store};
 
+pub mod embedding;
 pub mod extraction;
 pub mod jobs;
 
@@ -14,7 +16,10 @@ pub mod sweeper;
 
 /// Starts the background tasks; each stops when `stop` turns true.
 pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-    let mut tasks = vec![tokio::spawn(sweeper::run(state.clone(), stop.clone()))];
+    let mut tasks = vec![
+        tokio::spawn(sweeper::run(state.clone(), stop.clone())),
+        tokio::spawn(embedding::run(state.clone(), stop.clone())),
+    ];
     if !state.store.is_embedded() {
         tasks.push(tokio::spawn(listen(state.store.clone(), state.job_wakeup.clone(), stop.clone())));
     }

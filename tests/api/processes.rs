@@ -31,6 +31,8 @@ impl Service {
             .env("ENGRAM_BIND", format!("127.0.0.1:{port}"))
             .env("ENGRAM_JWT_SECRET", SECRET)
             .env("ENGRAM_JOB_POLL_MS", "100")
+            // No model download from PyPI in a test.
+            .env("ENGRAM_EMBEDDINGS", "off")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -198,6 +198,11 @@ impl TestApp {
             "--jwt-secret".into(),
             SECRET.into(),
         ];
+        // Embeddings are off unless a test asks for them: the default (the local model,
+        // fetched from PyPI when missing) would make every test depend on the internet.
+        if !extra.iter().any(|arg| arg.starts_with("--embeddings")) {
+            args.extend(["--embeddings".into(), "off".into()]);
+        }
         args.extend(extra.iter().cloned());
         let config = Args::try_parse_from(&args).expect("valid test config").config;
         let app = App::build(config).await.expect("app builds");

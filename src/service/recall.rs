@@ -1,0 +1,97 @@
+//! Recall with a query: full-text search fused with vector similarity (the hybrid ranking
+//! of [`crate::domain::vector`]) when the query can be embedded, full text alone otherwise.
+//!
+//! This is the one seam between the routes and the ranking: facts search and the memory
+//! context with a query call these two functions, which take the full-text candidates
+//! from the store as they are and add the vector candidates. Without vectors (embeddings
+//! off, the model not ready, the embedder failing, no fact embedded yet) the answer is
+//! exactly the store's full-text answer.
+
+use std::time::Duration;
+
+use super::AppState;
+use crate::{
+    domain::{fact::Fact, search_query::SearchQuery, vector},
+    store::{
+        Result,
+        facts::{Hit, Owner},
+    },
+};
+
+/// Longest a query waits for its own embedding; past it the query is answered by full
+/// text alone, so a slow or failing embedding server never makes recall fail or hang.
+const QUERY_EMBEDDING_LIMIT: Duration = Duration::from_secs(2);
+
+impl AppState {
+    /// The query's vector and its model's tag, when the embedder can make one in time.
+    async fn query_vector(&self, query: &SearchQuery) -> Option<(String, Vec<f32>)> {
+        let model = self.embedder.model_tag().filter(|_| self.embedder.is_ready())?;
+        let texts = [query.text().to_owned()];
+        match tokio::time::timeout(QUERY_EMBEDDING_LIMIT, self.embedder.embed(&texts)).await {
+            Ok(Ok(mut vectors)) => vectors.pop().map(|v| (model, v)),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "the query is not embedded: full-text recall");
+                None
+            }
+            Err(_) => {
+                tracing::debug!("the query's embedding took too long: full-text recall");
+                None
+            }
+        }
+    }
+
+    /// Facts search: the full-text hits fused with the facts nearest in meaning.
+    pub async fn search_facts(
+        &self,
+        owner: Owner<'_>,
+        query: &SearchQuery,
+        tag: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Hit>> {
+        let hits = self.store.search_facts(owner, query, tag, limit).await?;
+        let Some((model, query_vector)) = self.query_vector(query).await else {
+            return Ok(hits);
+        };
+        let mut facts: Vec<Fact> = hits.iter().map(|hit| hit.fact.clone()).collect();
+        let text: Vec<_> = hits.iter().map(|hit| (hit.fact.id, hit.relevance)).collect();
+        let vectors: Vec<_> = self
+            .store
+            .fact_vectors(owner, &model)
+            .await?
+            .into_iter()
+            .filter(|(fact, _)| tag.is_none_or(|tag| fact.tags.iter().any(|t| t == tag)))
+            .map(|(fact, values)| {
+                let id = fact.id;
+                if !facts.iter().any(|f| f.id == id) {
+                    facts.push(fact);
+                }
+                (id, values)
+            })
+            .collect();
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let nearest = vector::nearest(&query_vector, &vectors, limit);
+        Ok(vector::fuse(&text, &nearest)
+            .into_iter()
+            .take(limit)
+            .filter_map(|(id, relevance)| {
+                let fact = facts.iter().find(|f| f.id == id)?.clone();
+                Some(Hit { fact, relevance })
+            })
+            .collect())
+    }
+
+    /// The memory context's candidates: with a query that can be embedded, the `limit`
+    /// best fused matches, then the `limit` newest; otherwise the store's own candidates.
+    pub async fn context_facts(&self, owner: Owner<'_>, query: Option<&SearchQuery>, limit: i64) -> Result<Vec<Fact>> {
+        let Some(query) = query else {
+            return self.store.context_facts(owner, None, limit).await;
+        };
+        if self.embedder.model_tag().is_none() || !self.embedder.is_ready() {
+            return self.store.context_facts(owner, Some(query), limit).await;
+        }
+        let mut candidates: Vec<Fact> =
+            self.search_facts(owner, query, None, limit).await?.into_iter().map(|hit| hit.fact).collect();
+        candidates.extend(self.store.list_facts(owner, None, None, limit).await?);
+        Ok(candidates)
+    }
+}

@@ -1,0 +1,99 @@
+//! Vectors of facts (`fact_vectors`, migration 0005): the embedding worker's reads and
+//! writes, and the one read recall needs, a user's current vectors with their facts.
+//!
+//! A vector is *current* while its model is the configured one and its `fact_updated_at`
+//! equals the fact's `updated_at` (copied from the fact row by the same statement that
+//! stores the vector, so both backends compare like with like). Deleting a fact deletes
+//! its vector (`ON DELETE CASCADE`), so erasure, forget-all, eviction and delete need no
+//! statement here.
+
+use uuid::Uuid;
+
+use super::{
+    Result, Store,
+    facts::{BindOwner, FactRow, Owner},
+    with_pool,
+};
+use crate::domain::{fact::Fact, vector};
+
+/// A fact whose vector is missing or stale.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Pending {
+    pub id: Uuid,
+    /// The text to embed; personal data, never logged.
+    pub fact: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct VectorRow {
+    #[sqlx(flatten)]
+    fact: FactRow,
+    dims: i32,
+    vector: Vec<u8>,
+}
+
+/// $1 model, $2 after (fact id), $3 limit
+const PENDING: &str = "SELECT f.id, f.fact FROM facts f LEFT JOIN fact_vectors v ON v.fact_id = f.id \
+     WHERE (v.fact_id IS NULL OR v.model <> $1 OR v.fact_updated_at <> f.updated_at) AND f.id > $2 \
+     ORDER BY f.id LIMIT $3";
+
+/// $1 fact id, $2 model, $3 dims, $4 vector, $5 the text the vector was made from. Stores
+/// nothing when the fact is gone or its text changed meanwhile (the vector would be of
+/// another text): that fences a slow embedding against a concurrent edit, and two
+/// replicas embedding the same fact write the same row.
+const STORE: &str = "INSERT INTO fact_vectors (fact_id, model, dims, vector, fact_updated_at) \
+     SELECT id, $2, $3, $4, updated_at FROM facts WHERE id = $1 AND fact = $5 \
+     ON CONFLICT (fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, \
+     vector = excluded.vector, fact_updated_at = excluded.fact_updated_at";
+
+/// $1 tenant, $2 agent, $3 user, $4 model
+const OWNER_VECTORS: &str = "SELECT f.id, f.agent_id, f.external_ref, f.fact, f.tags, f.score, f.source, \
+     f.conversation_id, f.created_at, f.updated_at, v.dims, v.vector \
+     FROM facts f JOIN fact_vectors v ON v.fact_id = f.id \
+     WHERE f.tenant_id = $1 AND f.agent_id = $2 AND f.external_ref = $3 \
+     AND v.model = $4 AND v.fact_updated_at = f.updated_at";
+
+impl Store {
+    /// Up to `limit` facts, of any owner, in id order after `after`, whose vector of
+    /// `model` is missing or stale. Walking by id lets the worker go past facts that fail
+    /// to embed instead of retrying them first forever.
+    pub async fn facts_without_vectors(&self, model: &str, after: Uuid, limit: i64) -> Result<Vec<Pending>> {
+        Ok(with_pool!(self, pool => {
+            sqlx::query_as(PENDING).bind(model).bind(after).bind(limit).fetch_all(pool).await?
+        }))
+    }
+
+    /// Stores the vector `model` made of `text`, the text of fact `id` (see [`STORE`]).
+    /// Returns whether it was stored.
+    pub async fn store_vector(&self, id: Uuid, text: &str, model: &str, values: &[f32]) -> Result<bool> {
+        let dims = i32::try_from(values.len()).map_err(|_| sqlx::Error::Protocol("vector too long".into()))?;
+        let stored = with_pool!(self, pool => {
+            sqlx::query(STORE)
+                .bind(id)
+                .bind(model)
+                .bind(dims)
+                .bind(vector::to_bytes(values))
+                .bind(text)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(stored > 0)
+    }
+
+    /// The owner's facts that have a current vector of `model`, with it. At most
+    /// `ENGRAM_MAX_FACTS_PER_USER` rows (one per fact), so the memory it takes is bounded.
+    pub async fn fact_vectors(&self, owner: Owner<'_>, model: &str) -> Result<Vec<(Fact, Vec<f32>)>> {
+        let rows: Vec<VectorRow> = with_pool!(self, pool => {
+            sqlx::query_as(OWNER_VECTORS).bind_owner(owner).bind(model).fetch_all(pool).await?
+        });
+        rows.into_iter()
+            .map(|row| {
+                let dims = usize::try_from(row.dims).unwrap_or(0);
+                let values = vector::from_bytes(&row.vector, dims)
+                    .ok_or_else(|| sqlx::Error::Decode("a stored vector does not match its dimensions".into()))?;
+                Ok((Fact::try_from(row.fact)?, values))
+            })
+            .collect()
+    }
+}

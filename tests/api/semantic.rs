@@ -1,0 +1,346 @@
+//! Recall by meaning over HTTP, on both backends: vectors follow remember, edit and
+//! extraction; a model change is backfilled; erasure and deletion leave no vector; an
+//! embedding server that fails never fails a write (the fact is embedded later); without
+//! vectors recall is exactly full text; and with the real local model, paraphrases are
+//! found first among distractors.
+//!
+//! Most tests use a local OpenAI-compatible embedding server whose vectors are a hashed
+//! bag of words (deterministic, instant); the paraphrase test needs the real model, which
+//! `scripts/test` provides once under `target/models/` (or `ENGRAM_TEST_MODEL_DIR`).
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU8, Ordering},
+};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+on_both_backends!(
+    vectors_follow_remember_edit_and_extraction,
+    a_model_change_is_backfilled,
+    erasure_and_deletion_leave_no_vector,
+    a_failing_embedding_server_never_fails_a_write,
+    without_vectors_recall_is_exactly_full_text,
+    paraphrases_are_recalled_first_with_the_local_model,
+);
+
+const DIMS: usize = 16;
+
+/// How the fake embedding server answers.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Mode {
+    Healthy = 0,
+    ServerError = 1,
+    RateLimited = 2,
+    Slow = 3,
+    Malformed = 4,
+}
+
+/// A local OpenAI-compatible `/v1/embeddings` server: each text's vector counts its
+/// lower-cased words hashed into [`DIMS`] buckets. Its mode can be switched while it runs.
+struct FakeEmbeddings {
+    base: String,
+    mode: Arc<AtomicU8>,
+}
+
+impl FakeEmbeddings {
+    async fn start() -> FakeEmbeddings {
+        let mode = Arc::new(AtomicU8::new(Mode::Healthy as u8));
+        let shared = mode.clone();
+        let router = axum::Router::new().route(
+            "/v1/embeddings",
+            axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+                let mode = shared.load(Ordering::SeqCst);
+                async move { answer(mode, &body).await }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}/v1", listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        FakeEmbeddings { base, mode }
+    }
+
+    fn set(&self, mode: Mode) {
+        self.mode.store(mode as u8, Ordering::SeqCst);
+    }
+
+    fn args(&self, model: &str) -> Vec<String> {
+        ["--embeddings", "openai", "--embedding-base-url", &self.base, "--embedding-model", model]
+            .into_iter()
+            .chain(["--embedding-timeout-secs", "1", "--job-poll-ms", "50"])
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+async fn answer(mode: u8, body: &Value) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match mode {
+        1 => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        2 => return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")]).into_response(),
+        3 => tokio::time::sleep(Duration::from_secs(3)).await,
+        4 => return axum::Json(json!({"data": [{"index": 0}]})).into_response(),
+        _ => {}
+    }
+    let inputs = body["input"].as_array().cloned().unwrap_or_default();
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let mut vector = [0f32; DIMS];
+            vector[0] = 0.01;
+            for word in text.as_str().unwrap_or("").split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                let hash = word.to_lowercase().bytes().fold(7usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+                vector[hash % DIMS] += 1.0;
+            }
+            json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    axum::Json(json!({"object": "list", "data": data, "model": "fake"})).into_response()
+}
+
+/// Facts and their vectors in the test's database: (fact text, vector model or None,
+/// whether the vector is current).
+async fn vectors(db: &TestDb) -> Vec<(String, Option<String>, bool)> {
+    const SQL: &str = "SELECT f.fact, v.model, v.fact_updated_at = f.updated_at AS current \
+        FROM facts f LEFT JOIN fact_vectors v ON v.fact_id = f.id ORDER BY f.fact";
+    let mut rows: Vec<(String, Option<String>, Option<bool>)> = match db.backend {
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&db.url).await.expect("connect");
+            sqlx::query_as(SQL).fetch_all(&pool).await.expect("read")
+        }
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&db.url).await.expect("connect");
+            sqlx::query_as(SQL).fetch_all(&pool).await.expect("read")
+        }
+    };
+    rows.drain(..).map(|(fact, model, current)| (fact, model, current.unwrap_or(false))).collect()
+}
+
+async fn vector_rows(db: &TestDb) -> i64 {
+    const SQL: &str = "SELECT count(*) FROM fact_vectors";
+    match db.backend {
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&db.url).await.expect("connect");
+            sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("count")
+        }
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&db.url).await.expect("connect");
+            sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("count")
+        }
+    }
+}
+
+/// Waits until every fact has a current vector of `model`; returns how many facts.
+async fn all_embedded_with(db: &TestDb, model: &str) -> usize {
+    let done = eventually(Duration::from_secs(20), || async {
+        let rows = vectors(db).await;
+        rows.iter().all(|(_, m, current)| m.as_deref() == Some(model) && *current).then_some(rows.len())
+    })
+    .await;
+    match done {
+        Some(count) => count,
+        None => panic!("not every fact has a current {model} vector: {:?}", vectors(db).await),
+    }
+}
+
+fn facts_path(user: &str) -> String {
+    format!("/api/agents/concierge/users/{user}/facts")
+}
+
+async fn remember(app: &TestApp, user: &str, fact: &str) -> Value {
+    let (status, body) = app.post(&facts_path(user), &agent("acme"), json!({"fact": fact})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+async fn search(app: &TestApp, user: &str, q: &str) -> Vec<(String, f64)> {
+    let (status, found) = app.get(&format!("{}/search?q={}", facts_path(user), enc(q)), &agent("acme")).await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    found["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|hit| (hit["fact"].as_str().expect("text").to_owned(), hit["relevance"].as_f64().expect("relevance")))
+        .collect()
+}
+
+async fn vectors_follow_remember_edit_and_extraction(backend: Backend) {
+    let fake = FakeEmbeddings::start().await;
+    let args = fake.args("fake-1");
+    let app = TestApp::spawn_with(backend, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let fact = remember(&app, "ann", "Ships the app on fly.io").await;
+    assert_eq!(all_embedded_with(&app.db, "openai:fake-1").await, 1);
+
+    let id = fact["id"].as_str().expect("id");
+    let (status, body) =
+        app.patch(&format!("{}/{id}", facts_path("ann")), &agent("acme"), json!({"fact": "Deploys on Render"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(all_embedded_with(&app.db, "openai:fake-1").await, 1);
+    assert_eq!(vectors(&app.db).await[0].0, "Deploys on Render");
+
+    app.enable_memory("acme", "concierge").await;
+    let (_, ended) =
+        converse(&app, "concierge", "ann", &["Hi! My name is Ann.", "I live in Oslo.", "I prefer tea, honestly."])
+            .await;
+    assert_eq!(ended["extraction"]["queued"], true, "{ended}");
+    let extracted = eventually(Duration::from_secs(20), || async {
+        let rows = vectors(&app.db).await;
+        (rows.len() >= 3 && rows.iter().all(|(_, m, current)| m.is_some() && *current)).then_some(rows.len())
+    })
+    .await;
+    assert!(extracted.is_some(), "extracted facts got vectors: {:?}", vectors(&app.db).await);
+}
+
+async fn a_model_change_is_backfilled(backend: Backend) {
+    let fake = FakeEmbeddings::start().await;
+    let mut app = TestApp::start(TestDb::fresh(backend).await, fake.args("fake-1")).await;
+    for fact in ["Ships the app on fly.io", "Has a daughter named Emma", "Prefers tea over coffee"] {
+        remember(&app, "ann", fact).await;
+    }
+    assert_eq!(all_embedded_with(&app.db, "openai:fake-1").await, 3);
+    app.stop().await;
+
+    let app = TestApp::start(app.db.clone(), fake.args("fake-2")).await;
+    assert_eq!(all_embedded_with(&app.db, "openai:fake-2").await, 3);
+    assert_eq!(vector_rows(&app.db).await, 3, "old vectors are replaced, not kept beside");
+}
+
+async fn erasure_and_deletion_leave_no_vector(backend: Backend) {
+    let fake = FakeEmbeddings::start().await;
+    let args = fake.args("fake-1");
+    let app = TestApp::spawn_with(backend, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let one = remember(&app, "ann", "Ships the app on fly.io").await;
+    remember(&app, "ann", "Has a daughter named Emma").await;
+    remember(&app, "bob", "Prefers tea over coffee").await;
+    remember(&app, "cid", "Plays the cello").await;
+    assert_eq!(all_embedded_with(&app.db, "openai:fake-1").await, 4);
+
+    let id = one["id"].as_str().expect("id");
+    let (status, _) = app.delete(&format!("{}/{id}", facts_path("ann")), &agent("acme")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(vector_rows(&app.db).await, 3);
+
+    let (status, body) = app.delete(&facts_path("cid"), &agent("acme")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(vector_rows(&app.db).await, 2);
+
+    let (status, erased) = app.delete("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
+    assert_eq!(status, StatusCode::OK, "{erased}");
+    let left = vectors(&app.db).await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].0, "Prefers tea over coffee", "the bystander keeps their vector");
+    assert_eq!(vector_rows(&app.db).await, 1);
+}
+
+async fn a_failing_embedding_server_never_fails_a_write(backend: Backend) {
+    let fake = FakeEmbeddings::start().await;
+    let args = fake.args("fake-1");
+    let app = TestApp::spawn_with(backend, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    for (i, mode) in [Mode::ServerError, Mode::RateLimited, Mode::Slow, Mode::Malformed].into_iter().enumerate() {
+        fake.set(mode);
+        let text = format!("Owns {} bicycles", i + 2);
+        let fact = remember(&app, "ann", &text).await;
+        let id = fact["id"].as_str().expect("id");
+        let (status, body) =
+            app.patch(&format!("{}/{id}", facts_path("ann")), &agent("acme"), json!({"tags": ["sport"]})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // Recall still answers, by full text.
+        let found = search(&app, "ann", "bicycles").await;
+        assert!(found.iter().any(|(fact, _)| *fact == text), "{found:?}");
+        let rows = vectors(&app.db).await;
+        assert!(rows.iter().any(|(fact, model, _)| *fact == text && model.is_none()), "{rows:?}");
+        fake.set(Mode::Healthy);
+        // …and the fact is embedded later.
+        all_embedded_with(&app.db, "openai:fake-1").await;
+    }
+}
+
+async fn without_vectors_recall_is_exactly_full_text(backend: Backend) {
+    let offline = "http://127.0.0.1:9/simple/".to_owned();
+    let missing = std::env::temp_dir().join(format!("engram-no-model-{}", uuid::Uuid::now_v7().simple()));
+    let missing = missing.display().to_string();
+    let runs = [
+        vec!["--embeddings".to_owned(), "off".to_owned()],
+        vec![
+            "--embeddings".into(),
+            "local".into(),
+            "--embedding-model-dir".into(),
+            missing.clone(),
+            "--embedding-index-url".into(),
+            offline,
+        ],
+    ];
+    let mut answers = Vec::new();
+    for args in runs {
+        let app = TestApp::start(TestDb::fresh(backend).await, args).await;
+        for fact in ["Ships the app on fly.io", "Deploys on Friday", "Has a daughter named Emma", "Drinks tea"] {
+            remember(&app, "ann", fact).await;
+        }
+        app.enable_memory("acme", "concierge").await;
+        let (status, context) =
+            app.get("/api/agents/concierge/users/ann/memory-context?query=deploys%20on%20friday", &agent("acme")).await;
+        assert_eq!(status, StatusCode::OK, "{context}");
+        let found = search(&app, "ann", "where does Ann deploy on Friday").await;
+        assert_eq!(found.first().map(|(f, _)| f.as_str()), Some("Deploys on Friday"), "{found:?}");
+        assert_eq!(vector_rows(&app.db).await, 0);
+        answers.push((found, context["prompt"].clone()));
+    }
+    assert!(!std::path::Path::new(&missing).join("model.safetensors").exists());
+    assert_eq!(answers[0], answers[1], "the missing model answers as embeddings off");
+}
+
+/// The real model's directory: `ENGRAM_TEST_MODEL_DIR`, or where `scripts/test` puts it.
+fn model_dir() -> String {
+    std::env::var("ENGRAM_TEST_MODEL_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/models/all-MiniLM-L6-v2").to_owned())
+}
+
+async fn paraphrases_are_recalled_first_with_the_local_model(backend: Backend) {
+    let dir = model_dir();
+    assert!(
+        std::path::Path::new(&dir).join("model.safetensors").is_file(),
+        "the local model is missing from {dir}: run scripts/test (it fetches it once) or set ENGRAM_TEST_MODEL_DIR"
+    );
+    let args = ["--embeddings", "local", "--embedding-model-dir", &dir, "--embedding-index-url", "http://127.0.0.1:9/"];
+    let app = TestApp::spawn_with(backend, &args).await;
+    let targets = ["Ships the app on fly.io", "Has a daughter named Emma", "Prefers tea over coffee"];
+    let distractors = [
+        "Lives in Lyon",
+        "Works as a nurse",
+        "Allergic to peanuts",
+        "Plays the cello on weekends",
+        "Drives a red car",
+        "Birthday is in March",
+        "Reads science fiction",
+        "Runs along the river",
+        "Where the team meets is the blue room",
+    ];
+    for fact in targets.iter().chain(&distractors) {
+        remember(&app, "ann", fact).await;
+    }
+    let count = all_embedded_with(&app.db, "local:all-MiniLM-L6-v2").await;
+    assert_eq!(count, targets.len() + distractors.len());
+    for (query, expected) in
+        [("Where do I deploy?", targets[0]), ("my kid", targets[1]), ("what do I drink in the morning", targets[2])]
+    {
+        let found = search(&app, "ann", query).await;
+        assert_eq!(found.first().map(|(f, _)| f.as_str()), Some(expected), "{query}: {found:?}");
+        assert!(found.iter().all(|(_, r)| (0.0..=1.0).contains(r)), "{found:?}");
+    }
+
+    app.enable_memory("acme", "concierge").await;
+    let (status, context) = app
+        .get(
+            &format!("/api/agents/concierge/users/ann/memory-context?query={}&max_facts=1", enc("my kid")),
+            &agent("acme"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{context}");
+    assert_eq!(context["facts"][0]["fact"], targets[1], "{context}");
+}
