@@ -65,14 +65,18 @@ pub struct ConfigPatch {
 /// An optional integer that also takes a number with a zero fraction (`3.0`): JSON
 /// Schema's `integer`, which the spec promises, counts `3.0` as an integer, and a
 /// client's JSON library may write one so.
-fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+pub(crate) fn whole_number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64>,
+{
     use serde::de::Error;
     match Option::<serde_json::Number>::deserialize(d)? {
         None => Ok(None),
         Some(n) => n
             .as_i64()
             .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15).map(|f| f as i64))
-            .and_then(|i| i32::try_from(i).ok())
+            .and_then(|i| T::try_from(i).ok())
             .map(Some)
             .ok_or_else(|| D::Error::custom(format!("expected an integer, got {n}"))),
     }

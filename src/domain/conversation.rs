@@ -189,7 +189,7 @@ pub struct AppendRequest {
     /// Store only if the conversation's newest `seq` is still this (0: no message yet);
     /// otherwise 409 `conflict` with the current one in `error.last_seq`, nothing stored.
     /// Left out of the fingerprint when absent, so keys stored before it existed still match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::agent_config::whole_number")]
     #[schema(minimum = 0)]
     pub expected_last_seq: Option<i64>,
 }
@@ -320,6 +320,17 @@ mod tests {
             extracted_through_seq: 0,
             queued_through_seq: 0,
         }
+    }
+
+    #[test]
+    fn expected_last_seq_may_be_written_with_a_zero_fraction() {
+        let body =
+            |seq: serde_json::Value| json!({"messages": [{"role": "user", "content": "x"}], "expected_last_seq": seq});
+        let read = |seq| serde_json::from_value::<AppendRequest>(body(seq)).map(|r| r.expected_last_seq);
+        assert_eq!(read(json!(1.0)).expect("1.0 is an integer"), Some(1));
+        assert_eq!(read(json!(7)).expect("7"), Some(7));
+        assert!(read(json!(1.5)).is_err());
+        assert!(read(json!("1")).is_err());
     }
 
     #[test]
