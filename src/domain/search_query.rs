@@ -172,9 +172,8 @@ impl SearchQuery {
         Ok(SearchQuery(text.to_owned()))
     }
 
-    /// The query as kept. Both backends search for [`SearchQuery::terms`] only; tests
-    /// read the text to check what was kept of a long query.
-    #[cfg(test)]
+    /// The query as the caller wrote it (capped), for the embedder: a model reads the
+    /// whole sentence, stop words included.
     pub fn text(&self) -> &str {
         &self.0
     }
