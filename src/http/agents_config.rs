@@ -1,17 +1,18 @@
 //! `/api/agents-config`: per-agent memory settings (admin; read also with memory:read).
 
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Json, http::StatusCode};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::ctx::Ctx;
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{Admin, MemoryRead, Scoped},
+    auth::{Admin, MemoryRead},
     domain::{
         agent_config::{AgentConfig, ConfigPatch},
         ids::AgentId,
@@ -36,13 +37,10 @@ struct ListQuery {
 
 /// Create or update an agent's configuration. Any subset of the fields may be sent;
 /// the others keep their value (or their default on creation). Returns the whole config.
-#[utoipa::path(put, path = "/api/agents-config/{agent_id}", tag = "agents-config",
-    params(("agent_id" = AgentId, Path)),
-    request_body = ConfigPatch,
-    responses((status = 200, body = AgentConfig), CommonErrors, BodyErrors))]
+#[utoipa::path(put, path = "/api/agents-config/{agent_id}", tag = "agents-config", params(("agent_id" = AgentId, Path)),
+    request_body = ConfigPatch, responses((status = 200, body = AgentConfig), CommonErrors, BodyErrors))]
 async fn put_config(
-    State(state): State<AppState>,
-    caller: Scoped<Admin>,
+    Ctx { state, caller }: Ctx<Admin>,
     ApiPath(agent): ApiPath<AgentId>,
     ApiJson(patch): ApiJson<ConfigPatch>,
 ) -> Result<Json<AgentConfig>, ApiError> {
@@ -51,12 +49,10 @@ async fn put_config(
 }
 
 /// An agent's configuration; 404 when it was never configured (memory is then off).
-#[utoipa::path(get, path = "/api/agents-config/{agent_id}", tag = "agents-config",
-    params(("agent_id" = AgentId, Path)),
+#[utoipa::path(get, path = "/api/agents-config/{agent_id}", tag = "agents-config", params(("agent_id" = AgentId, Path)),
     responses((status = 200, body = AgentConfig), CommonErrors, NotFound))]
 async fn get_config(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(agent): ApiPath<AgentId>,
 ) -> Result<Json<AgentConfig>, ApiError> {
     let config = state.store.get_agent_config(&caller.tenant, &agent).await?;
@@ -65,11 +61,9 @@ async fn get_config(
 
 /// Delete an agent's configuration: memory is off again; stored data is kept.
 #[utoipa::path(delete, path = "/api/agents-config/{agent_id}", tag = "agents-config",
-    params(("agent_id" = AgentId, Path)),
-    responses((status = 204), CommonErrors, NotFound))]
+    params(("agent_id" = AgentId, Path)), responses((status = 204), CommonErrors, NotFound))]
 async fn delete_config(
-    State(state): State<AppState>,
-    caller: Scoped<Admin>,
+    Ctx { state, caller }: Ctx<Admin>,
     ApiPath(agent): ApiPath<AgentId>,
 ) -> Result<StatusCode, ApiError> {
     if state.store.delete_agent_config(&caller.tenant, &agent).await? {
@@ -80,12 +74,10 @@ async fn delete_config(
 }
 
 /// All configured agents of the tenant, by `agent_id`.
-#[utoipa::path(get, path = "/api/agents-config", tag = "agents-config",
-    params(ListQuery),
+#[utoipa::path(get, path = "/api/agents-config", tag = "agents-config", params(ListQuery),
     responses((status = 200, body = Page<AgentConfig>), CommonErrors))]
 async fn list_configs(
-    State(state): State<AppState>,
-    caller: Scoped<Admin>,
+    Ctx { state, caller }: Ctx<Admin>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<AgentConfig>>, ApiError> {
     let limit = limit(query.limit, 50, 200)?;

@@ -1,14 +1,15 @@
 //! `/api/users/{external_ref}/consent`: whether an end user's data may be sent to an LLM.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::ctx::Ctx;
 use super::extract::{ApiJson, ApiPath};
 use super::{BodyErrors, CommonErrors};
 use crate::{
-    auth::{MemoryRead, MemoryWrite, Scoped},
+    auth::{MemoryRead, MemoryWrite},
     domain::ids::ExternalRef,
     domain::policy::Consent,
     error::ApiError,
@@ -28,11 +29,9 @@ pub struct ConsentBody {
 /// Set an end user's AI consent. `false` cancels their queued extraction jobs.
 #[utoipa::path(put, path = "/api/users/{external_ref}/consent", tag = "consent",
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
-    request_body = ConsentBody,
-    responses((status = 200, body = Consent), CommonErrors, BodyErrors))]
+    request_body = ConsentBody, responses((status = 200, body = Consent), CommonErrors, BodyErrors))]
 async fn put_consent(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(user): ApiPath<ExternalRef>,
     ApiJson(body): ApiJson<ConsentBody>,
 ) -> Result<Json<Consent>, ApiError> {
@@ -45,8 +44,7 @@ async fn put_consent(
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
     responses((status = 200, body = Consent), CommonErrors))]
 async fn get_consent(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Consent>, ApiError> {
     let stored = state.store.get_consent(&caller.tenant, &user).await?;

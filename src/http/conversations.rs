@@ -4,7 +4,6 @@
 
 use axum::{
     Json,
-    extract::State,
     http::{HeaderMap, StatusCode},
 };
 use chrono::{DateTime, Utc};
@@ -13,13 +12,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+use super::ctx::Ctx;
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{MemoryRead, MemoryWrite, Scoped},
+    auth::{MemoryRead, MemoryWrite},
     domain::{
         continuation::{self, Problem},
         conversation::{
@@ -99,17 +99,13 @@ struct MessagesQuery {
 /// `external_ref`, `title`, `metadata` and `memory` agree with it (absent ones read as
 /// their defaults), else the answer is 409. Concurrent creates with one key make one
 /// conversation.
-#[utoipa::path(post, path = "/api/conversations", tag = "conversations",
-    request_body = NewConversation,
-    responses(
+#[utoipa::path(post, path = "/api/conversations", tag = "conversations", request_body = NewConversation, responses(
         (status = 201, body = Conversation, description = "created"),
         (status = 200, body = Conversation, description = "the conversation this key already names, which agrees with the request"),
         CommonErrors, BodyErrors,
-        (status = 409, body = ErrorBody, description = "the key names a conversation with other fields")
-    ))]
+        (status = 409, body = ErrorBody, description = "the key names a conversation with other fields") ))]
 async fn create_conversation(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiJson(new): ApiJson<NewConversation>,
 ) -> Result<(StatusCode, Json<Conversation>), ApiError> {
     new.validate().map_err(ApiError::InvalidRequest)?;
@@ -123,12 +119,10 @@ async fn create_conversation(
 }
 
 /// The tenant's conversations, most recently updated first.
-#[utoipa::path(get, path = "/api/conversations", tag = "conversations",
-    params(ListQuery),
+#[utoipa::path(get, path = "/api/conversations", tag = "conversations", params(ListQuery),
     responses((status = 200, body = Page<Conversation>), CommonErrors))]
 async fn list_conversations(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Conversation>>, ApiError> {
     let limit = limit(query.limit, 50, 200)?;
@@ -144,12 +138,10 @@ async fn list_conversations(
 }
 
 /// One conversation.
-#[utoipa::path(get, path = "/api/conversations/{id}", tag = "conversations",
-    params(("id" = Uuid, Path)),
+#[utoipa::path(get, path = "/api/conversations/{id}", tag = "conversations", params(("id" = Uuid, Path)),
     responses((status = 200, body = Conversation), CommonErrors, NotFound))]
 async fn get_conversation(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Conversation>, ApiError> {
     state.store.get_conversation(&caller.tenant, id).await?.map(Json).ok_or(NOT_FOUND)
@@ -158,13 +150,11 @@ async fn get_conversation(
 /// Change a conversation's title (`null` clears it), replace its metadata, or opt it out
 /// of (`memory: false`) or back into extraction. Opting out cancels its pending
 /// extractions.
-#[utoipa::path(patch, path = "/api/conversations/{id}", tag = "conversations",
-    params(("id" = Uuid, Path)),
+#[utoipa::path(patch, path = "/api/conversations/{id}", tag = "conversations", params(("id" = Uuid, Path)),
     request_body = ConversationPatch,
     responses((status = 200, body = Conversation), CommonErrors, BodyErrors, NotFound))]
 async fn update_conversation(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(patch): ApiJson<ConversationPatch>,
 ) -> Result<Json<Conversation>, ApiError> {
@@ -173,12 +163,10 @@ async fn update_conversation(
 }
 
 /// Delete a conversation and its messages. Facts extracted from it are kept.
-#[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations",
-    params(("id" = Uuid, Path)),
+#[utoipa::path(delete, path = "/api/conversations/{id}", tag = "conversations", params(("id" = Uuid, Path)),
     responses((status = 204), CommonErrors, NotFound))]
 async fn delete_conversation(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
     if state.store.delete_conversation(&caller.tenant, id).await? { Ok(StatusCode::NO_CONTENT) } else { Err(NOT_FOUND) }
@@ -190,17 +178,12 @@ async fn delete_conversation(
 /// different body is a 409. Keys are remembered for at least 24 hours. With
 /// `expected_last_seq`, the batch is stored only if the conversation's last `seq` is
 /// still that one; otherwise 409 with the current one in `error.last_seq`.
-#[utoipa::path(post, path = "/api/conversations/{id}/messages", tag = "conversations",
-    params(
-        ("id" = Uuid, Path),
+#[utoipa::path(post, path = "/api/conversations/{id}/messages", tag = "conversations", params( ("id" = Uuid, Path),
         ("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII characters",
-            min_length = 1, max_length = 255, pattern = "^[!-~]+$")
-    ),
-    request_body = AppendRequest,
+            min_length = 1, max_length = 255, pattern = "^[!-~]+$") ), request_body = AppendRequest,
     responses((status = 201, body = Appended), CommonErrors, NotFound, (status = 409, body = ErrorBody, description = "Idempotency-Key reused with another body, or `expected_last_seq` stale (`error.last_seq` holds the current last seq)"), (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit"), (status = 415, body = ErrorBody, description = "`unsupported_media_type`: the body is not `application/json`")))]
 async fn append_messages(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
     headers: HeaderMap,
     ApiJson(request): ApiJson<AppendRequest>,
@@ -239,8 +222,7 @@ async fn append_messages(
     params(("id" = Uuid, Path), MessagesQuery),
     responses((status = 200, body = Page<Message>), CommonErrors, NotFound))]
 async fn list_messages(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<MessagesQuery>,
 ) -> Result<Json<Page<Message>>, ApiError> {
@@ -286,12 +268,10 @@ struct Cleared {
 /// Delete every message of a conversation, keeping the conversation itself (its key,
 /// title, metadata and extracted facts). Sequence numbers go on from where they were;
 /// idempotency records of its appends and its pending extractions go too.
-#[utoipa::path(delete, path = "/api/conversations/{id}/messages", tag = "conversations",
-    params(("id" = Uuid, Path)),
+#[utoipa::path(delete, path = "/api/conversations/{id}/messages", tag = "conversations", params(("id" = Uuid, Path)),
     responses((status = 200, body = Cleared), CommonErrors, NotFound))]
 async fn clear_messages(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Cleared>, ApiError> {
     let deleted = state.store.clear_messages(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
@@ -335,14 +315,11 @@ struct Validation {
 /// of another role), `modified_message` (same role, other content or tool fields).
 /// Tool calls are read in the three shapes `sanitize` reads. Compared with the first
 /// 1000 stored messages. Changes nothing.
-#[utoipa::path(post, path = "/api/conversations/{id}/validate", tag = "conversations",
-    params(("id" = Uuid, Path)),
-    request_body = ValidateRequest,
-    responses((status = 200, body = Validation), CommonErrors, BodyErrors, NotFound,
+#[utoipa::path(post, path = "/api/conversations/{id}/validate", tag = "conversations", params(("id" = Uuid, Path)),
+    request_body = ValidateRequest, responses((status = 200, body = Validation), CommonErrors, BodyErrors, NotFound,
         (status = 413, body = ErrorBody, description = "a message's content is over 64 KiB, or the body over its limit")))]
 async fn validate_history(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ValidateRequest>,
 ) -> Result<Json<Validation>, ApiError> {
@@ -363,18 +340,13 @@ async fn validate_history(
 /// conversation has enough user turns and something new to read, queue a fact
 /// extraction (otherwise `extraction.reason` says which condition failed first).
 /// Ending an ended conversation is allowed: the decision is made again.
-#[utoipa::path(post, path = "/api/conversations/{id}/end", tag = "conversations",
-    params(("id" = Uuid, Path)),
-    responses(
-        (status = 200, body = Ended, links(
+#[utoipa::path(post, path = "/api/conversations/{id}/end", tag = "conversations", params(("id" = Uuid, Path)),
+    responses( (status = 200, body = Ended, links(
             ("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/extraction/job_id")))),
-            ("RetryJob" = (operation_id = "retry_job", parameters(("id" = "$response.body#/extraction/job_id"))))
-        )),
-        CommonErrors, NotFound
-    ))]
+            ("RetryJob" = (operation_id = "retry_job", parameters(("id" = "$response.body#/extraction/job_id")))) )),
+        CommonErrors, NotFound ))]
 async fn end_conversation(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Ended>, ApiError> {
     let ended = state.end_conversation(&caller.tenant, id, EndTrigger::Request).await?.ok_or(NOT_FOUND)?;

@@ -1,19 +1,20 @@
 //! `/api/agents/{agent_id}/users/{external_ref}/facts`: what one agent remembers about
 //! one end user — list, remember, search, update, delete.
 
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Json, http::StatusCode};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+use super::ctx::Ctx;
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extract::{ApiJson, ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{Caller, MemoryRead, MemoryWrite, Scoped},
+    auth::{Caller, MemoryRead, MemoryWrite},
     domain::{
         fact::{Fact, FactInput, FactPatch, Tag, validate_tag},
         ids::{AgentId, ExternalRef},
@@ -98,16 +99,12 @@ struct Deleted {
 }
 
 /// The user's facts known to this agent, newest first.
-#[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
-    params(
+#[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts", params(
         ("agent_id" = AgentId, Path),
-        ("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded"),
-        ListQuery
-    ),
+        ("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded"), ListQuery ),
     responses((status = 200, body = Page<Fact>), CommonErrors))]
 async fn list_facts(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Fact>>, ApiError> {
@@ -122,12 +119,10 @@ async fn list_facts(
 /// fact is already there (compared case-, space- and trailing-punctuation-insensitively).
 /// 409 when the user already has `ENGRAM_MAX_FACTS_PER_USER` facts for this agent.
 #[utoipa::path(post, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
-    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)),
-    request_body = FactInput,
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)), request_body = FactInput,
     responses((status = 201, body = Fact, description = "stored"), (status = 200, body = Fact, description = "the same fact was already stored"), CommonErrors, BodyErrors, (status = 409, body = ErrorBody, description = "the user has the maximum number of facts")))]
 async fn remember_fact(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiJson(input): ApiJson<FactInput>,
 ) -> Result<(StatusCode, Json<Fact>), ApiError> {
@@ -152,8 +147,7 @@ async fn remember_fact(
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), SearchParams),
     responses((status = 200, body = SearchResults), CommonErrors))]
 async fn search_facts(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchResults>, ApiError> {
@@ -172,8 +166,7 @@ async fn search_facts(
     request_body = FactPatch,
     responses((status = 200, body = Fact), CommonErrors, BodyErrors, NotFound, (status = 409, body = ErrorBody, description = "duplicate of another fact")))]
 async fn update_fact(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
     ApiJson(patch): ApiJson<FactPatch>,
 ) -> Result<Json<Fact>, ApiError> {
@@ -195,8 +188,7 @@ async fn update_fact(
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ("fact_id" = Uuid, Path)),
     responses((status = 204), CommonErrors, NotFound))]
 async fn delete_fact(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
     if state.store.delete_fact(owner(&caller, &agent, &user), id).await? {
@@ -211,8 +203,7 @@ async fn delete_fact(
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)),
     responses((status = 200, body = Deleted), CommonErrors))]
 async fn delete_facts(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryWrite>,
+    Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
 ) -> Result<Json<Deleted>, ApiError> {
     let deleted = state.store.delete_facts(owner(&caller, &agent, &user)).await?;

@@ -1,18 +1,19 @@
 //! `/api/jobs` (admin): the background jobs of the tenant, to watch extractions.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+use super::ctx::Ctx;
 use super::{
     CommonErrors, NotFound,
     extract::{ApiPath, ApiQuery},
     pagination::{Page, decode_cursor, limit},
 };
 use crate::{
-    auth::{Admin, Scoped},
+    auth::Admin,
     domain::job::{Job, JobStatus},
     error::{ApiError, ErrorBody},
     service::AppState,
@@ -37,12 +38,10 @@ struct ListQuery {
 }
 
 /// The tenant's jobs, newest first.
-#[utoipa::path(get, path = "/api/jobs", tag = "jobs",
-    params(ListQuery),
+#[utoipa::path(get, path = "/api/jobs", tag = "jobs", params(ListQuery),
     responses((status = 200, body = Page<Job>), CommonErrors))]
 async fn list_jobs(
-    State(state): State<AppState>,
-    caller: Scoped<Admin>,
+    Ctx { state, caller }: Ctx<Admin>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Job>>, ApiError> {
     let limit = limit(query.limit, 50, 200)?;
@@ -53,26 +52,16 @@ async fn list_jobs(
 }
 
 /// One job.
-#[utoipa::path(get, path = "/api/jobs/{id}", tag = "jobs",
-    params(("id" = Uuid, Path)),
+#[utoipa::path(get, path = "/api/jobs/{id}", tag = "jobs", params(("id" = Uuid, Path)),
     responses((status = 200, body = Job), CommonErrors, NotFound))]
-async fn get_job(
-    State(state): State<AppState>,
-    caller: Scoped<Admin>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Job>, ApiError> {
+async fn get_job(Ctx { state, caller }: Ctx<Admin>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Job>, ApiError> {
     state.store.get_job(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("job"))
 }
 
 /// Run a `dead` or `failed` job again, with fresh attempts. Any other state is a 409.
-#[utoipa::path(post, path = "/api/jobs/{id}/retry", tag = "jobs",
-    params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/api/jobs/{id}/retry", tag = "jobs", params(("id" = Uuid, Path)),
     responses((status = 200, body = Job), CommonErrors, NotFound, (status = 409, body = ErrorBody)))]
-async fn retry_job(
-    State(state): State<AppState>,
-    caller: Scoped<Admin>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Job>, ApiError> {
+async fn retry_job(Ctx { state, caller }: Ctx<Admin>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Job>, ApiError> {
     match state.store.retry_job(&caller.tenant, id).await? {
         Retry::Requeued(job) => {
             state.job_wakeup.notify_one();

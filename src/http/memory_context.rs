@@ -3,18 +3,19 @@
 //! path: two database round trips (the agent's switch with the user's consent, then the
 //! facts), one when memory is off.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::ctx::Ctx;
 use super::{
     CommonErrors,
     extract::{ApiPath, ApiQuery},
     facts::owner,
 };
 use crate::{
-    auth::{MemoryRead, Scoped},
+    auth::MemoryRead,
     domain::{
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MemoryContext, default_max_facts},
@@ -50,8 +51,7 @@ struct ContextParams {
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ContextParams),
     responses((status = 200, body = MemoryContext), CommonErrors))]
 async fn memory_context(
-    State(state): State<AppState>,
-    caller: Scoped<MemoryRead>,
+    Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<ContextParams>,
 ) -> Result<Json<MemoryContext>, ApiError> {

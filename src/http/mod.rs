@@ -27,6 +27,7 @@ use crate::{
 pub mod agents_config;
 pub mod consent;
 pub mod conversations;
+pub mod ctx;
 pub mod extract;
 pub mod facts;
 pub mod jobs;

@@ -3,16 +3,16 @@
 
 use axum::{
     Json,
-    extract::State,
     http::header,
     response::{IntoResponse, Response},
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+use super::ctx::Ctx;
 use super::{CommonErrors, NotFound, extract::ApiPath};
 use crate::{
-    auth::{Rgpd, Scoped},
+    auth::Rgpd,
     domain::{conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message, policy::Consent},
     error::ApiError,
     service::{AppState, export::export_body},
@@ -36,16 +36,12 @@ pub struct Erasure {
 /// extraction stores nothing afterwards. Repeating it answers zeros. A consent refusal
 /// is kept so that it outlives the erasure.
 #[utoipa::path(delete, path = "/api/rgpd/users/{external_ref}/ai-data", tag = "rgpd",
-    params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
-    responses(
+    params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")), responses(
         (status = 200, body = Erasure, links(
             ("GetReceipt" = (operation_id = "get_receipt", parameters(("receipt_id" = "$response.body#/receipt_id"))))
-        )),
-        CommonErrors
-    ))]
+        )), CommonErrors ))]
 async fn erase_user(
-    State(state): State<AppState>,
-    caller: Scoped<Rgpd>,
+    Ctx { state, caller }: Ctx<Rgpd>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Erasure>, ApiError> {
     let receipt = state.erase_user(&caller.tenant, &user).await?;
@@ -84,8 +80,7 @@ pub struct Export {
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
     responses((status = 200, body = Export), CommonErrors))]
 async fn export_user(
-    State(state): State<AppState>,
-    caller: Scoped<Rgpd>,
+    Ctx { state, caller }: Ctx<Rgpd>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Response, ApiError> {
     let body = export_body(&state.store, &caller.tenant, &user, state.config.default_ai_consent).await?;
@@ -94,13 +89,8 @@ async fn export_user(
 
 /// An erasure receipt: the keyed hash of the subject, the counts and the time — never
 /// the identifier itself.
-#[utoipa::path(get, path = "/api/rgpd/receipts/{receipt_id}", tag = "rgpd",
-    params(("receipt_id" = Uuid, Path)),
+#[utoipa::path(get, path = "/api/rgpd/receipts/{receipt_id}", tag = "rgpd", params(("receipt_id" = Uuid, Path)),
     responses((status = 200, body = Receipt), CommonErrors, NotFound))]
-async fn get_receipt(
-    State(state): State<AppState>,
-    caller: Scoped<Rgpd>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Receipt>, ApiError> {
+async fn get_receipt(Ctx { state, caller }: Ctx<Rgpd>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Receipt>, ApiError> {
     state.store.get_receipt(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("receipt"))
 }
