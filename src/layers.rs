@@ -8,7 +8,8 @@
 //! auth, extract, embed,    tokens; conversations → facts; texts → vectors;
 //! store                     SQL
 //! domain, telemetry         pure rules and types; logs and metrics
-//! config, crypto, error     settings, hashes and secrets, the API error
+//! config, crypto, error,    settings, hashes and secrets, the API error,
+//! outbound                  calls to other servers
 //! ```
 //!
 //! A module may use modules of lower layers only. The test reads the source, so adding
@@ -24,6 +25,7 @@ mod tests {
         ("config", 0),
         ("crypto", 0),
         ("error", 0),
+        ("outbound", 0),
         ("domain", 1),
         ("telemetry", 1),
         ("auth", 2),

@@ -15,7 +15,7 @@ use std::{
 use aws_lc_rs::digest;
 
 use super::local::MODEL_FILES;
-use crate::crypto::hex;
+use crate::{crypto::hex, outbound};
 
 /// The public Python package index's simple API.
 pub const DEFAULT_INDEX_URL: &str = "https://pypi.org/simple/";
@@ -184,19 +184,10 @@ async fn get(client: &reqwest::Client, url: reqwest::Url) -> Result<reqwest::Res
     Ok(response)
 }
 
-/// By error kind only: reqwest's message includes the URL, which may carry credentials of
-/// a private index.
+/// By error kind only (see [`outbound::failure`]): the URL may carry credentials of a
+/// private index.
 fn unreachable(error: &reqwest::Error) -> FetchError {
-    FetchError::Unreachable(
-        if error.is_timeout() {
-            "timed out"
-        } else if error.is_connect() {
-            "could not connect"
-        } else {
-            "request failed"
-        }
-        .into(),
-    )
+    FetchError::Unreachable(outbound::failure(error).reason.into())
 }
 
 fn check_hash(what: &str, expected: &str, actual: &str) -> Result<(), FetchError> {

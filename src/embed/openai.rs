@@ -5,15 +5,11 @@
 //! error and no reqwest message is kept, since bodies echo the input and URLs may carry
 //! credentials.
 
-use std::time::Duration;
-
-use reqwest::{StatusCode, header::RETRY_AFTER};
+use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::{EmbedError, normalised};
-
-/// Longest wait honoured from a `Retry-After` header.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+use crate::outbound;
 
 /// Largest response read, so that a confused server cannot exhaust memory: 64 MB is far
 /// above a batch of large vectors as JSON.
@@ -57,9 +53,8 @@ impl OpenAi {
         let body = EmbeddingsRequest { model: &self.model, input: texts, encoding_format: "float" };
         let mut request = self.client.post(format!("{}/embeddings", self.base_url)).json(&body);
         if let Some(key) = &self.api_key {
-            let mut header = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| EmbedError::Fatal("the API key is not a valid HTTP header value".into()))?;
-            header.set_sensitive(true);
+            let header = outbound::secret_header(&format!("Bearer {key}"))
+                .ok_or_else(|| EmbedError::Fatal("the API key is not a valid HTTP header value".into()))?;
             request = request.header(reqwest::header::AUTHORIZATION, header);
         }
         let mut response = request.send().await.map_err(from_reqwest)?;
@@ -67,13 +62,9 @@ impl OpenAi {
         if !status.is_success() {
             let code = status.as_u16();
             return Err(match status {
-                StatusCode::TOO_MANY_REQUESTS => EmbedError::RateLimited {
-                    retry_after: response
-                        .headers()
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-                        .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER)),
-                },
+                StatusCode::TOO_MANY_REQUESTS => {
+                    EmbedError::RateLimited { retry_after: outbound::retry_after(response.headers()) }
+                }
                 StatusCode::REQUEST_TIMEOUT => EmbedError::Transient(format!("HTTP {code}")),
                 s if s.is_server_error() => EmbedError::Transient(format!("HTTP {code}")),
                 _ => EmbedError::Fatal(format!("HTTP {code}")),
@@ -110,16 +101,11 @@ fn vectors_in_order(reply: EmbeddingsResponse, count: usize) -> Result<Vec<Vec<f
     vectors.into_iter().map(normalised).collect()
 }
 
+/// A transport failure, by kind only (see [`outbound::failure`]).
 fn from_reqwest(error: reqwest::Error) -> EmbedError {
-    if error.is_builder() {
-        EmbedError::Fatal("could not build the request (check the base URL)".into())
-    } else if error.is_timeout() {
-        EmbedError::Transient("request timed out".into())
-    } else if error.is_connect() {
-        EmbedError::Transient("could not connect to the embedding server".into())
-    } else {
-        EmbedError::Transient("request failed".into())
-    }
+    let failure = outbound::failure(&error);
+    let reason = failure.reason.to_owned();
+    if failure.fatal { EmbedError::Fatal(reason) } else { EmbedError::Transient(reason) }
 }
 
 #[derive(Serialize)]

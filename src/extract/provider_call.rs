@@ -6,18 +6,15 @@
 //! the API key, into an error: only status codes and error kinds, because errors end up in
 //! the job's `last_error` and in logs.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use reqwest::header::{HeaderValue, RETRY_AFTER};
+use reqwest::header::HeaderValue;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 
 use super::parse::{describe_json_error, parse_facts};
 use super::{ExtractError, Extraction, Usage};
-
-/// Longest wait honoured from a `Retry-After` header, so a confused or hostile server cannot
-/// park a job for days.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+use crate::outbound;
 
 /// The metrics label of a provider.
 #[derive(Debug, Clone, Copy)]
@@ -74,13 +71,10 @@ pub(super) async fn call<E: DeserializeOwned>(
     result
 }
 
-/// Makes a header value for a secret, marked sensitive so that no `Debug` output of the
-/// request shows it.
+/// A header value for the API key, sensitive (see [`outbound::secret_header`]).
 pub(super) fn secret_header(value: &str) -> Result<HeaderValue, ExtractError> {
-    let mut header = HeaderValue::from_str(value)
-        .map_err(|_| ExtractError::Fatal("the API key is not a valid HTTP header value".into()))?;
-    header.set_sensitive(true);
-    Ok(header)
+    outbound::secret_header(value)
+        .ok_or_else(|| ExtractError::Fatal("the API key is not a valid HTTP header value".into()))
 }
 
 async fn send<E: DeserializeOwned>(request: RequestBuilder) -> Result<E, ExtractError> {
@@ -102,7 +96,7 @@ fn check_status(response: Response) -> Result<Response, ExtractError> {
     let code = status.as_u16();
     Err(match status {
         StatusCode::TOO_MANY_REQUESTS => {
-            ExtractError::RateLimited { retry_after: retry_after(response.headers().get(RETRY_AFTER)) }
+            ExtractError::RateLimited { retry_after: outbound::retry_after(response.headers()) }
         }
         StatusCode::REQUEST_TIMEOUT => ExtractError::Transient(format!("HTTP {code}")),
         s if s.is_server_error() => ExtractError::Transient(format!("HTTP {code}")),
@@ -124,29 +118,11 @@ pub(super) fn is_refusal(error: &ExtractError) -> bool {
     }
 }
 
-/// Reads `Retry-After` as a number of seconds. The HTTP-date form is not read: providers send
-/// seconds, and the caller's own backoff covers a missing value.
-fn retry_after(header: Option<&HeaderValue>) -> Option<Duration> {
-    let seconds: u64 = header?.to_str().ok()?.trim().parse().ok()?;
-    Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
-}
-
-/// Classifies a transport failure by kind only: reqwest's own message includes the URL, which
-/// may carry credentials.
+/// A transport failure, by kind only (see [`outbound::failure`]).
 fn from_reqwest(error: reqwest::Error) -> ExtractError {
-    if error.is_builder() {
-        ExtractError::Fatal("could not build the request (check the base URL)".into())
-    } else if error.is_timeout() {
-        ExtractError::Transient("request timed out".into())
-    } else if error.is_connect() {
-        ExtractError::Transient("could not connect to the provider".into())
-    } else if error.is_redirect() {
-        ExtractError::Fatal("too many redirects".into())
-    } else if error.is_body() || error.is_decode() {
-        ExtractError::Transient("connection failed while reading the response".into())
-    } else {
-        ExtractError::Transient("request failed".into())
-    }
+    let failure = outbound::failure(&error);
+    let reason = failure.reason.to_owned();
+    if failure.fatal { ExtractError::Fatal(reason) } else { ExtractError::Transient(reason) }
 }
 
 fn record_tokens(provider: Provider, usage: Usage) {
@@ -170,17 +146,6 @@ fn outcome_label(result: &Result<Extraction, ExtractError>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn retry_after_reads_seconds_and_caps_them() {
-        let header = |v: &'static str| HeaderValue::from_static(v);
-        assert_eq!(retry_after(Some(&header("7"))), Some(Duration::from_secs(7)));
-        assert_eq!(retry_after(Some(&header(" 0 "))), Some(Duration::ZERO));
-        assert_eq!(retry_after(Some(&header("999999"))), Some(MAX_RETRY_AFTER));
-        assert_eq!(retry_after(Some(&header("Wed, 21 Oct 2026 07:28:00 GMT"))), None);
-        assert_eq!(retry_after(Some(&header("-3"))), None);
-        assert_eq!(retry_after(None), None);
-    }
 
     #[test]
     fn secret_headers_are_sensitive_and_reject_invalid_keys() {
