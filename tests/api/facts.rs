@@ -65,6 +65,15 @@ async fn remember(app: &TestApp, token: &str, body: Value) -> Value {
     fact
 }
 
+/// A fresh app and an agent token of tenant `acme` whose user [`USER`] of [`AGENT`]
+/// remembers `texts`, oldest first.
+async fn app_remembering(backend: Backend, texts: &[&str]) -> (TestApp, String) {
+    let app = TestApp::spawn(backend).await;
+    let token = agent("acme");
+    remember_all(&app, &token, texts).await;
+    (app, token)
+}
+
 /// Remembers each text in order (oldest first) and returns their ids.
 async fn remember_all(app: &TestApp, token: &str, texts: &[&str]) -> Vec<String> {
     let mut ids = Vec::new();
@@ -72,10 +81,6 @@ async fn remember_all(app: &TestApp, token: &str, texts: &[&str]) -> Vec<String>
         ids.push(remember(app, token, json!({"fact": text})).await["id"].as_str().unwrap_or_default().to_owned());
     }
     ids
-}
-
-fn texts(items: &Value) -> Vec<&str> {
-    items.as_array().map(|a| a.iter().filter_map(|f| f["fact"].as_str()).collect()).unwrap_or_default()
 }
 
 async fn search(app: &TestApp, token: &str, query: &str) -> Value {
@@ -180,9 +185,7 @@ async fn concurrent_identical_remembers_make_one_row(backend: Backend) {
 }
 
 async fn list_is_newest_first_and_paginates(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    let token = agent("acme");
-    remember_all(&app, &token, &["one", "two", "three", "four", "five"]).await;
+    let (app, token) = app_remembering(backend, &["one", "two", "three", "four", "five"]).await;
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -219,11 +222,8 @@ async fn list_filters_by_tag(backend: Backend) {
 }
 
 async fn search_finds_any_word_with_stemming(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    let token = agent("acme");
-    remember_all(
-        &app,
-        &token,
+    let (app, token) = app_remembering(
+        backend,
         &["Prefers tea over coffee", "Is allergic to peanuts", "Name is Alice", "Lives in Lisbon"],
     )
     .await;
@@ -243,11 +243,8 @@ async fn search_finds_any_word_with_stemming(backend: Backend) {
 }
 
 async fn search_ranks_more_matching_words_higher_then_newer(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    let token = agent("acme");
-    remember_all(
-        &app,
-        &token,
+    let (app, token) = app_remembering(
+        backend,
         &[
             "Drinks green tea every morning",
             "Likes tea a lot, tea is great, really tea",
@@ -268,16 +265,13 @@ async fn search_ranks_more_matching_words_higher_then_newer(backend: Backend) {
         ],
         "three words, then two, then one each (newest first): {hits}"
     );
-    let relevance: Vec<f64> =
-        hits["items"].as_array().unwrap().iter().map(|h| h["relevance"].as_f64().unwrap()).collect();
+    let relevance = relevances(&hits);
     assert!(relevance[0] > relevance[1] && relevance[1] > relevance[2], "{relevance:?}");
     assert_eq!(relevance[2], relevance[3], "one word each: a tie, broken by recency");
 }
 
 async fn search_survives_punctuation_and_query_syntax(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    let token = agent("acme");
-    remember_all(&app, &token, &["Prefers tea over coffee", "Uses C# and F# daily"]).await;
+    let (app, token) = app_remembering(backend, &["Prefers tea over coffee", "Uses C# and F# daily"]).await;
     for garbage in [r#"'":&|!()"#, r#"tea'":&|!()"#, "tea & | ! <-> :* NEAR(", r#""unclosed"#, "OR AND NOT", "*", "\\"]
     {
         let (status, body) = app.get(&format!("{}/search?q={}", facts_path(AGENT, USER), enc(garbage)), &token).await;
@@ -694,9 +688,7 @@ async fn store_extracted(tx: &mut Tx, owner: Owner<'_>, texts: &[&str], cap: i64
 }
 
 async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    let token = agent("acme");
-    remember_all(&app, &token, &["Oldest manual fact", "Likes tea"]).await;
+    let (app, token) = app_remembering(backend, &["Oldest manual fact", "Likes tea"]).await;
     let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
     let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
     let tenant = TenantId::parse("acme".into()).unwrap();

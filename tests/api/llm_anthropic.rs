@@ -1,14 +1,14 @@
 //! The Anthropic extractor against a local server speaking the Messages API: request shape,
 //! success, rate limits, outages, timeouts and malformed output.
 
-use std::time::Duration;
-
 use engram::extract::anthropic::Anthropic;
-use engram::extract::prompt::NEW_MESSAGES_MARKER;
-use engram::extract::{ExtractError, Usage};
+use engram::extract::{ExtractError, Extraction, Usage};
 use serde_json::{Value, json};
 
-use crate::common::llm::{ANSWER, client, expected_facts, request};
+use crate::common::llm::{
+    ANSWER, assert_malformed_unquoted, assert_rate_limited_for_7s, assert_refusals_are_fatal, assert_transcript,
+    assert_transient_unquoted, client, expected_facts, first_body, request, slower_than_the_client,
+};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -40,6 +40,17 @@ fn message_with(content: Value) -> Value {
 /// A Messages API response whose single text block says `text`.
 fn message(text: &str) -> Value {
     message_with(json!([{"type": "text", "text": text}]))
+}
+
+/// What the extractor makes of a server answering `response`.
+async fn extraction_from(response: ResponseTemplate) -> Result<Extraction, ExtractError> {
+    extractor(&server_answering(response).await).extract(&request()).await
+}
+
+/// An error as the Messages API words it.
+fn error_body(status: u16, message: &str) -> Value {
+    let kind = if status == 400 { "invalid_request_error" } else { "authentication_error" };
+    json!({"type": "error", "error": {"type": kind, "message": message}})
 }
 
 async fn server_answering(response: ResponseTemplate) -> MockServer {
@@ -77,11 +88,7 @@ async fn sends_a_messages_api_request() {
     let messages = body["messages"].as_array().expect("messages array");
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0]["role"], "user");
-    let transcript = messages[0]["content"].as_str().expect("transcript");
-    assert!(transcript.contains("My name is Alice and I prefer tea over coffee"));
-    let marker = transcript.find(NEW_MESSAGES_MARKER).expect("marker");
-    assert!(marker > transcript.find("[2] assistant").expect("old turn"));
-    assert!(marker < transcript.find("[3] user").expect("new turn"));
+    assert_transcript(messages[0]["content"].as_str().expect("transcript"));
 }
 
 #[tokio::test]
@@ -91,9 +98,8 @@ async fn a_base_url_ending_in_v1_is_not_doubled() {
 
 #[tokio::test]
 async fn returns_the_facts_and_token_usage() {
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(message(ANSWER))).await;
-
-    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+    let extraction =
+        extraction_from(ResponseTemplate::new(200).set_body_json(message(ANSWER))).await.expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
     assert_eq!(extraction.usage, Some(Usage { input_tokens: 398, output_tokens: 41 }));
@@ -102,14 +108,13 @@ async fn returns_the_facts_and_token_usage() {
 #[tokio::test]
 async fn joins_the_text_blocks_and_skips_other_kinds() {
     let (head, tail) = ANSWER.split_at(20);
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(message_with(json!([
+    let extraction = extraction_from(ResponseTemplate::new(200).set_body_json(message_with(json!([
         {"type": "thinking", "thinking": "The user said their name.", "signature": "sig"},
         {"type": "text", "text": head},
         {"type": "text", "text": tail}
     ]))))
-    .await;
-
-    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+    .await
+    .expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
 }
@@ -117,55 +122,40 @@ async fn joins_the_text_blocks_and_skips_other_kinds() {
 #[tokio::test]
 async fn accepts_an_answer_in_a_json_code_fence() {
     let fenced = format!("```json\n{ANSWER}\n```");
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(message(&fenced))).await;
-
-    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+    let extraction =
+        extraction_from(ResponseTemplate::new(200).set_body_json(message(&fenced))).await.expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
 }
 
 #[tokio::test]
 async fn too_many_requests_is_rate_limited_with_the_retry_after_delay() {
-    let server = server_answering(ResponseTemplate::new(429).insert_header("retry-after", "7").set_body_json(json!({
+    let error = extraction_from(ResponseTemplate::new(429).insert_header("retry-after", "7").set_body_json(json!({
         "type": "error",
         "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your rate limit"}
     })))
-    .await;
+    .await
+    .expect_err("rate limited");
 
-    let error = extractor(&server).extract(&request()).await.expect_err("rate limited");
-
-    assert!(
-        matches!(error, ExtractError::RateLimited { retry_after: Some(d) } if d == Duration::from_secs(7)),
-        "{error:?}"
-    );
+    assert_rate_limited_for_7s(&error);
 }
 
 #[tokio::test]
-async fn server_errors_and_overload_are_transient() {
+async fn server_errors_overload_and_timeouts_are_transient() {
     // 529 is Anthropic's "overloaded".
     for status in [500, 503, 529] {
-        let server = server_answering(ResponseTemplate::new(status).set_body_json(json!({
+        let error = extraction_from(ResponseTemplate::new(status).set_body_json(json!({
             "type": "error",
             "error": {"type": "overloaded_error", "message": "Overloaded (Alice)"}
         })))
-        .await;
+        .await
+        .expect_err("server error");
 
-        let error = extractor(&server).extract(&request()).await.expect_err("server error");
-
-        assert!(matches!(error, ExtractError::Transient(_)), "{status}: {error:?}");
-        assert!(!error.to_string().contains("Alice"), "{error}");
+        assert_transient_unquoted(&error, &format!("HTTP {status}"));
     }
-}
-
-#[tokio::test]
-async fn a_response_slower_than_the_client_timeout_is_transient() {
-    let server =
-        server_answering(ResponseTemplate::new(200).set_body_json(message(ANSWER)).set_delay(Duration::from_secs(3)))
-            .await;
-
-    let error = extractor(&server).extract(&request()).await.expect_err("timed out");
-
-    assert!(matches!(error, ExtractError::Transient(_)), "{error:?}");
+    // An answer after the client's timeout.
+    let error = extraction_from(slower_than_the_client(message(ANSWER))).await.expect_err("timed out");
+    assert_transient_unquoted(&error, "a slow answer");
 }
 
 #[tokio::test]
@@ -178,12 +168,10 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
         // Cut short, though not at max_tokens (that one is `Truncated`).
         r#"{"facts": [{"fact": "Name is Alice", "sco"#,
     ] {
-        let server = server_answering(ResponseTemplate::new(200).set_body_json(message(text))).await;
+        let error =
+            extraction_from(ResponseTemplate::new(200).set_body_json(message(text))).await.expect_err("malformed");
 
-        let error = extractor(&server).extract(&request()).await.expect_err("malformed");
-
-        assert!(matches!(error, ExtractError::Malformed(_)), "{text}: {error:?}");
-        assert!(!error.to_string().contains("Alice"), "{text}: {error}");
+        assert_malformed_unquoted(&error, text);
     }
 }
 
@@ -199,8 +187,7 @@ async fn the_answer_is_a_forced_tool_call_whose_input_schema_is_its_shape() {
     let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
-    let sent: Value =
-        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    let sent = first_body(&server).await;
     assert_eq!(sent["tool_choice"], json!({"type": "tool", "name": "record_facts"}));
     assert_eq!(sent["tools"][0]["name"], "record_facts");
     assert_eq!(sent["tools"][0]["input_schema"]["required"], json!(["facts"]));
@@ -210,9 +197,7 @@ async fn the_answer_is_a_forced_tool_call_whose_input_schema_is_its_shape() {
 async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
     let mut body = message(r#"{"facts": [{"fact": "Name is Alice", "sco"#);
     body["stop_reason"] = json!("max_tokens");
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(body)).await;
-
-    let error = extractor(&server).extract(&request()).await.expect_err("truncated");
+    let error = extraction_from(ResponseTemplate::new(200).set_body_json(body)).await.expect_err("truncated");
 
     assert!(matches!(error, ExtractError::Truncated), "{error:?}");
 }
@@ -224,43 +209,13 @@ async fn a_body_that_is_not_a_message_is_malformed() {
         ResponseTemplate::new(200).set_body_json(json!({"completion": "Alice"})),
         ResponseTemplate::new(200).set_body_json(message_with(json!([]))),
     ] {
-        let server = server_answering(body).await;
+        let error = extraction_from(body).await.expect_err("malformed");
 
-        let error = extractor(&server).extract(&request()).await.expect_err("malformed");
-
-        assert!(matches!(error, ExtractError::Malformed(_)), "{error:?}");
-        assert!(!error.to_string().contains("Alice"), "{error}");
+        assert_malformed_unquoted(&error, "a body of another shape");
     }
 }
 
 #[tokio::test]
-async fn a_rejected_key_is_fatal_and_the_key_is_never_shown() {
-    for status in [401, 403] {
-        let server = server_answering(ResponseTemplate::new(status).set_body_json(json!({
-            "type": "error",
-            "error": {"type": "authentication_error", "message": format!("invalid x-api-key {API_KEY}")}
-        })))
-        .await;
-
-        let error = extractor(&server).extract(&request()).await.expect_err("rejected");
-
-        assert!(matches!(error, ExtractError::Fatal(_)), "{status}: {error:?}");
-        assert!(error.to_string().contains("API key"), "{error}");
-        assert!(!error.to_string().contains(API_KEY), "{error}");
-        assert!(!format!("{error:?}").contains(API_KEY), "{error:?}");
-    }
-}
-
-#[tokio::test]
-async fn other_client_errors_are_fatal_with_the_status_only() {
-    let server = server_answering(ResponseTemplate::new(400).set_body_json(json!({
-        "type": "error",
-        "error": {"type": "invalid_request_error", "message": "prompt is too long: My name is Alice"}
-    })))
-    .await;
-
-    let error = extractor(&server).extract(&request()).await.expect_err("rejected");
-
-    assert!(matches!(error, ExtractError::Fatal(_)), "{error:?}");
-    assert_eq!(error.to_string(), "provider refused the request: HTTP 400");
+async fn refusals_are_fatal_and_never_show_the_key_or_the_person() {
+    assert_refusals_are_fatal(extraction_from, error_body, API_KEY).await;
 }

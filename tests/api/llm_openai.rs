@@ -3,15 +3,16 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use engram::config::ResponseFormatKind;
 use engram::extract::openai::OpenAi;
-use engram::extract::prompt::NEW_MESSAGES_MARKER;
-use engram::extract::{ExtractError, Usage};
+use engram::extract::{ExtractError, Extraction, Usage};
 use serde_json::{Value, json};
 
-use crate::common::llm::{ANSWER, client, expected_facts, request};
+use crate::common::llm::{
+    ANSWER, assert_malformed_unquoted, assert_rate_limited_for_7s, assert_refusals_are_fatal, assert_transcript,
+    assert_transient_unquoted, client, expected_facts, first_body, request, slower_than_the_client,
+};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -36,6 +37,16 @@ fn completion(content: &str) -> Value {
         }],
         "usage": {"prompt_tokens": 412, "completion_tokens": 37, "total_tokens": 449}
     })
+}
+
+/// What the extractor makes of a server answering `response`.
+async fn extraction_from(response: ResponseTemplate) -> Result<Extraction, ExtractError> {
+    extractor(&server_answering(response).await).extract(&request()).await
+}
+
+/// An error as the OpenAI API words it.
+fn error_body(_status: u16, message: &str) -> Value {
+    json!({"error": {"message": message, "type": "invalid_request_error", "code": null}})
 }
 
 async fn server_answering(response: ResponseTemplate) -> MockServer {
@@ -70,11 +81,7 @@ async fn sends_a_chat_completion_request_in_json_mode() {
     assert!(system.contains("Additional guidance from the operator:\nIgnore anything about pets."));
     assert!(system.contains("JSON"));
     assert_eq!(messages[1]["role"], "user");
-    let transcript = messages[1]["content"].as_str().expect("transcript");
-    assert!(transcript.contains("My name is Alice and I prefer tea over coffee"));
-    let marker = transcript.find(NEW_MESSAGES_MARKER).expect("marker");
-    assert!(marker > transcript.find("[2] assistant").expect("old turn"));
-    assert!(marker < transcript.find("[3] user").expect("new turn"));
+    assert_transcript(messages[1]["content"].as_str().expect("transcript"));
 }
 
 #[tokio::test]
@@ -90,9 +97,9 @@ async fn sends_no_authorization_header_without_a_key() {
 
 #[tokio::test]
 async fn returns_the_facts_and_token_usage() {
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
-
-    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+    let extraction = extraction_from(ResponseTemplate::new(200).set_body_json(completion(ANSWER)))
+        .await
+        .expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
     assert_eq!(extraction.usage, Some(Usage { input_tokens: 412, output_tokens: 37 }));
@@ -102,9 +109,8 @@ async fn returns_the_facts_and_token_usage() {
 async fn usage_is_optional() {
     let mut body = completion(ANSWER);
     body.as_object_mut().expect("object").remove("usage");
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(body)).await;
-
-    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+    let extraction =
+        extraction_from(ResponseTemplate::new(200).set_body_json(body)).await.expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
     assert_eq!(extraction.usage, None);
@@ -113,53 +119,38 @@ async fn usage_is_optional() {
 #[tokio::test]
 async fn accepts_an_answer_in_a_json_code_fence() {
     let fenced = format!("```json\n{ANSWER}\n```");
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(&fenced))).await;
-
-    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+    let extraction = extraction_from(ResponseTemplate::new(200).set_body_json(completion(&fenced)))
+        .await
+        .expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
 }
 
 #[tokio::test]
 async fn too_many_requests_is_rate_limited_with_the_retry_after_delay() {
-    let server = server_answering(
+    let error = extraction_from(
         ResponseTemplate::new(429)
             .insert_header("retry-after", "7")
             .set_body_json(json!({"error": {"message": "Rate limit reached", "type": "requests"}})),
     )
-    .await;
+    .await
+    .expect_err("rate limited");
 
-    let error = extractor(&server).extract(&request()).await.expect_err("rate limited");
-
-    assert!(
-        matches!(error, ExtractError::RateLimited { retry_after: Some(d) } if d == Duration::from_secs(7)),
-        "{error:?}"
-    );
+    assert_rate_limited_for_7s(&error);
 }
 
 #[tokio::test]
-async fn server_errors_are_transient() {
+async fn server_errors_and_timeouts_are_transient() {
     for status in [500, 502, 503, 408] {
-        let server = server_answering(ResponseTemplate::new(status).set_body_string("Alice")).await;
+        let error =
+            extraction_from(ResponseTemplate::new(status).set_body_string("Alice")).await.expect_err("server error");
 
-        let error = extractor(&server).extract(&request()).await.expect_err("server error");
-
-        assert!(matches!(error, ExtractError::Transient(_)), "{status}: {error:?}");
+        assert_transient_unquoted(&error, &format!("HTTP {status}"));
         assert!(error.to_string().contains(&status.to_string()), "{error}");
-        assert!(!error.to_string().contains("Alice"), "{error}");
     }
-}
-
-#[tokio::test]
-async fn a_response_slower_than_the_client_timeout_is_transient() {
-    let server = server_answering(
-        ResponseTemplate::new(200).set_body_json(completion(ANSWER)).set_delay(Duration::from_secs(3)),
-    )
-    .await;
-
-    let error = extractor(&server).extract(&request()).await.expect_err("timed out");
-
-    assert!(matches!(error, ExtractError::Transient(_)), "{error:?}");
+    // An answer after the client's timeout.
+    let error = extraction_from(slower_than_the_client(completion(ANSWER))).await.expect_err("timed out");
+    assert_transient_unquoted(&error, "a slow answer");
 }
 
 #[tokio::test]
@@ -185,24 +176,24 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
         r#"{"facts": [{"fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
         r#"{"facts": [{"fact": "Name is Alice", "score": 0.9}], "note": "Alice"}"#,
     ] {
-        let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(content))).await;
+        let error = extraction_from(ResponseTemplate::new(200).set_body_json(completion(content)))
+            .await
+            .expect_err("malformed");
 
-        let error = extractor(&server).extract(&request()).await.expect_err("malformed");
-
-        assert!(matches!(error, ExtractError::Malformed(_)), "{content}: {error:?}");
-        assert!(!error.to_string().contains("Alice"), "{content}: {error}");
+        assert_malformed_unquoted(&error, content);
     }
+}
+
+/// The body an extraction sent with response format `kind`.
+async fn sent_with(kind: ResponseFormatKind) -> Value {
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
+    extractor(&server).with_response_format(kind).extract(&request()).await.expect("extraction succeeds");
+    first_body(&server).await
 }
 
 #[tokio::test]
 async fn asks_for_the_answer_schema_where_the_server_takes_one() {
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
-    let extractor = extractor(&server).with_response_format(ResponseFormatKind::JsonSchema);
-
-    extractor.extract(&request()).await.expect("extraction succeeds");
-
-    let sent: Value =
-        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    let sent = sent_with(ResponseFormatKind::JsonSchema).await;
     let format = &sent["response_format"];
     assert_eq!(format["type"], "json_schema");
     assert_eq!(format["json_schema"]["strict"], true);
@@ -254,13 +245,7 @@ async fn a_refused_schema_falls_back_to_json_mode_in_the_same_attempt_and_for_go
 
 #[tokio::test]
 async fn llama_cpp_gets_the_schema_beside_json_mode() {
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
-    let extractor = extractor(&server).with_response_format(ResponseFormatKind::JsonObjectSchema);
-
-    extractor.extract(&request()).await.expect("extraction succeeds");
-
-    let sent: Value =
-        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    let sent = sent_with(ResponseFormatKind::JsonObjectSchema).await;
     assert_eq!(sent["response_format"]["type"], "json_object");
     assert_eq!(sent["response_format"]["schema"]["required"], json!(["facts"]));
 }
@@ -275,8 +260,7 @@ async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
 
     assert!(matches!(error, ExtractError::Truncated), "{error:?}");
     assert!(error.to_string().contains("1024"), "{error}");
-    let sent: Value =
-        serde_json::from_slice(&server.received_requests().await.expect("recorded")[0].body).expect("json");
+    let sent = first_body(&server).await;
     assert_eq!(sent["max_tokens"], 1024, "the completion length is bounded");
 }
 
@@ -284,9 +268,8 @@ async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
 async fn a_partly_wrong_answer_keeps_its_right_facts() {
     let content = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95}, {"fact": "Prefers tea over coffee", "score": 3},
         {"fact": "Prefers tea over coffee", "score": 0.8, "tags": null}, {"score": 0.9}]}"#;
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(content))).await;
-
-    let extraction = extractor(&server).extract(&request()).await.expect("the right facts");
+    let extraction =
+        extraction_from(ResponseTemplate::new(200).set_body_json(completion(content))).await.expect("the right facts");
 
     let facts: Vec<(&str, f64)> = extraction.facts.iter().map(|f| (f.fact.as_str(), f.score)).collect();
     assert_eq!(facts, [("Name is Alice", 0.95), ("Prefers tea over coffee", 0.8)]);
@@ -316,43 +299,15 @@ async fn a_body_that_is_not_a_chat_completion_is_malformed() {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": "Alice"}}]
         })),
     ] {
-        let server = server_answering(body).await;
+        let error = extraction_from(body).await.expect_err("malformed");
 
-        let error = extractor(&server).extract(&request()).await.expect_err("malformed");
-
-        assert!(matches!(error, ExtractError::Malformed(_)), "{error:?}");
-        assert!(!error.to_string().contains("Alice"), "{error}");
+        assert_malformed_unquoted(&error, "a body of another shape");
     }
 }
 
 #[tokio::test]
-async fn a_rejected_key_is_fatal_and_the_key_is_never_shown() {
-    for status in [401, 403] {
-        let server = server_answering(ResponseTemplate::new(status).set_body_json(json!({
-            "error": {"message": format!("Incorrect API key provided: {API_KEY}"), "code": "invalid_api_key"}
-        })))
-        .await;
-
-        let error = extractor(&server).extract(&request()).await.expect_err("rejected");
-
-        assert!(matches!(error, ExtractError::Fatal(_)), "{status}: {error:?}");
-        assert!(error.to_string().contains("API key"), "{error}");
-        assert!(!error.to_string().contains(API_KEY), "{error}");
-        assert!(!format!("{error:?}").contains(API_KEY), "{error:?}");
-    }
-}
-
-#[tokio::test]
-async fn other_client_errors_are_fatal_with_the_status_only() {
-    let server = server_answering(ResponseTemplate::new(400).set_body_json(json!({
-        "error": {"message": "This model's maximum context length is exceeded: My name is Alice"}
-    })))
-    .await;
-
-    let error = extractor(&server).extract(&request()).await.expect_err("rejected");
-
-    assert!(matches!(error, ExtractError::Fatal(_)), "{error:?}");
-    assert_eq!(error.to_string(), "provider refused the request: HTTP 400");
+async fn refusals_are_fatal_and_never_show_the_key_or_the_person() {
+    assert_refusals_are_fatal(extraction_from, error_body, API_KEY).await;
 }
 
 /// Metric cells by name and labels (`name{k=v,...}`), one per registration.

@@ -16,7 +16,7 @@ use engram::{
     store::{Store, facts::Owner},
 };
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 on_both_backends!(rare_words_outrank_common_names, search_plan_reads_through_indexes);
 
@@ -25,10 +25,6 @@ const USER: &str = "caroline";
 
 fn user_path(user: &str) -> String {
     format!("/api/agents/{AGENT}/users/{user}")
-}
-
-fn texts(items: &Value) -> Vec<&str> {
-    items.as_array().map(|a| a.iter().filter_map(|f| f["fact"].as_str()).collect()).unwrap_or_default()
 }
 
 fn new_fact(text: &str) -> NewFact {
@@ -66,8 +62,7 @@ async fn rare_words_outrank_common_names(backend: Backend) {
         ],
         "one word each: the rare word first, then the name's facts newest first: {hits}"
     );
-    let relevance: Vec<f64> =
-        hits["items"].as_array().unwrap().iter().map(|h| h["relevance"].as_f64().unwrap()).collect();
+    let relevance = relevances(&hits);
     assert!(relevance.iter().all(|r| *r == 0.5), "a share of the query's two words: {relevance:?}");
 
     // Matching more words still ranks first, however common they are.

@@ -109,31 +109,13 @@ async fn answer(mode: u8, body: &Value) -> axum::response::Response {
 async fn vectors(db: &TestDb) -> Vec<(String, Option<String>, bool)> {
     const SQL: &str = "SELECT f.fact, v.model, v.fact_updated_at = f.updated_at AS current \
         FROM facts f LEFT JOIN fact_vectors v ON v.fact_id = f.id ORDER BY f.fact";
-    let mut rows: Vec<(String, Option<String>, Option<bool>)> = match db.backend {
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(&db.url).await.expect("connect");
-            sqlx::query_as(SQL).fetch_all(&pool).await.expect("read")
-        }
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&db.url).await.expect("connect");
-            sqlx::query_as(SQL).fetch_all(&pool).await.expect("read")
-        }
-    };
-    rows.drain(..).map(|(fact, model, current)| (fact, model, current.unwrap_or(false))).collect()
+    let rows: Vec<(String, Option<String>, Option<bool>)> = db.rows(SQL).await;
+    rows.into_iter().map(|(fact, model, current)| (fact, model, current.unwrap_or(false))).collect()
 }
 
 async fn vector_rows(db: &TestDb) -> i64 {
-    const SQL: &str = "SELECT count(*) FROM fact_vectors";
-    match db.backend {
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(&db.url).await.expect("connect");
-            sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("count")
-        }
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&db.url).await.expect("connect");
-            sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("count")
-        }
-    }
+    let count: Vec<(i64,)> = db.rows("SELECT count(*) FROM fact_vectors").await;
+    count[0].0
 }
 
 /// Waits until every fact has a current vector of `model`; returns how many facts.

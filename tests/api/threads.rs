@@ -411,6 +411,16 @@ async fn opting_out_by_patch_cancels_the_queued_extraction(backend: Backend) {
     assert_eq!(ended["extraction"]["reason"], "conversation_opted_out");
 }
 
+/// A fresh app with a thread holding [`three_shape_thread`]: (app, thread id, history).
+async fn stored_three_shape_thread(backend: Backend) -> (TestApp, String, Vec<Value>) {
+    let app = TestApp::spawn(backend).await;
+    let id = thread(&app).await;
+    let history = three_shape_thread();
+    let (status, body) = append(&app, &id, json!({"messages": history})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    (app, id, history)
+}
+
 /// A thread with an OpenAI tool turn, an AI SDK tool turn and an Anthropic tool turn.
 fn three_shape_thread() -> Vec<Value> {
     vec![
@@ -449,11 +459,7 @@ fn problem_codes(validation: &Value) -> Vec<(i64, String)> {
 }
 
 async fn validate_passes_an_honest_history_and_its_prefixes(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    let id = thread(&app).await;
-    let history = three_shape_thread();
-    let (status, body) = append(&app, &id, json!({"messages": history})).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (app, id, history) = stored_three_shape_thread(backend).await;
 
     let whole = validate(&app, &id, history.clone()).await;
     assert_eq!(whole, json!({"valid": true, "problems": []}));
@@ -470,11 +476,7 @@ async fn validate_passes_an_honest_history_and_its_prefixes(backend: Backend) {
 }
 
 async fn validate_catches_each_problem_code(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    let id = thread(&app).await;
-    let history = three_shape_thread();
-    let (status, body) = append(&app, &id, json!({"messages": history})).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (app, id, history) = stored_three_shape_thread(backend).await;
 
     // modified_message: the person's words changed.
     let mut modified = history.clone();

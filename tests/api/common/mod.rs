@@ -71,6 +71,27 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// The rows `sql` reads, straight from the database (not through the app), on either
+    /// backend: what tests check the storage itself with.
+    pub async fn rows<T>(&self, sql: &'static str) -> Vec<T>
+    where
+        T: Send
+            + Unpin
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>,
+    {
+        match self.backend {
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.expect("connect");
+                sqlx::query_as(sql).fetch_all(&pool).await.expect("read")
+            }
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await.expect("connect");
+                sqlx::query_as(sql).fetch_all(&pool).await.expect("read")
+            }
+        }
+    }
+
     pub async fn fresh(backend: Backend) -> TestDb {
         let id = uuid::Uuid::now_v7().simple().to_string();
         let data_dir = std::env::temp_dir().join(format!("engram-test-{id}"));
@@ -380,6 +401,17 @@ pub fn assert_error(status: StatusCode, body: &Value, expected_status: StatusCod
 }
 
 /// Percent-encodes a path segment.
+/// The `fact` texts of a list of facts (a page's or a search's `items`), in order.
+pub fn texts(items: &Value) -> Vec<&str> {
+    items.as_array().map(|a| a.iter().filter_map(|f| f["fact"].as_str()).collect()).unwrap_or_default()
+}
+
+/// The `relevance` of each hit of a search answer, in order.
+#[track_caller]
+pub fn relevances(hits: &Value) -> Vec<f64> {
+    hits["items"].as_array().expect("items").iter().map(|h| h["relevance"].as_f64().expect("relevance")).collect()
+}
+
 pub fn enc(segment: &str) -> String {
     segment
         .bytes()
