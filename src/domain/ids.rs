@@ -26,10 +26,6 @@ impl AgentId {
         }
         Ok(AgentId(value))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 /// A client's own name for a conversation (`conversationId`, `session_id`…), unique per
@@ -46,16 +42,6 @@ impl ConversationKey {
             return Err("key must be 1-128 characters of [A-Za-z0-9._:-]".into());
         }
         Ok(ConversationKey(value))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ConversationKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ConversationKey(***)")
     }
 }
 
@@ -82,17 +68,6 @@ impl ExternalRef {
         }
         Ok(ExternalRef(value))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Redacted, so that a stray `{:?}` in a log line cannot leak who the user is.
-impl fmt::Debug for ExternalRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ExternalRef(***)")
-    }
 }
 
 /// The tenant, as named by the verified token's `tenant` claim (1–256 bytes) and
@@ -108,14 +83,15 @@ impl TenantId {
         }
         Ok(TenantId(value))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 macro_rules! string_newtype_conversions {
     ($($name:ident),*) => {$(
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
         impl TryFrom<String> for $name {
             type Error = String;
             fn try_from(value: String) -> Result<Self, String> {
@@ -135,6 +111,18 @@ macro_rules! string_newtype_conversions {
     )*};
 }
 string_newtype_conversions!(AgentId, ConversationKey, ExternalRef, TenantId);
+
+/// A redacted `Debug`, so that a stray `{:?}` in a log line cannot leak who the user is.
+macro_rules! redacted_debug {
+    ($($name:ident),*) => {$(
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(concat!(stringify!($name), "(***)"))
+            }
+        }
+    )*};
+}
+redacted_debug!(ConversationKey, ExternalRef);
 
 #[cfg(test)]
 mod tests {

@@ -121,7 +121,9 @@ impl Store {
 
         let mut tx = self.begin_write().await?;
         let appended = with_tx!(tx, tx => {
-            let Some(row): Option<ConversationRow> = sqlx::query_as(bump_sql)
+            // The row bumped, or on a miss the conversation's last seq: a stale
+            // `expected_last_seq`, or a replay (whose seq has moved on by design).
+            let bumped: Option<ConversationRow> = sqlx::query_as(bump_sql)
                 .bind(conversation_id)
                 .bind(tenant.as_str())
                 .bind(counts.messages)
@@ -130,26 +132,18 @@ impl Store {
                 .bind(now)
                 .bind(request.expected_last_seq)
                 .fetch_optional(&mut **tx)
-                .await?
-            else {
-                let last_seq: Option<i64> = sqlx::query_scalar(last_seq_sql)
-                    .bind(conversation_id)
-                    .bind(tenant.as_str())
-                    .fetch_optional(&mut **tx)
-                    .await?;
-                let Some(last_seq) = last_seq else { return Ok(AppendOutcome::NotFound) };
-                if let (Some(key), Some(fingerprint)) = (key, &fingerprint) {
-                    let stored: Option<(String, Json<serde_json::Value>)> = sqlx::query_as(key_sql)
+                .await?;
+            let bumped = match bumped {
+                Some(row) => Ok(row),
+                None => {
+                    let last_seq: Option<i64> = sqlx::query_scalar(last_seq_sql)
                         .bind(conversation_id)
-                        .bind(key.as_str())
                         .bind(tenant.as_str())
                         .fetch_optional(&mut **tx)
                         .await?;
-                    if let Some(outcome) = replay(stored, fingerprint)? {
-                        return Ok(outcome);
-                    }
+                    let Some(last_seq) = last_seq else { return Ok(AppendOutcome::NotFound) };
+                    Err(last_seq)
                 }
-                return Ok(AppendOutcome::StaleSeq(last_seq));
             };
             if let (Some(key), Some(fingerprint)) = (key, &fingerprint) {
                 let stored: Option<(String, Json<serde_json::Value>)> = sqlx::query_as(key_sql)
@@ -163,6 +157,10 @@ impl Store {
                     return Ok(outcome);
                 }
             }
+            let row = match bumped {
+                Ok(row) => row,
+                Err(last_seq) => return Ok(AppendOutcome::StaleSeq(last_seq)),
+            };
 
             let first_seq = row.last_seq - counts.messages + 1;
             let messages: Vec<Message> = request
