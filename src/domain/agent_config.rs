@@ -16,8 +16,10 @@ pub struct AgentConfig {
     pub min_confidence: f64,
     pub extraction_instructions: Option<String>,
     /// Summarise a thread once more than this many of its messages are unsummarised; 0 = off.
+    #[schema(minimum = 0, maximum = 1000)]
     pub summarize_after_messages: i32,
     /// The newest messages a summary leaves out, kept verbatim.
+    #[schema(minimum = 0, maximum = 100)]
     pub summary_window: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -72,10 +74,12 @@ pub struct ConfigPatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>, max_length = 4000)]
     pub extraction_instructions: Option<Option<String>>,
+    /// Summarise a thread once more than this many of its messages are unsummarised;
     /// 0 turns rolling summaries off.
     #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 0, maximum = 1000)]
     pub summarize_after_messages: Option<i32>,
+    /// The newest messages a summary leaves out, kept verbatim.
     #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 0, maximum = 100)]
     pub summary_window: Option<i32>,

@@ -66,6 +66,7 @@ pub struct ExportedConversation {
     #[serde(flatten)]
     pub conversation: Conversation,
     /// The conversation's rolling summary; null when it has none.
+    #[schema(max_length = 4000)]
     pub summary: Option<String>,
     /// The last seq the summary covers (0: none).
     #[schema(minimum = 0)]
