@@ -159,8 +159,8 @@ async fn get_conversation(
 }
 
 /// Change a conversation's title (`null` clears it), replace its metadata, or opt it out
-/// of (`memory: false`) or back into extraction. Opting out cancels its pending
-/// extractions.
+/// of (`memory: false`) or back into extraction and rolling summaries. Opting out cancels
+/// its pending extractions and summaries.
 #[utoipa::path(patch, path = "/api/conversations/{id}", tag = "conversations",
     params(("id" = Uuid, Path)),
     request_body = ConversationPatch,
@@ -292,7 +292,8 @@ struct Cleared {
 
 /// Delete every message of a conversation, keeping the conversation itself (its key,
 /// title, metadata and extracted facts). Sequence numbers go on from where they were;
-/// idempotency records of its appends and its pending extractions go too.
+/// its rolling summary, the idempotency records of its appends and its pending
+/// extractions and summaries go too.
 #[utoipa::path(delete, path = "/api/conversations/{id}/messages", tag = "conversations",
     params(("id" = Uuid, Path)),
     responses((status = 200, body = Cleared), CommonErrors, NotFound))]

@@ -214,7 +214,8 @@ impl Store {
 
     /// Applies a patch; `None` when there is no such conversation in the tenant. Opting
     /// out (`memory: false`) also cancels the conversation's pending and running
-    /// extractions in the same transaction: a running one is fenced and stores nothing.
+    /// extractions and summaries in the same transaction: a running one is fenced and
+    /// stores nothing.
     pub async fn update_conversation(
         &self,
         tenant: &TenantId,
