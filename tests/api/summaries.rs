@@ -25,6 +25,7 @@ on_both_backends!(
     clearing_messages_clears_the_summary_and_export_holds_it,
     a_summary_racing_an_erasure_stores_nothing,
     a_summary_racing_a_clear_stores_nothing,
+    an_extraction_and_a_summary_may_mark_the_same_seq,
 );
 
 /// Sets the agent's summary settings (admin).
@@ -412,4 +413,32 @@ async fn a_summary_racing_a_clear_stores_nothing(backend: Backend) {
         (&json!("cancelled"), &json!("messages cleared")),
         "{jobs:?}"
     );
+}
+
+async fn an_extraction_and_a_summary_may_mark_the_same_seq(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
+    app.enable_memory("acme", AGENT).await;
+    // Window 0: the summary folds every message, through the seq the extraction marks.
+    summarize_after(&app, AGENT, 2, 0).await;
+    let id = create(&app, json!({"agent_id": AGENT, "external_ref": USER})).await;
+    let turns: Vec<Value> = ["My name is Alice.", "I live in Paris.", "I prefer tea over coffee.", "I am a nurse."]
+        .into_iter()
+        .map(|text| json!({"role": "user", "content": text}))
+        .collect();
+    let (status, body) =
+        app.post(&format!("/api/conversations/{id}/messages"), &agent("acme"), json!({"messages": turns})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, ended) = app.post(&format!("/api/conversations/{id}/end"), &agent("acme"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{ended}");
+    assert_eq!(ended["extraction"]["queued"], true, "the summary through seq 4 does not hide the extraction: {ended}");
+    summarised_through(&app, &id, 4).await;
+    let done = eventually(Duration::from_secs(20), || async {
+        let jobs = jobs_of(&app, &id).await;
+        let mut kinds: Vec<&str> =
+            jobs.iter().filter(|j| j["status"] == "succeeded").filter_map(|j| j["kind"].as_str()).collect();
+        kinds.sort_unstable();
+        (kinds == ["extract_facts", "summarize"]).then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "both jobs succeeded: {:?}", jobs_of(&app, &id).await);
 }
