@@ -205,13 +205,7 @@ pub async fn show(
 ) -> AdminResult {
     operator.require(Scope::MemoryRead)?;
     let config = state.store.get_agent_config(operator.tenant(), &agent).await?;
-    let settings = config.as_ref().map_or_else(Settings::default, |c| Settings {
-        memory_enabled: c.memory_enabled,
-        min_user_turns: c.min_user_turns,
-        max_injected_facts: c.max_injected_facts,
-        min_confidence: c.min_confidence,
-        extraction_instructions: c.extraction_instructions.clone(),
-    });
+    let settings = config.clone().map_or_else(Settings::default, Settings::from);
     render(&AgentPage {
         layout: operator.layout(format!("Agent {}", agent.as_str()), "agents", q.done.as_deref()),
         path: encode_segment(agent.as_str()),
@@ -284,6 +278,8 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
             max_injected_facts: facts.max_injected_facts,
             min_confidence: confidence.min_confidence,
             extraction_instructions: instructions,
+            // The panel leaves the summary settings as they are.
+            ..ConfigPatch::default()
         }),
         _ => Err(errors),
     }

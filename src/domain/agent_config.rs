@@ -15,6 +15,12 @@ pub struct AgentConfig {
     pub max_injected_facts: i32,
     pub min_confidence: f64,
     pub extraction_instructions: Option<String>,
+    /// Summarise a thread once more than this many of its messages are unsummarised; 0 = off.
+    #[schema(minimum = 0, maximum = 1000)]
+    pub summarize_after_messages: i32,
+    /// The newest messages a summary leaves out, kept verbatim.
+    #[schema(minimum = 0, maximum = 100)]
+    pub summary_window: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -27,7 +33,13 @@ pub struct Settings {
     pub max_injected_facts: i32,
     pub min_confidence: f64,
     pub extraction_instructions: Option<String>,
+    pub summarize_after_messages: i32,
+    pub summary_window: i32,
 }
+
+/// Bounds of `summarize_after_messages` (0 = off) and `summary_window`.
+pub const MAX_SUMMARIZE_AFTER: i32 = 1000;
+pub const MAX_SUMMARY_WINDOW: i32 = 100;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -37,6 +49,8 @@ impl Default for Settings {
             max_injected_facts: 10,
             min_confidence: 0.7,
             extraction_instructions: None,
+            summarize_after_messages: 20,
+            summary_window: 10,
         }
     }
 }
@@ -60,6 +74,15 @@ pub struct ConfigPatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>, max_length = 4000)]
     pub extraction_instructions: Option<Option<String>>,
+    /// Summarise a thread once more than this many of its messages are unsummarised;
+    /// 0 turns rolling summaries off.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 1000)]
+    pub summarize_after_messages: Option<i32>,
+    /// The newest messages a summary leaves out, kept verbatim.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 100)]
+    pub summary_window: Option<i32>,
 }
 
 /// An optional integer that also takes a number with a zero fraction (`3.0`): JSON
@@ -97,6 +120,12 @@ impl ConfigPatch {
         if let Some(c) = self.min_confidence.filter(|c| !(0.0..=1.0).contains(c)) {
             return Err(format!("min_confidence must be between 0 and 1, got {c}"));
         }
+        if let Some(n) = self.summarize_after_messages.filter(|n| !(0..=MAX_SUMMARIZE_AFTER).contains(n)) {
+            return Err(format!("summarize_after_messages must be 0-{MAX_SUMMARIZE_AFTER}, got {n}"));
+        }
+        if let Some(n) = self.summary_window.filter(|n| !(0..=MAX_SUMMARY_WINDOW).contains(n)) {
+            return Err(format!("summary_window must be 0-{MAX_SUMMARY_WINDOW}, got {n}"));
+        }
         if let Some(Some(text)) = &self.extraction_instructions
             && text.chars().count() > 4000
         {
@@ -116,6 +145,8 @@ impl ConfigPatch {
                 Some(value) => value.clone(),
                 None => current.extraction_instructions,
             },
+            summarize_after_messages: self.summarize_after_messages.unwrap_or(current.summarize_after_messages),
+            summary_window: self.summary_window.unwrap_or(current.summary_window),
         }
     }
 }
@@ -140,6 +171,10 @@ mod tests {
             r#"{"min_confidence": -0.1}"#,
             r#"{"memory_enabled": "yes"}"#,
             r#"{"unknown": 1}"#,
+            r#"{"summarize_after_messages": -1}"#,
+            r#"{"summarize_after_messages": 1001}"#,
+            r#"{"summary_window": -1}"#,
+            r#"{"summary_window": 101}"#,
         ] {
             assert!(patch(bad).is_err(), "{bad}");
         }
@@ -156,6 +191,16 @@ mod tests {
         let written_as_float = patch(r#"{"min_user_turns": 5.0, "max_injected_facts": 7}"#).unwrap();
         assert_eq!((written_as_float.min_user_turns, written_as_float.max_injected_facts), (Some(5), Some(7)));
         assert_eq!(patch(r#"{"min_user_turns": null}"#).unwrap().min_user_turns, None);
+    }
+
+    #[test]
+    fn summary_settings_take_their_whole_range() {
+        let edges = patch(r#"{"summarize_after_messages": 0, "summary_window": 100}"#).unwrap();
+        let applied = edges.apply(Settings::default());
+        assert_eq!((applied.summarize_after_messages, applied.summary_window), (0, 100));
+        let kept = patch(r#"{"memory_enabled": true}"#).unwrap().apply(Settings::default());
+        assert_eq!((kept.summarize_after_messages, kept.summary_window), (20, 10));
+        assert!(patch(r#"{"summarize_after_messages": 1000, "summary_window": 0}"#).is_ok());
     }
 
     #[test]

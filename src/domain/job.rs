@@ -12,18 +12,22 @@ use super::ids::{AgentId, ExternalRef};
 pub enum JobKind {
     /// Read a conversation and store the facts the user stated in it.
     ExtractFacts,
+    /// Fold a long thread's older messages into its rolling summary.
+    Summarize,
 }
 
 impl JobKind {
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::ExtractFacts => "extract_facts",
+            JobKind::Summarize => "summarize",
         }
     }
 
     pub fn parse(text: &str) -> Option<JobKind> {
         match text {
             "extract_facts" => Some(JobKind::ExtractFacts),
+            "summarize" => Some(JobKind::Summarize),
             _ => None,
         }
     }
@@ -78,7 +82,7 @@ pub struct Job {
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
     pub conversation_id: Uuid,
-    /// Facts stored by the job; null until it succeeded.
+    /// Facts stored by an `extract_facts` job; null until it succeeded, and for a summary.
     pub facts_added: Option<i32>,
     pub last_error: Option<String>,
     /// When the job is (or was) due to run.
@@ -100,5 +104,7 @@ mod tests {
         assert_eq!(JobStatus::parse("done"), None);
         assert_eq!(JobKind::parse(JobKind::ExtractFacts.as_str()), Some(JobKind::ExtractFacts));
         assert_eq!(serde_json::to_value(JobKind::ExtractFacts).unwrap(), "extract_facts");
+        assert_eq!(JobKind::parse(JobKind::Summarize.as_str()), Some(JobKind::Summarize));
+        assert_eq!(serde_json::to_value(JobKind::Summarize).unwrap(), "summarize");
     }
 }

@@ -1,6 +1,6 @@
 //! Plain types and pure rules, free of I/O: validation, the duplicate key of a fact,
 //! replay-safe history and continuation checks, the memory prompt block, the extraction
-//! decision.
+//! decision, rolling summaries.
 
 pub mod agent_config;
 pub mod continuation;
@@ -16,4 +16,5 @@ pub mod message;
 pub mod policy;
 pub mod prompt;
 pub mod search_query;
+pub mod summary;
 pub mod vector;

@@ -4,7 +4,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
-use super::{ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, Usage, prompt};
+use super::{
+    ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, SummaryRequest, Usage, parse::parse_facts, prompt,
+    summary_prompt,
+};
 
 /// The Messages API version this wire format follows.
 const API_VERSION: &str = "2023-06-01";
@@ -37,27 +40,52 @@ impl Anthropic {
         let system = prompt::system_prompt(request.instructions.as_deref());
         let user = prompt::transcript(request);
         let body = MessagesRequest {
-            model: &self.model,
-            max_tokens: MAX_ANSWER_TOKENS,
-            system: &system,
-            messages: [Message { role: "user", content: &user }],
-            temperature: 0.0,
-            tools: [json!({
+            tools: Some([json!({
                 "name": TOOL,
                 "description": "Records the durable facts the user stated about themselves.",
                 "input_schema": prompt::answer_schema()
-            })],
-            tool_choice: json!({"type": "tool", "name": TOOL}),
+            })]),
+            tool_choice: Some(json!({"type": "tool", "name": TOOL})),
+            ..self.messages(&system, &user)
         };
+        let (facts, usage) =
+            provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, parse_facts).await?;
+        Ok(Extraction { facts, usage })
+    }
+
+    /// Asks the model to fold `request.turns` into the summary so far, answered in text.
+    pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
+        let user = summary_prompt::user_prompt(request);
+        let body = self.messages(summary_prompt::system_prompt(), &user);
+        let (summary, _) =
+            provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary)
+                .await?;
+        Ok(summary)
+    }
+
+    fn messages<'a>(&'a self, system: &'a str, user: &'a str) -> MessagesRequest<'a> {
+        MessagesRequest {
+            model: &self.model,
+            max_tokens: MAX_ANSWER_TOKENS,
+            system,
+            messages: [Message { role: "user", content: user }],
+            temperature: 0.0,
+            tools: None,
+            tool_choice: None,
+        }
+    }
+
+    /// The `POST /v1/messages` of `body`, with the API key when there is one.
+    fn post(&self, body: &MessagesRequest<'_>) -> Result<reqwest::RequestBuilder, ExtractError> {
         let mut http = self
             .client
             .post(format!("{}/v1/messages", self.base_url))
             .header("anthropic-version", API_VERSION)
-            .json(&body);
+            .json(body);
         if let Some(key) = &self.api_key {
             http = http.header("x-api-key", provider_call::secret_header(key)?);
         }
-        provider_call::call(Provider::Anthropic, http, unwrap_reply).await
+        Ok(http)
     }
 }
 
@@ -90,9 +118,12 @@ struct MessagesRequest<'a> {
     messages: [Message<'a>; 1],
     /// Extraction should be repeatable, not creative.
     temperature: f32,
-    /// One tool, whose input schema is the answer's shape, and the model made to call it.
-    tools: [Value; 1],
-    tool_choice: Value,
+    /// One tool, whose input schema is the answer's shape, and the model made to call it
+    /// (facts only: a summary is answered in text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<[Value; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -101,7 +132,7 @@ struct Message<'a> {
     content: &'a str,
 }
 
-/// Only the fields extraction needs; new fields and block kinds the API adds are ignored.
+/// Only the fields extraction and summaries need; new fields and block kinds the API adds are ignored.
 #[derive(Deserialize)]
 struct MessagesResponse {
     content: Vec<ContentBlock>,

@@ -1,5 +1,6 @@
-//! Extractors: what turns a conversation into facts about its user. One interface
-//! ([`Extractor`]) over the built-in rules and two LLM wire protocols.
+//! Extractors: what turns a conversation into facts about its user, and folds a long
+//! thread into its rolling summary. One interface ([`Extractor`]) over the built-in rules
+//! and two LLM wire protocols.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ pub mod openai;
 pub mod parse;
 pub mod prompt;
 mod provider_call;
+pub mod summary_prompt;
 
 /// One message of a conversation, flattened to text for extraction.
 #[derive(Debug, Clone)]
@@ -26,6 +28,13 @@ pub struct ExtractionRequest {
     pub turns: Vec<Turn>,
     pub from_seq: i64,
     pub instructions: Option<String>,
+}
+
+/// What a summariser is asked: fold `turns` (oldest first) into the summary so far.
+#[derive(Debug, Clone)]
+pub struct SummaryRequest {
+    pub previous: Option<String>,
+    pub turns: Vec<Turn>,
 }
 
 pub use crate::domain::extracted::ExtractedFact;
@@ -117,6 +126,22 @@ impl Extractor {
             Extractor::Builtin => run_builtin(request, BUILTIN_TIME_LIMIT).await,
             Extractor::OpenAi(client) => client.extract(request).await.map(|e| ground(e, request)),
             Extractor::Anthropic(client) => client.extract(request).await.map(|e| ground(e, request)),
+        }
+    }
+}
+
+impl Extractor {
+    /// The summary so far with `request.turns` folded in: written by the LLM provider, or
+    /// by the builtin extractive summary (see [`crate::domain::summary::extractive`]). A
+    /// caller that must not send the messages to an LLM asks [`Extractor::Builtin`].
+    pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
+        match self {
+            Extractor::Builtin => {
+                let said = request.turns.iter().map(|turn| (turn.role, turn.text.as_str()));
+                Ok(crate::domain::summary::extractive(request.previous.as_deref(), said))
+            }
+            Extractor::OpenAi(client) => client.summarize(request).await,
+            Extractor::Anthropic(client) => client.summarize(request).await,
         }
     }
 }

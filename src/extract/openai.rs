@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
-use super::{ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, Usage, prompt};
+use super::{
+    ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, SummaryRequest, Usage, parse::parse_facts, prompt,
+    summary_prompt,
+};
 use crate::config::ResponseFormatKind;
 
 /// An extractor that talks to an OpenAI-compatible `/chat/completions` endpoint.
@@ -59,21 +62,43 @@ impl OpenAi {
         }
     }
 
+    /// Asks the model to fold `request.turns` into the summary so far; the answer is plain
+    /// text, so no `response_format` is sent.
+    pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
+        let user = summary_prompt::user_prompt(request);
+        let body = self.chat(summary_prompt::system_prompt(), &user, None);
+        let (summary, _) =
+            provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary)
+                .await?;
+        Ok(summary)
+    }
+
     async fn call(&self, request: &ExtractionRequest, format: ResponseFormatKind) -> Result<Extraction, ExtractError> {
         let system = prompt::system_prompt(request.instructions.as_deref());
         let user = prompt::transcript(request);
-        let body = ChatRequest {
+        let body = self.chat(&system, &user, Some(response_format(format)));
+        let (facts, usage) =
+            provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, parse_facts).await?;
+        Ok(Extraction { facts, usage })
+    }
+
+    fn chat<'a>(&'a self, system: &'a str, user: &'a str, response_format: Option<Value>) -> ChatRequest<'a> {
+        ChatRequest {
             model: &self.model,
-            messages: [ChatMessage { role: "system", content: &system }, ChatMessage { role: "user", content: &user }],
+            messages: [ChatMessage { role: "system", content: system }, ChatMessage { role: "user", content: user }],
             temperature: 0.0,
             max_tokens: MAX_ANSWER_TOKENS,
-            response_format: response_format(format),
-        };
-        let mut http = self.client.post(format!("{}/chat/completions", self.base_url)).json(&body);
+            response_format,
+        }
+    }
+
+    /// The `POST /chat/completions` of `body`, with the API key when there is one.
+    fn post(&self, body: &ChatRequest<'_>) -> Result<reqwest::RequestBuilder, ExtractError> {
+        let mut http = self.client.post(format!("{}/chat/completions", self.base_url)).json(body);
         if let Some(key) = &self.api_key {
             http = http.header(reqwest::header::AUTHORIZATION, provider_call::secret_header(&format!("Bearer {key}"))?);
         }
-        provider_call::call(Provider::OpenAi, http, unwrap_reply).await
+        Ok(http)
     }
 }
 
@@ -117,8 +142,10 @@ struct ChatRequest<'a> {
     /// `max_tokens`, which compatible servers (vLLM, Ollama, llama.cpp) all read; OpenAI's
     /// newer `max_completion_tokens` is not understood by all of them.
     max_tokens: u32,
-    /// Makes the model emit one JSON object, of the answer's shape where the server can.
-    response_format: Value,
+    /// Makes the model emit one JSON object, of the answer's shape where the server can
+    /// (facts only: a summary is plain text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -127,7 +154,7 @@ struct ChatMessage<'a> {
     content: &'a str,
 }
 
-/// Only the fields extraction needs; the rest of the response is ignored so that compatible
+/// Only the fields extraction and summaries need; the rest of the response is ignored so that compatible
 /// servers which add or omit other fields still work.
 #[derive(Deserialize)]
 struct ChatResponse {

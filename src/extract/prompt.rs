@@ -94,7 +94,8 @@ pub fn transcript(request: &ExtractionRequest) -> String {
     out
 }
 
-fn push_turn(out: &mut String, turn: &Turn) {
+/// Writes one `[seq] role: "text"` line (the summarisation prompt writes its lines so too).
+pub(super) fn push_turn(out: &mut String, turn: &Turn) {
     let role = match turn.role {
         Role::System => "system",
         Role::User => "user",

@@ -1,5 +1,6 @@
-//! One round trip to an LLM provider, shared by every provider: sending the request, turning
-//! HTTP failures into [`ExtractError`], parsing the model's answer, and recording metrics.
+//! One round trip to an LLM provider, shared by every provider and by both tasks (facts,
+//! summaries): sending the request, turning HTTP failures into [`ExtractError`], parsing
+//! the model's answer, and recording metrics.
 //!
 //! Providers only describe their wire format; keeping the rest here means both classify
 //! failures and count calls the same way. Nothing here puts a request or response body, or
@@ -12,8 +13,8 @@ use reqwest::header::HeaderValue;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 
-use super::parse::{describe_json_error, parse_facts};
-use super::{ExtractError, Extraction, Usage};
+use super::parse::describe_json_error;
+use super::{ExtractError, Usage};
 use crate::outbound;
 
 /// The metrics label of a provider.
@@ -34,7 +35,7 @@ impl Provider {
 
 /// What a provider's response envelope holds once its own format is peeled off.
 pub(super) struct Reply {
-    /// The model's answer, still to be parsed as facts.
+    /// The model's answer, still to be parsed (as facts, or as a summary).
     pub text: String,
     pub usage: Option<Usage>,
     /// The model stopped at the completion limit rather than at the end of its answer.
@@ -42,24 +43,22 @@ pub(super) struct Reply {
 }
 
 /// Sends `request`, reads the 2xx body as the provider's envelope `E`, lets `unwrap` take the
-/// model's text out of it, and parses that text into facts. Every call is counted and timed,
-/// and tokens are counted even when the answer turns out malformed, since they were spent.
-pub(super) async fn call<E: DeserializeOwned>(
+/// model's text out of it, and `parse`s that text, returning it with the tokens used. Every
+/// call is counted and timed, and tokens are counted even when the answer turns out malformed,
+/// since they were spent.
+pub(super) async fn call<E: DeserializeOwned, T>(
     provider: Provider,
     request: RequestBuilder,
     unwrap: impl FnOnce(E) -> Result<Reply, ExtractError>,
-) -> Result<Extraction, ExtractError> {
+    parse: impl FnOnce(&str) -> Result<T, ExtractError>,
+) -> Result<(T, Option<Usage>), ExtractError> {
     let started = Instant::now();
     let result = match send::<E>(request).await.and_then(unwrap) {
         Ok(reply) => {
             if let Some(usage) = reply.usage {
                 record_tokens(provider, usage);
             }
-            if reply.truncated {
-                Err(ExtractError::Truncated)
-            } else {
-                parse_facts(&reply.text).map(|facts| Extraction { facts, usage: reply.usage })
-            }
+            if reply.truncated { Err(ExtractError::Truncated) } else { parse(&reply.text).map(|t| (t, reply.usage)) }
         }
         Err(error) => Err(error),
     };
@@ -132,7 +131,7 @@ fn record_tokens(provider: Provider, usage: Usage) {
         .increment(usage.output_tokens);
 }
 
-fn outcome_label(result: &Result<Extraction, ExtractError>) -> &'static str {
+fn outcome_label<T>(result: &Result<T, ExtractError>) -> &'static str {
     match result {
         Ok(_) => "ok",
         Err(ExtractError::RateLimited { .. }) => "rate_limited",
@@ -161,11 +160,11 @@ mod tests {
     #[test]
     fn outcomes_have_one_label_per_error_kind() {
         let labels = [
-            outcome_label(&Ok(Extraction { facts: vec![], usage: None })),
-            outcome_label(&Err(ExtractError::RateLimited { retry_after: None })),
-            outcome_label(&Err(ExtractError::Transient(String::new()))),
-            outcome_label(&Err(ExtractError::Malformed(String::new()))),
-            outcome_label(&Err(ExtractError::Fatal(String::new()))),
+            outcome_label(&Ok(())),
+            outcome_label::<()>(&Err(ExtractError::RateLimited { retry_after: None })),
+            outcome_label::<()>(&Err(ExtractError::Transient(String::new()))),
+            outcome_label::<()>(&Err(ExtractError::Malformed(String::new()))),
+            outcome_label::<()>(&Err(ExtractError::Fatal(String::new()))),
         ];
         assert_eq!(labels, ["ok", "rate_limited", "transient", "malformed", "fatal"]);
     }

@@ -1,6 +1,7 @@
 //! `/api/conversations`: conversations (found again by a client key), their messages
 //! (append with idempotency keys and optimistic `expected_last_seq`, paged, windowed or
-//! role-filtered reads, replay-safe sanitising, clearing) and ending one.
+//! role-filtered reads, replay-safe sanitising, clearing), the ready-to-send history
+//! (rolling summary plus the newest messages) and ending one.
 
 use axum::{
     Json,
@@ -29,6 +30,7 @@ use crate::{
         history,
         ids::{AgentId, ConversationKey, ExternalRef},
         message::{Message, MessageError, NewMessage, RoleSet, validate_batch},
+        summary::ThreadContext,
     },
     error::{ApiError, ErrorBody},
     service::AppState,
@@ -45,6 +47,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(append_messages, list_messages, clear_messages))
         .routes(routes!(end_conversation))
         .routes(routes!(validate_history))
+        .routes(routes!(get_context))
 }
 
 const NOT_FOUND: ApiError = ApiError::NotFound("conversation");
@@ -148,8 +151,8 @@ async fn get_conversation(
 }
 
 /// Change a conversation's title (`null` clears it), replace its metadata, or opt it out
-/// of (`memory: false`) or back into extraction. Opting out cancels its pending
-/// extractions.
+/// of (`memory: false`) or back into extraction and rolling summaries. Opting out cancels
+/// its pending extractions and summaries.
 #[utoipa::path(patch, path = "/api/conversations/{id}", tag = "conversations", params(("id" = Uuid, Path)),
     request_body = ConversationPatch,
     responses((status = 200, body = Conversation), CommonErrors, BodyErrors, NotFound))]
@@ -203,9 +206,13 @@ async fn append_messages(
     }
     validate_batch(&request.messages).map_err(message_error)?;
     match state.store.append_messages(&caller.tenant, id, &request, key.as_ref()).await? {
-        AppendOutcome::Appended(appended) | AppendOutcome::Replayed(appended) => {
+        AppendOutcome::Appended { appended, summary_queued } => {
+            if summary_queued {
+                state.job_wakeup.notify_one();
+            }
             Ok((StatusCode::CREATED, Json(appended)))
         }
+        AppendOutcome::Replayed(appended) => Ok((StatusCode::CREATED, Json(appended))),
         AppendOutcome::KeyReused => {
             Err(ApiError::Conflict("this Idempotency-Key was already used with a different request body".into()))
         }
@@ -267,7 +274,8 @@ struct Cleared {
 
 /// Delete every message of a conversation, keeping the conversation itself (its key,
 /// title, metadata and extracted facts). Sequence numbers go on from where they were;
-/// idempotency records of its appends and its pending extractions go too.
+/// its rolling summary, the idempotency records of its appends and its pending
+/// extractions and summaries go too.
 #[utoipa::path(delete, path = "/api/conversations/{id}/messages", tag = "conversations", params(("id" = Uuid, Path)),
     responses((status = 200, body = Cleared), CommonErrors, NotFound))]
 async fn clear_messages(
@@ -276,6 +284,46 @@ async fn clear_messages(
 ) -> Result<Json<Cleared>, ApiError> {
     let deleted = state.store.clear_messages(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
     Ok(Json(Cleared { deleted }))
+}
+
+/// The largest `window` of the context route, and its default.
+const MAX_CONTEXT_WINDOW: i64 = 1000;
+const DEFAULT_CONTEXT_WINDOW: i64 = 100;
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ContextQuery {
+    /// The most messages after the summary to return (the newest ones). Default 100.
+    #[param(minimum = 1, maximum = 1000, default = 100)]
+    window: Option<i64>,
+    /// Drop incomplete tool turns from the messages, as the messages read does.
+    sanitize: Option<bool>,
+}
+
+/// What an agent sends its model, in one call: the thread's rolling summary (made by
+/// a `summarize` job once more than the agent's `summarize_after_messages` messages are
+/// unsummarised), the newest messages after it (at most `window`, oldest first), and the
+/// summary as a fenced `<conversation-summary>` block for the system prompt (its lines
+/// cannot close the fence or open another one). Without a summary yet, `summary` is null,
+/// `summary_through_seq` 0 and `prompt` "".
+#[utoipa::path(get, path = "/api/conversations/{id}/context", tag = "conversations",
+    params(("id" = Uuid, Path), ContextQuery), responses((status = 200, body = ThreadContext), CommonErrors, NotFound))]
+async fn get_context(
+    Ctx { state, caller }: Ctx<MemoryRead>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<ContextQuery>,
+) -> Result<Json<ThreadContext>, ApiError> {
+    let window = limit(query.window, DEFAULT_CONTEXT_WINDOW, MAX_CONTEXT_WINDOW)
+        .map_err(|_| ApiError::invalid(format!("window must be 1-{MAX_CONTEXT_WINDOW}")))?;
+    // The summary first, then the messages after the seq it covers: a summary stored in
+    // between is not seen, and what is returned still fits together.
+    let (summary, through_seq) = state.store.conversation_summary(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
+    let mut messages =
+        state.store.last_messages(&caller.tenant, id, through_seq, RoleSet::ALL, window).await?.ok_or(NOT_FOUND)?;
+    if query.sanitize == Some(true) {
+        messages = history::sanitize(messages);
+    }
+    Ok(Json(ThreadContext::new(summary, through_seq, messages)))
 }
 
 /// A message refused: 400, or 413 for one too large.

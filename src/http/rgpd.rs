@@ -55,12 +55,18 @@ async fn erase_user(
 }
 
 // The export is streamed by `export_body`; these two types document its shape.
-/// One conversation with its messages, as the export holds it.
+/// One conversation with its rolling summary and its messages, as the export holds it.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[allow(dead_code)]
 pub struct ExportedConversation {
     #[serde(flatten)]
     pub conversation: Conversation,
+    /// The conversation's rolling summary; null when it has none.
+    #[schema(max_length = 4000)]
+    pub summary: Option<String>,
+    /// The last seq the summary covers (0: none).
+    #[schema(minimum = 0)]
+    pub summary_through_seq: i64,
     pub messages: Vec<Message>,
 }
 
@@ -75,7 +81,7 @@ pub struct Export {
 }
 
 /// Everything held about an end user in the tenant, across agents, machine-readable:
-/// consent, conversations with their messages, and facts.
+/// consent, conversations with their summaries and messages, and facts.
 #[utoipa::path(get, path = "/api/rgpd/users/{external_ref}/ai-data", tag = "rgpd",
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
     responses((status = 200, body = Export), CommonErrors))]

@@ -1,7 +1,7 @@
 //! The GDPR export (Art. 15 and 20) as a stream: one snapshot of everything held about
 //! a person, written to the response a page at a time, so an export of any size costs
 //! the server bounded memory. The body is the `Export` document of the API (consent,
-//! conversations each with its messages, facts), built from the same types.
+//! conversations each with its summary and messages, facts), built from the same types.
 
 use std::{
     pin::Pin,
@@ -68,11 +68,16 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
         let page = reader.conversations(after, PAGE).await?;
         for conversation in &page {
             out.separator(&mut first);
-            // The conversation's own fields, then its messages (the document flattens
-            // the conversation into the object that also holds `messages`).
+            // The conversation's own fields, then its summary and messages (the document
+            // flattens the conversation into the object that also holds them).
             let mut fields = serde_json::to_vec(conversation)?;
             fields.pop(); // the closing brace
             out.raw(&fields);
+            let (summary, summary_through_seq) = reader.summary(conversation.id).await?;
+            out.raw(b",\"summary\":");
+            out.json(&summary)?;
+            out.raw(b",\"summary_through_seq\":");
+            out.json(&summary_through_seq)?;
             out.raw(b",\"messages\":[");
             let (mut after_seq, mut first_message) = (0, true);
             loop {

@@ -16,6 +16,8 @@ struct ConfigRow {
     max_injected_facts: i32,
     min_confidence: f64,
     extraction_instructions: Option<String>,
+    summarize_after_messages: i32,
+    summary_window: i32,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -30,6 +32,8 @@ impl From<ConfigRow> for AgentConfig {
             max_injected_facts: row.max_injected_facts,
             min_confidence: row.min_confidence,
             extraction_instructions: row.extraction_instructions,
+            summarize_after_messages: row.summarize_after_messages,
+            summary_window: row.summary_window,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -39,7 +43,7 @@ impl From<ConfigRow> for AgentConfig {
 macro_rules! columns {
     () => {
         "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
-         created_at, updated_at"
+         summarize_after_messages, summary_window, created_at, updated_at"
     };
 }
 
@@ -72,13 +76,15 @@ impl Store {
         let sql = concat!(
             "INSERT INTO agent_configs (",
             columns!(),
-            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) \
+            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $7, $7, $8) \
              ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
                memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
                min_user_turns = COALESCE($10, agent_configs.min_user_turns), \
                max_injected_facts = COALESCE($11, agent_configs.max_injected_facts), \
                min_confidence = COALESCE($12, agent_configs.min_confidence), \
                extraction_instructions = CASE WHEN $13 THEN agent_configs.extraction_instructions ELSE $6 END, \
+               summarize_after_messages = COALESCE($16, agent_configs.summarize_after_messages), \
+               summary_window = COALESCE($17, agent_configs.summary_window), \
                updated_at = $7 \
              RETURNING ",
             columns!()
@@ -98,6 +104,10 @@ impl Store {
                 .bind(patch.max_injected_facts)
                 .bind(patch.min_confidence)
                 .bind(keep_instructions)
+                .bind(inserted.summarize_after_messages)
+                .bind(inserted.summary_window)
+                .bind(patch.summarize_after_messages)
+                .bind(patch.summary_window)
                 .fetch_one(pool)
                 .await?
         });
@@ -140,6 +150,8 @@ impl From<AgentConfig> for Settings {
             max_injected_facts: config.max_injected_facts,
             min_confidence: config.min_confidence,
             extraction_instructions: config.extraction_instructions,
+            summarize_after_messages: config.summarize_after_messages,
+            summary_window: config.summary_window,
         }
     }
 }

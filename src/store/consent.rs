@@ -17,8 +17,9 @@ impl Store {
         })
     }
 
-    /// Stores consent. A refusal also cancels the user's queued extraction jobs in the
-    /// same transaction, so nothing of theirs reaches an LLM after this returns.
+    /// Stores consent. A refusal also cancels the user's queued and running jobs
+    /// (extractions and summaries) in the same transaction, so nothing of theirs reaches
+    /// an LLM after this returns.
     pub async fn set_consent(&self, tenant: &TenantId, user: &ExternalRef, consent: bool) -> Result<DateTime<Utc>> {
         let now = super::now();
         let mut tx = self.begin_write().await?;

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::{
     Result, Store,
+    jobs::NewJob,
     policy::{POLICY_SQL, PolicyRow},
     with_pool, with_tx,
 };
@@ -16,7 +17,7 @@ use crate::domain::{
         SkipReason, extraction_decision,
     },
     ids::{AgentId, ConversationKey, ExternalRef, TenantId},
-    job::{JobKind, JobStatus},
+    job::JobKind,
     policy::Policy,
 };
 
@@ -24,19 +25,21 @@ use crate::domain::{
 #[derive(sqlx::FromRow)]
 pub(super) struct ConversationRow {
     id: Uuid,
-    agent_id: String,
-    external_ref: String,
+    pub(super) agent_id: String,
+    pub(super) external_ref: String,
     key: Option<String>,
     title: Option<String>,
     metadata: Json<serde_json::Value>,
-    memory: bool,
+    pub(super) memory: bool,
     status: String,
-    message_count: i64,
+    pub(super) message_count: i64,
     user_turns: i64,
     pub(super) last_seq: i64,
     last_user_seq: i64,
     extracted_through_seq: i64,
     queued_through_seq: i64,
+    pub(super) summary_through_seq: i64,
+    pub(super) summary_queued_through_seq: i64,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     ended_at: Option<DateTime<Utc>>,
@@ -69,7 +72,8 @@ impl TryFrom<ConversationRow> for Conversation {
 macro_rules! conversation_columns {
     () => {
         "id, agent_id, external_ref, key, title, metadata, memory, status, message_count, user_turns, last_seq, last_user_seq, \
-         extracted_through_seq, queued_through_seq, created_at, updated_at, ended_at"
+         extracted_through_seq, queued_through_seq, summary_through_seq, summary_queued_through_seq, created_at, \
+         updated_at, ended_at"
     };
 }
 pub(super) use conversation_columns;
@@ -210,7 +214,8 @@ impl Store {
 
     /// Applies a patch; `None` when there is no such conversation in the tenant. Opting
     /// out (`memory: false`) also cancels the conversation's pending and running
-    /// extractions in the same transaction: a running one is fenced and stores nothing.
+    /// extractions and summaries in the same transaction: a running one is fenced and
+    /// stores nothing.
     pub async fn update_conversation(
         &self,
         tenant: &TenantId,
@@ -269,7 +274,7 @@ impl Store {
     /// The first statement locks the conversation row, so two concurrent ends (or an
     /// end racing an append) are serialised: the second sees the first's
     /// `queued_through_seq` and answers `nothing_new`; the unique
-    /// `(conversation_id, through_seq)` of jobs is the backstop.
+    /// `(conversation_id, kind, through_seq)` of jobs is the backstop.
     pub async fn end_conversation(
         &self,
         tenant: &TenantId,
@@ -292,10 +297,6 @@ impl Store {
              RETURNING ",
             conversation_columns!()
         );
-        let job_sql = "INSERT INTO jobs (id, tenant_id, kind, status, attempts, agent_id, external_ref, \
-               conversation_id, through_seq, run_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9, $9) \
-             ON CONFLICT (conversation_id, through_seq) DO NOTHING RETURNING id";
         let mark_sql = "UPDATE conversations SET queued_through_seq = $3 WHERE id = $1 AND tenant_id = $2";
 
         let mut tx = self.begin_write().await?;
@@ -333,26 +334,19 @@ impl Store {
         let extraction = match extraction_decision(&inputs) {
             Err(reason) => Extraction::skipped(reason),
             Ok(()) => {
-                let job_id: Option<Uuid> = with_tx!(tx, tx => {
-                    sqlx::query_scalar(job_sql)
-                        .bind(Uuid::now_v7())
-                        .bind(tenant.as_str())
-                        .bind(JobKind::ExtractFacts.as_str())
-                        .bind(JobStatus::Queued.as_str())
-                        .bind(&row.agent_id)
-                        .bind(&row.external_ref)
-                        .bind(row.id)
-                        .bind(row.last_seq)
-                        .bind(now)
-                        .fetch_optional(&mut **tx)
-                        .await?
-                });
-                match job_id {
+                let job = NewJob {
+                    kind: JobKind::ExtractFacts,
+                    tenant,
+                    agent_id: &row.agent_id,
+                    external_ref: &row.external_ref,
+                    conversation_id: row.id,
+                    through_seq: row.last_seq,
+                };
+                match tx.queue_job(&job, now).await? {
                     Some(job_id) => {
                         with_tx!(tx, tx => {
                             sqlx::query(mark_sql).bind(id).bind(tenant.as_str()).bind(row.last_seq).execute(&mut **tx).await?;
                         });
-                        tx.wake_workers().await?;
                         Extraction::queued(job_id)
                     }
                     // A job for exactly this state exists already.

@@ -11,10 +11,12 @@ use uuid::Uuid;
 use super::{Result, Store, facts::Owner, with_pool, with_tx};
 use crate::domain::ids::{AgentId, ExternalRef, TenantId};
 
-/// A job this worker holds, with what the extraction needs to know.
+/// A job this worker holds, with what running it needs to know.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ClaimedJob {
     pub id: Uuid,
+    /// The job's kind as stored (see [`JobKind::parse`](crate::domain::job::JobKind::parse)).
+    pub kind: String,
     pub tenant_id: TenantId,
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
@@ -40,7 +42,7 @@ const CLAIM: &str = "UPDATE jobs SET status = 'running', attempts = attempts + 1
      WHERE id = (SELECT id FROM jobs \
                  WHERE (status IN ('queued', 'failed') AND run_at <= $3) OR (status = 'running' AND locked_until < $3) \
                  ORDER BY run_at LIMIT 1 {lock}) \
-     RETURNING id, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token";
+     RETURNING id, kind, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token";
 static CLAIM_PG: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"));
 static CLAIM_SQLITE: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", ""));
 
@@ -95,7 +97,7 @@ impl Store {
     }
 
     /// Ends a job without running it (its conversation is gone, or the user refused
-    /// consent since it was queued).
+    /// consent or opted the conversation out since it was queued).
     pub async fn cancel_job(&self, job: &ClaimedJob, reason: &str) -> Result<bool> {
         let sql = "UPDATE jobs SET status = 'cancelled', last_error = $3, lease_token = NULL, locked_until = NULL, \
                    updated_at = $4 WHERE id = $1 AND lease_token = $2 AND status = 'running'";

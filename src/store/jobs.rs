@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, with_pool, with_tx};
+use super::{Result, Store, Tx, with_pool, with_tx};
 use crate::domain::{
     ids::{AgentId, ExternalRef, TenantId},
     job::{Job, JobKind, JobStatus},
@@ -69,6 +69,47 @@ macro_rules! job_columns {
 pub struct JobFilter {
     pub status: Option<JobStatus>,
     pub conversation_id: Option<Uuid>,
+}
+
+/// What a queued job is about.
+pub(super) struct NewJob<'a> {
+    pub kind: JobKind,
+    pub tenant: &'a TenantId,
+    pub agent_id: &'a str,
+    pub external_ref: &'a str,
+    pub conversation_id: Uuid,
+    pub through_seq: i64,
+}
+
+impl Tx {
+    /// Queues a job in this transaction (the one that changed the state causing it) and
+    /// wakes the workers at commit. `None` when a job of this kind through this seq of
+    /// the conversation exists already: the unique `(conversation_id, kind, through_seq)`
+    /// makes a trigger that fires twice queue once.
+    pub(super) async fn queue_job(&mut self, job: &NewJob<'_>, now: DateTime<Utc>) -> Result<Option<Uuid>> {
+        let sql = "INSERT INTO jobs (id, tenant_id, kind, status, attempts, agent_id, external_ref, \
+               conversation_id, through_seq, run_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9, $9) \
+             ON CONFLICT (conversation_id, kind, through_seq) DO NOTHING RETURNING id";
+        let id: Option<Uuid> = with_tx!(self, tx => {
+            sqlx::query_scalar(sql)
+                .bind(Uuid::now_v7())
+                .bind(job.tenant.as_str())
+                .bind(job.kind.as_str())
+                .bind(JobStatus::Queued.as_str())
+                .bind(job.agent_id)
+                .bind(job.external_ref)
+                .bind(job.conversation_id)
+                .bind(job.through_seq)
+                .bind(now)
+                .fetch_optional(&mut **tx)
+                .await?
+        });
+        if id.is_some() {
+            self.wake_workers().await?;
+        }
+        Ok(id)
+    }
 }
 
 impl Store {

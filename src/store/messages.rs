@@ -1,23 +1,26 @@
 //! Message rows: the append transaction (sequence numbers, idempotency keys, the
-//! optimistic `expected_last_seq` check), reads by sequence and role, and clearing a
-//! thread's messages.
+//! optimistic `expected_last_seq` check, the rolling summary it may queue), reads by
+//! sequence and role, and clearing a thread's messages.
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Result, Store, conversations::ConversationRow, with_pool, with_tx};
+use super::{Result, Store, conversations::ConversationRow, jobs::NewJob, with_pool, with_tx};
 use crate::domain::{
+    agent_config::Settings,
     conversation::{AppendRequest, Appended, IdempotencyKey},
     ids::TenantId,
+    job::JobKind,
     message::{BatchCounts, Message, Role, RoleSet, ToolCall},
+    summary::{SummaryState, summary_due},
 };
 
 /// What became of an append.
 #[derive(Debug)]
 pub enum AppendOutcome {
-    /// Stored now.
-    Appended(Appended),
+    /// Stored now; `summary_queued` when the append queued a summarize job.
+    Appended { appended: Appended, summary_queued: bool },
     /// The same key and body were stored before: their first response, nothing stored.
     Replayed(Appended),
     /// The key was used before with a different body: nothing stored.
@@ -76,6 +79,16 @@ fn encode_error(error: serde_json::Error) -> sqlx::Error {
     sqlx::Error::Encode(Box::new(error))
 }
 
+/// A bumped conversation with its agent's summary settings, read by the same statement
+/// (`None` when the agent was never configured: the defaults apply).
+#[derive(sqlx::FromRow)]
+struct BumpedRow {
+    #[sqlx(flatten)]
+    conversation: ConversationRow,
+    summarize_after_messages: Option<i32>,
+    summary_window: Option<i32>,
+}
+
 impl Store {
     /// Appends a validated batch in one transaction, all or nothing.
     ///
@@ -91,6 +104,11 @@ impl Store {
     /// costs no round trip and holds under the lock: of concurrent appenders expecting
     /// one seq, exactly one matches. Only a miss reads again, to tell a missing
     /// conversation from a stale seq (or a replay, whose seq has moved on by design).
+    ///
+    /// When the thread now holds more unsummarised messages than its agent's
+    /// `summarize_after_messages` ([`summary_due`]), a `summarize` job is queued in the
+    /// same transaction, and the conversation's `summary_queued_through_seq` marks it so
+    /// that the next appends do not queue it again.
     pub async fn append_messages(
         &self,
         tenant: &TenantId,
@@ -111,19 +129,24 @@ impl Store {
                ended_at = NULL, \
                updated_at = $6 \
              WHERE id = $1 AND tenant_id = $2 AND ($7 IS NULL OR last_seq = $7) RETURNING ",
-            super::conversations::conversation_columns!()
+            super::conversations::conversation_columns!(),
+            // The agent's summary settings, by primary key, in the same round trip.
+            ", (SELECT summarize_after_messages FROM agent_configs a                 WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS summarize_after_messages,                (SELECT summary_window FROM agent_configs a                 WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS summary_window"
         );
         let last_seq_sql = "SELECT last_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
         let key_sql = "SELECT request_hash, response FROM idempotency_keys \
                        WHERE conversation_id = $1 AND key = $2 AND tenant_id = $3";
         let remember_sql = "INSERT INTO idempotency_keys (conversation_id, tenant_id, key, request_hash, response, \
                             created_at) VALUES ($1, $2, $3, $4, $5, $6)";
+        // Binds: conversation, tenant, through_seq.
+        let mark_sql = "UPDATE conversations SET summary_queued_through_seq = $3 \
+                        WHERE id = $1 AND tenant_id = $2 AND summary_queued_through_seq < $3";
 
         let mut tx = self.begin_write().await?;
-        let appended = with_tx!(tx, tx => {
+        let (appended, summary) = with_tx!(tx, tx => {
             // The row bumped, or on a miss the conversation's last seq: a stale
             // `expected_last_seq`, or a replay (whose seq has moved on by design).
-            let bumped: Option<ConversationRow> = sqlx::query_as(bump_sql)
+            let bumped: Option<BumpedRow> = sqlx::query_as(bump_sql)
                 .bind(conversation_id)
                 .bind(tenant.as_str())
                 .bind(counts.messages)
@@ -157,8 +180,8 @@ impl Store {
                     return Ok(outcome);
                 }
             }
-            let row = match bumped {
-                Ok(row) => row,
+            let BumpedRow { conversation: row, summarize_after_messages, summary_window } = match bumped {
+                Ok(bumped) => bumped,
                 Err(last_seq) => return Ok(AppendOutcome::StaleSeq(last_seq)),
             };
 
@@ -198,6 +221,17 @@ impl Store {
             });
             insert.build().execute(&mut **tx).await?;
 
+            let defaults = Settings::default();
+            let state = SummaryState {
+                summarize_after_messages: summarize_after_messages.unwrap_or(defaults.summarize_after_messages),
+                summary_window: summary_window.unwrap_or(defaults.summary_window),
+                conversation_memory: row.memory,
+                message_count: row.message_count,
+                last_seq: row.last_seq,
+                summary_through_seq: row.summary_through_seq,
+                summary_queued_through_seq: row.summary_queued_through_seq,
+            };
+            let summary = summary_due(&state).map(|through_seq| (through_seq, row.agent_id.clone(), row.external_ref.clone()));
             let appended = Appended { messages, conversation: row.try_into()? };
             if let (Some(key), Some(fingerprint)) = (key, &fingerprint) {
                 let response = serde_json::to_value(&appended).map_err(encode_error)?;
@@ -211,10 +245,27 @@ impl Store {
                     .execute(&mut **tx)
                     .await?;
             }
-            appended
+            (appended, summary)
         });
+        let mut summary_queued = false;
+        if let Some((through_seq, agent_id, external_ref)) = summary {
+            let job = NewJob {
+                kind: JobKind::Summarize,
+                tenant,
+                agent_id: &agent_id,
+                external_ref: &external_ref,
+                conversation_id,
+                through_seq,
+            };
+            if tx.queue_job(&job, now).await?.is_some() {
+                with_tx!(tx, tx => {
+                    sqlx::query(mark_sql).bind(conversation_id).bind(tenant.as_str()).bind(through_seq).execute(&mut **tx).await?;
+                });
+                summary_queued = true;
+            }
+        }
         tx.commit().await?;
-        Ok(AppendOutcome::Appended(appended))
+        Ok(AppendOutcome::Appended { appended, summary_queued })
     }
 
     /// Up to `limit` messages of `roles` after `after_seq`, oldest first; `None` when
@@ -291,13 +342,15 @@ impl Store {
     /// Deletes a conversation's messages and the idempotency records that hold copies of
     /// them, keeping the conversation (and its key). Sequence numbers go on from where
     /// they were, so a client syncing with `after_seq` never takes a new message for one
-    /// it has seen, and extraction marks stay meaningful. Pending extractions of it are
-    /// cancelled: what they would read is gone. `None` when there is no such
-    /// conversation in the tenant.
+    /// it has seen, and extraction marks stay meaningful. The rolling summary goes too
+    /// (it is made of those messages). Pending extractions and summaries of it are
+    /// cancelled: what they would read is gone, and a running one is fenced. `None`
+    /// when there is no such conversation in the tenant.
     pub async fn clear_messages(&self, tenant: &TenantId, conversation_id: Uuid) -> Result<Option<u64>> {
         let now = super::now();
         // Binds: conversation, tenant, now. Locks the row, as an append does.
-        let reset_sql = "UPDATE conversations SET message_count = 0, user_turns = 0, updated_at = $3 \
+        let reset_sql = "UPDATE conversations SET message_count = 0, user_turns = 0, summary = NULL, \
+                         summary_through_seq = 0, summary_queued_through_seq = 0, updated_at = $3 \
                          WHERE id = $1 AND tenant_id = $2 RETURNING id";
         // Binds: conversation, tenant.
         let messages_sql = "DELETE FROM messages WHERE conversation_id = $1 AND tenant_id = $2";

@@ -40,6 +40,7 @@ pub mod jobs;
 pub mod messages;
 pub mod policy;
 pub mod rgpd;
+pub mod summaries;
 pub mod vectors;
 
 /// One value per backend: a store's pool, or an open transaction. Private to `store/`,

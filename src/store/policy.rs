@@ -13,7 +13,7 @@ use crate::domain::{agent_config::Settings, policy::Policy};
 /// Binds: `$1` tenant, `$2` agent, `$3` external ref. One row, NULLs where nothing is
 /// stored.
 pub(super) const POLICY_SQL: &str = "SELECT a.memory_enabled, a.min_user_turns, a.max_injected_facts, \
-       a.min_confidence, a.extraction_instructions, u.ai_consent \
+       a.min_confidence, a.extraction_instructions, a.summarize_after_messages, a.summary_window, u.ai_consent \
      FROM (SELECT 1 AS one) AS one \
      LEFT JOIN agent_configs a ON a.tenant_id = $1 AND a.agent_id = $2 \
      LEFT JOIN user_consents u ON u.tenant_id = $1 AND u.external_ref = $3";
@@ -25,22 +25,38 @@ pub(super) struct PolicyRow {
     max_injected_facts: Option<i32>,
     min_confidence: Option<f64>,
     extraction_instructions: Option<String>,
+    summarize_after_messages: Option<i32>,
+    summary_window: Option<i32>,
     ai_consent: Option<bool>,
 }
 
 impl From<PolicyRow> for Policy {
     fn from(row: PolicyRow) -> Policy {
         // The settings columns are NOT NULL: one is null only when no row was joined.
-        let agent = match (row.memory_enabled, row.min_user_turns, row.max_injected_facts, row.min_confidence) {
-            (Some(memory_enabled), Some(min_user_turns), Some(max_injected_facts), Some(min_confidence)) => {
-                Some(Settings {
-                    memory_enabled,
-                    min_user_turns,
-                    max_injected_facts,
-                    min_confidence,
-                    extraction_instructions: row.extraction_instructions,
-                })
-            }
+        let agent = match (
+            row.memory_enabled,
+            row.min_user_turns,
+            row.max_injected_facts,
+            row.min_confidence,
+            row.summarize_after_messages,
+            row.summary_window,
+        ) {
+            (
+                Some(memory_enabled),
+                Some(min_user_turns),
+                Some(max_injected_facts),
+                Some(min_confidence),
+                Some(summarize_after_messages),
+                Some(summary_window),
+            ) => Some(Settings {
+                memory_enabled,
+                min_user_turns,
+                max_injected_facts,
+                min_confidence,
+                extraction_instructions: row.extraction_instructions,
+                summarize_after_messages,
+                summary_window,
+            }),
             _ => None,
         };
         Policy { agent, stored_consent: row.ai_consent }

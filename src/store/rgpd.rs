@@ -93,6 +93,17 @@ impl ExportReader {
         rows.into_iter().map(Conversation::try_from).collect()
     }
 
+    /// The rolling summary of one of the user's conversations and the last seq it
+    /// covers (`(None, 0)` when it has none).
+    pub async fn summary(&mut self, conversation_id: Uuid) -> Result<(Option<String>, i64)> {
+        let sql = "SELECT summary, summary_through_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
+        let tenant = self.tenant.as_str();
+        let found: Option<(Option<String>, i64)> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(conversation_id).bind(tenant).fetch_optional(&mut **tx).await?
+        });
+        Ok(found.unwrap_or((None, 0)))
+    }
+
     /// Up to `limit` messages of one of the user's conversations after seq `after_seq`.
     pub async fn messages(&mut self, conversation_id: Uuid, after_seq: i64, limit: i64) -> Result<Vec<Message>> {
         let sql = concat!(

@@ -14,6 +14,8 @@ use crate::{
 pub enum Outcome {
     /// Facts stored (this many new ones).
     Stored(u64),
+    /// A summary stored, folding this many messages (0: a newer summary got there first).
+    Summarized(u64),
     /// Nothing to do, and the job is now `cancelled` for this reason.
     Cancelled(&'static str),
     /// The job lost its lease or was cancelled while it ran: nothing was stored.
@@ -89,6 +91,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     }
 }
 
-async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
+/// Ends the job as `cancelled` for `reason`, unless it lost its lease meanwhile.
+pub(super) async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
     if state.store.cancel_job(job, reason).await? { Ok(Outcome::Cancelled(reason)) } else { Ok(Outcome::Fenced) }
 }

@@ -7,8 +7,8 @@ use std::{sync::Arc, time::Duration};
 use chrono::Utc;
 use tokio::sync::watch;
 
-use super::extraction::{self, Outcome};
-use crate::{extract::Extractor, service::AppState, store::job_queue::ClaimedJob};
+use super::extraction::{self, Failure, Outcome};
+use crate::{domain::job::JobKind, extract::Extractor, service::AppState, store::job_queue::ClaimedJob};
 
 /// The longest a retry is pushed back.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
@@ -61,7 +61,7 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
     let started = std::time::Instant::now();
     let task = {
         let (state, extractor, job) = (state.clone(), extractor.clone(), job.clone());
-        tokio::spawn(async move { extraction::run(&state, &extractor, &job).await })
+        tokio::spawn(async move { run_job(&state, &extractor, &job).await })
     };
     let abort = task.abort_handle();
     let heartbeat = heartbeat(state, &job);
@@ -95,6 +95,10 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
             metrics::counter!("engram_facts_added_total", "extractor" => extractor.name()).increment(added);
             tracing::info!(job_id = %job.id, facts_added = added, "extraction succeeded");
         }
+        Ok(Ok(Outcome::Summarized(folded))) => {
+            metrics::counter!("engram_jobs_finished_total", "outcome" => "succeeded").increment(1);
+            tracing::info!(job_id = %job.id, messages_folded = folded, "summary succeeded");
+        }
         Ok(Ok(Outcome::Cancelled(reason))) => {
             metrics::counter!("engram_jobs_finished_total", "outcome" => "cancelled").increment(1);
             tracing::info!(job_id = %job.id, reason, "extraction cancelled");
@@ -113,9 +117,22 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
         }
         Ok(Err(failure)) => record_failure(state, &job, &failure.message, failure.retry_after).await,
         Err(join_error) => {
-            let message = if join_error.is_panic() { "extraction panicked" } else { "extraction was aborted" };
+            let message = if join_error.is_panic() { "the job panicked" } else { "the job was aborted" };
             record_failure(state, &job, message, None).await;
         }
+    }
+}
+
+/// Runs the job its kind names.
+async fn run_job(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> Result<Outcome, Failure> {
+    match JobKind::parse(&job.kind) {
+        Some(JobKind::ExtractFacts) => extraction::run(state, extractor, job).await,
+        Some(JobKind::Summarize) => super::summary::run(state, extractor, job).await,
+        None => Err(Failure {
+            message: format!("unknown job kind {:?}", job.kind),
+            retry_after: None,
+            database_unavailable: false,
+        }),
     }
 }
 

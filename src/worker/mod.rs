@@ -1,4 +1,5 @@
-//! Background tasks that run inside `engram serve`: the extraction workers, the
+//! Background tasks that run inside `engram serve`: the job workers (extraction and
+//! rolling summaries), the
 //! PostgreSQL notification listener that wakes them, the idle-conversation sweeper, and
 //! the embedding worker.
 
@@ -11,6 +12,7 @@ use crate::{extract::Extractor, service::AppState, store::Store};
 pub mod embedding;
 pub mod extraction;
 pub mod jobs;
+pub mod summary;
 
 pub mod sweeper;
 

@@ -36,6 +36,10 @@ fn remnants(dir: &Path, needles: &[&str]) -> Vec<String> {
 async fn sqlite_erasure_leaves_nothing_in_the_files() {
     let app = TestApp::spawn_with(Backend::Sqlite, &["--job-poll-ms", "50"]).await;
     app.enable_memory("acme", "concierge").await;
+    // Four messages are a long thread here: each gets a rolling summary of the first three.
+    let summaries = json!({"summarize_after_messages": 2, "summary_window": 1});
+    let (status, _) = app.put("/api/agents-config/concierge", &admin("acme"), summaries).await;
+    assert_eq!(status, StatusCode::OK);
     let writer = agent("acme");
     let user = enc(SUBJECT);
     let (status, _) = app.put(&format!("/api/users/{user}/consent"), &writer, json!({"ai_consent": true})).await;
@@ -73,6 +77,14 @@ async fn sqlite_erasure_leaves_nothing_in_the_files() {
     })
     .await;
     assert!(extracted.is_some(), "the extraction stored its facts");
+    for id in &conversations {
+        let summarised = eventually(Duration::from_secs(20), || async {
+            let (_, context) = app.get(&format!("/api/conversations/{id}/context"), &writer).await;
+            context["summary"].as_str().is_some_and(|s| s.contains("Quendrith")).then_some(())
+        })
+        .await;
+        assert!(summarised.is_some(), "the summary of {id} was stored");
+    }
     let mut needles = WORDS.to_vec();
     needles.push(SUBJECT);
     let before = remnants(&app.db.data_dir, &needles);

@@ -62,6 +62,9 @@ async fn scenario() {
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
         app.enable_memory("acme", "concierge").await;
+        // Three messages make a long thread here: a summary job folds the first two.
+        let summaries = json!({"summarize_after_messages": 2, "summary_window": 1});
+        app.put("/api/agents-config/concierge", &admin("acme"), summaries).await;
         let token = agent("acme");
         let user = enc(REF);
         app.put(&format!("/api/users/{user}/consent"), &token, json!({"ai_consent": true})).await;
@@ -90,6 +93,12 @@ async fn scenario() {
         })
         .await;
         assert!(done.is_some(), "extraction finished");
+        let summarised = eventually(Duration::from_secs(20), || async {
+            let (_, context) = app.get(&format!("/api/conversations/{id}/context"), &token).await;
+            (context["summary_through_seq"] == 2).then_some(())
+        })
+        .await;
+        assert!(summarised.is_some(), "the summary was stored");
         let base = format!("/api/agents/concierge/users/{user}");
         app.post(&format!("{base}/facts"), &token, json!({"fact": format!("Owns a {WORDS}")})).await;
         app.get(&format!("{base}/facts/search?q={WORDS}"), &token).await;
@@ -101,6 +110,7 @@ async fn scenario() {
 
     let logs = String::from_utf8(captured.0.lock().expect("logs").clone()).expect("utf-8 logs");
     assert!(logs.contains("request completed"), "logs were captured");
+    assert!(logs.contains("summary succeeded"), "the summary job ran and logged");
     assert!(logs.contains("/api/agents/{agent_id}/users/{external_ref}/facts"), "route templates are logged");
     for secret in [REF, "citizen-7f3a", "example.org", WORDS, &enc(REF)] {
         assert!(!logs.contains(secret), "the logs contain {secret:?}");

@@ -30,4 +30,5 @@ mod search;
 mod secrets;
 mod semantic;
 mod spec;
+mod summaries;
 mod threads;

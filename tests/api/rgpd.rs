@@ -67,8 +67,13 @@ async fn wait_for_jobs(app: &TestApp, tenant: &str) {
 async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
     let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
     for tenant in ["acme", "globex"] {
-        app.enable_memory(tenant, "concierge").await;
-        app.enable_memory(tenant, "sales").await;
+        for agent_id in ["concierge", "sales"] {
+            app.enable_memory(tenant, agent_id).await;
+            // Four messages are a long thread here: each gets a summary through seq 3.
+            let summaries = json!({"summarize_after_messages": 2, "summary_window": 1});
+            let (status, _) = app.put(&format!("/api/agents-config/{agent_id}"), &admin(tenant), summaries).await;
+            assert_eq!(status, StatusCode::OK);
+        }
     }
     app.put(&format!("/api/users/{}/consent", enc(SUBJECT)), &agent("acme"), json!({"ai_consent": true})).await;
     let mut conversations = Vec::new();
@@ -83,13 +88,18 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
     wait_for_jobs(&app, "acme").await;
     let (_, before) = app.get(&format!("/api/agents/concierge/users/{}/facts", enc(SUBJECT)), &agent("acme")).await;
     assert!(before["items"].as_array().is_some_and(|f| f.len() > 1), "extracted facts exist: {before}");
+    // The summaries hold the person's words too, and are swept below.
+    let (_, export) = app.get(&user_path(SUBJECT), &token("acme", "rgpd")).await;
+    for conversation in export["conversations"].as_array().into_iter().flatten() {
+        assert!(conversation["summary"].as_str().is_some_and(|s| s.contains("Zorblax")), "{conversation}");
+    }
 
     let (status, erased) = app.delete(&user_path(SUBJECT), &token("acme", "rgpd")).await;
     assert_eq!(status, StatusCode::OK, "{erased}");
     assert_eq!(erased["external_ref"], SUBJECT);
     assert_eq!(erased["deleted"]["conversations"], 2);
     assert_eq!(erased["deleted"]["messages"], 8);
-    assert_eq!(erased["deleted"]["jobs"], 1);
+    assert_eq!(erased["deleted"]["jobs"], 3, "one extraction and two summaries");
     assert!(erased["deleted"]["facts"].as_u64().is_some_and(|n| n >= 3), "{erased}");
 
     // Nothing is left through the API.
@@ -114,7 +124,8 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
         assert_eq!(status, StatusCode::NOT_FOUND);
     }
     let (_, jobs) = app.get("/api/jobs", &admin("acme")).await;
-    assert_eq!(jobs["items"], json!([]));
+    let left: Vec<&Value> = jobs["items"].as_array().into_iter().flatten().collect();
+    assert!(left.iter().all(|job| job["external_ref"] == "bystander"), "only the bystander's jobs are left: {jobs}");
 
     // Bystanders and the other tenant keep all their data.
     for (tenant, user) in [("acme", "bystander"), ("globex", SUBJECT)] {
@@ -122,6 +133,7 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
         assert_eq!(export["conversations"].as_array().map(Vec::len), Some(2), "{tenant}/{user}: {export}");
         for conversation in export["conversations"].as_array().into_iter().flatten() {
             assert_eq!(conversation["messages"].as_array().map(Vec::len), Some(4));
+            assert_eq!(conversation["summary_through_seq"], 3, "{conversation}");
         }
         assert_eq!(export["facts"].as_array().map(Vec::len), Some(2), "{tenant}/{user}");
     }
