@@ -123,32 +123,11 @@ async fn nothing_is_queued_without_memory_turns_or_consent(backend: Backend) {
     assert_eq!(jobs["items"], json!([]), "no job may be queued");
 }
 
-/// Starts the app with an LLM extractor pointed at `server`, fast retries.
-async fn spawn_with_llm(backend: Backend, provider: &str, server: &MockServer, extra: &[&str]) -> TestApp {
-    let base = match provider {
-        "openai" => format!("{}/v1", server.uri()),
-        _ => server.uri(),
-    };
-    let mut args = vec![
-        "--extractor",
-        provider,
-        "--llm-base-url",
-        &base,
-        "--llm-model",
-        "test-model",
-        "--llm-api-key",
-        "sk-test-secret-key",
-        "--llm-timeout-secs",
-        "1",
-        "--job-retry-base-ms",
-        "50",
-        "--job-max-attempts",
-        "3",
-        "--job-poll-ms",
-        "50",
-    ];
-    args.extend_from_slice(extra);
-    let app = TestApp::spawn_with(backend, &args).await;
+/// Starts the app with an LLM extractor pointed at `server`, fast retries, and memory on
+/// for the agent `concierge`.
+async fn spawn_extracting(backend: Backend, provider: &str, server: &MockServer, extra: &[&str]) -> TestApp {
+    let fast = ["--llm-timeout-secs", "1", "--job-retry-base-ms", "50", "--job-max-attempts", "3"];
+    let app = llm::spawn_with_llm(backend, provider, server, &[&fast[..], extra].concat()).await;
     app.enable_memory("acme", "concierge").await;
     app
 }
@@ -183,7 +162,7 @@ async fn openai_request_shape_and_confidence_filter(backend: Backend) {
         .expect(1)
         .mount(&server)
         .await;
-    let app = spawn_with_llm(backend, "openai", &server, &[]).await;
+    let app = spawn_extracting(backend, "openai", &server, &[]).await;
     app.put("/api/agents-config/concierge", &admin("acme"), json!({"extraction_instructions": "Focus on food."})).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let job = job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(20)).await;
@@ -216,7 +195,7 @@ async fn anthropic_request_shape(backend: Backend) {
         .expect(1)
         .mount(&server)
         .await;
-    let app = spawn_with_llm(backend, "anthropic", &server, &[]).await;
+    let app = spawn_extracting(backend, "anthropic", &server, &[]).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let job = job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(20)).await;
     assert_eq!(job["facts_added"], 2);
@@ -232,7 +211,7 @@ async fn rate_limit_is_retried_after_retry_after_then_dead(backend: Backend) {
         .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
         .mount(&server)
         .await;
-    let app = spawn_with_llm(backend, "openai", &server, &[]).await;
+    let app = spawn_extracting(backend, "openai", &server, &[]).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let started = std::time::Instant::now();
     let job = job_reaching(&app, &job_id(&ended), &["dead"], Duration::from_secs(30)).await;
@@ -254,7 +233,7 @@ async fn server_errors_timeouts_and_malformed_output_end_dead_while_api_answers(
     for (name, response, error_kind) in failures {
         let server = MockServer::start().await;
         Mock::given(method("POST")).respond_with(response).mount(&server).await;
-        let app = spawn_with_llm(backend, "openai", &server, &[]).await;
+        let app = spawn_extracting(backend, "openai", &server, &[]).await;
         let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
         let id = job_id(&ended);
         // The API keeps answering while the extractor fails.
@@ -273,7 +252,7 @@ async fn server_errors_timeouts_and_malformed_output_end_dead_while_api_answers(
 async fn retry_of_a_dead_job_succeeds(backend: Backend) {
     let server = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(503)).mount(&server).await;
-    let app = spawn_with_llm(backend, "openai", &server, &[]).await;
+    let app = spawn_extracting(backend, "openai", &server, &[]).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let id = job_id(&ended);
     job_reaching(&app, &id, &["dead"], Duration::from_secs(30)).await;
@@ -298,7 +277,7 @@ async fn retry_of_a_dead_job_succeeds(backend: Backend) {
 async fn refused_user_is_never_sent_to_the_llm(backend: Backend) {
     let server = MockServer::start().await;
     Mock::given(method("POST")).respond_with(openai_reply(&facts_json())).expect(0).mount(&server).await;
-    let app = spawn_with_llm(backend, "openai", &server, &[]).await;
+    let app = spawn_extracting(backend, "openai", &server, &[]).await;
     app.put("/api/users/alice/consent", &agent("acme"), json!({"ai_consent": false})).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     assert_eq!(ended["extraction"]["reason"], "consent_refused");

@@ -201,29 +201,6 @@ async fn context_rejects_bad_windows_and_hides_other_tenants(backend: Backend) {
     assert_error(status, &error, StatusCode::NOT_FOUND, "not_found");
 }
 
-/// Starts the app with an LLM extractor pointed at `server`.
-async fn spawn_with_llm(backend: Backend, provider: &str, server: &MockServer) -> TestApp {
-    let base = match provider {
-        "openai" => format!("{}/v1", server.uri()),
-        _ => server.uri(),
-    };
-    let args = [
-        "--extractor",
-        provider,
-        "--llm-base-url",
-        &base,
-        "--llm-model",
-        "test-model",
-        "--llm-api-key",
-        "sk-test-secret-key",
-        "--llm-timeout-secs",
-        "5",
-        "--job-poll-ms",
-        "50",
-    ];
-    TestApp::spawn_with(backend, &args).await
-}
-
 const LLM_SUMMARY: &str = "Alice introduced herself and is planning a trip to Oslo.";
 
 /// Four messages; with threshold 2 and window 1, a summary through seq 3 is queued.
@@ -241,29 +218,34 @@ async fn alice_thread(app: &TestApp, user: &str) -> String {
     id
 }
 
-async fn openai_writes_the_summary_from_a_summarisation_request(backend: Backend) {
+/// A fake provider that answers `answer` to exactly one request at `at` carrying the
+/// test key in header `key` (checked when the server is dropped).
+async fn answering_once(at: &str, key: (&str, &str), answer: Value) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(header("authorization", "Bearer sk-test-secret-key"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("  {LLM_SUMMARY}\n")}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 90, "completion_tokens": 12, "total_tokens": 102}
-        })))
+        .and(path(at))
+        .and(header(key.0, key.1))
+        .respond_with(ResponseTemplate::new(200).set_body_json(answer))
         .expect(1)
         .mount(&server)
         .await;
-    let app = spawn_with_llm(backend, "openai", &server).await;
+    server
+}
+
+async fn openai_writes_the_summary_from_a_summarisation_request(backend: Backend) {
+    let server = answering_once("/v1/chat/completions", ("authorization", "Bearer sk-test-secret-key"), json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("  {LLM_SUMMARY}\n")}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 90, "completion_tokens": 12, "total_tokens": 102}
+        })).await;
+    let app = llm::spawn_with_llm(backend, "openai", &server, &["--llm-timeout-secs", "5"]).await;
     let id = alice_thread(&app, USER).await;
     let summarised = summarised_through(&app, &id, 3).await;
     assert_eq!(summarised["summary"], LLM_SUMMARY);
     assert_eq!(seqs(&summarised["messages"]), [4]);
     assert_eq!(summarised["prompt"], format!("<conversation-summary>\n{LLM_SUMMARY}\n</conversation-summary>"));
 
-    let requests = server.received_requests().await.unwrap_or_default();
-    assert_eq!(requests.len(), 1);
-    let body: Value = serde_json::from_slice(&requests[0].body).expect("JSON body");
+    let body = llm::first_body(&server).await;
     assert_eq!(body["model"], "test-model");
     assert!(body.get("response_format").is_none(), "a summary is plain text: {body}");
     let system = body["messages"][0]["content"].as_str().unwrap_or_default();
@@ -276,27 +258,23 @@ async fn openai_writes_the_summary_from_a_summarisation_request(backend: Backend
 }
 
 async fn anthropic_writes_the_summary_from_a_summarisation_request(backend: Backend) {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .and(header("x-api-key", "sk-test-secret-key"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+    let server = answering_once(
+        "/v1/messages",
+        ("x-api-key", "sk-test-secret-key"),
+        json!({
             "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
             "content": [{"type": "text", "text": LLM_SUMMARY}],
             "stop_reason": "end_turn",
             "usage": {"input_tokens": 90, "output_tokens": 12}
-        })))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let app = spawn_with_llm(backend, "anthropic", &server).await;
+        }),
+    )
+    .await;
+    let app = llm::spawn_with_llm(backend, "anthropic", &server, &["--llm-timeout-secs", "5"]).await;
     let id = alice_thread(&app, USER).await;
     let summarised = summarised_through(&app, &id, 3).await;
     assert_eq!(summarised["summary"], LLM_SUMMARY);
 
-    let requests = server.received_requests().await.unwrap_or_default();
-    assert_eq!(requests.len(), 1);
-    let body: Value = serde_json::from_slice(&requests[0].body).expect("JSON body");
+    let body = llm::first_body(&server).await;
     assert!(body.get("tools").is_none() && body.get("tool_choice").is_none(), "answered in text: {body}");
     assert!(body["system"].as_str().unwrap_or_default().contains("rolling summary"), "{body}");
     let user = body["messages"][0]["content"].as_str().unwrap_or_default();
@@ -306,7 +284,7 @@ async fn anthropic_writes_the_summary_from_a_summarisation_request(backend: Back
 async fn a_refused_user_is_summarised_without_any_llm_request(backend: Backend) {
     // Any request would be recorded (and answered 404).
     let server = MockServer::start().await;
-    let app = spawn_with_llm(backend, "openai", &server).await;
+    let app = llm::spawn_with_llm(backend, "openai", &server, &["--llm-timeout-secs", "5"]).await;
     let (status, _) =
         app.put(&format!("/api/users/{}/consent", enc(USER)), &agent("acme"), json!({"ai_consent": false})).await;
     assert_eq!(status, StatusCode::OK);

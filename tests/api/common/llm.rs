@@ -104,3 +104,20 @@ pub fn assert_transcript(transcript: &str) {
     assert!(marker > transcript.find("[2] assistant").expect("old turn"));
     assert!(marker < transcript.find("[3] user").expect("new turn"));
 }
+
+/// Starts the app with the `provider` extractor (`openai` or `anthropic`) pointed at the
+/// fake `server`, polling for jobs every 50 ms; `extra` adds flags. Its API key is
+/// `sk-test-secret-key`, its model `test-model`.
+pub async fn spawn_with_llm(
+    backend: super::Backend,
+    provider: &str,
+    server: &wiremock::MockServer,
+    extra: &[&str],
+) -> super::TestApp {
+    // The OpenAI-compatible base URL includes `/v1`; Anthropic's does not.
+    let base = if provider == "openai" { format!("{}/v1", server.uri()) } else { server.uri() };
+    let mut args = vec!["--extractor", provider, "--llm-base-url", &base, "--llm-model", "test-model"];
+    args.extend_from_slice(&["--llm-api-key", "sk-test-secret-key", "--job-poll-ms", "50"]);
+    args.extend_from_slice(extra);
+    super::TestApp::spawn_with(backend, &args).await
+}
