@@ -32,6 +32,7 @@ use crate::{
     store::{
         conversations::ConversationFilter,
         facts::{Owner, Remembered, UpdateError},
+        messages::Window,
         rgpd::ErasedCounts,
     },
 };
@@ -217,7 +218,11 @@ pub async fn conversation(
         .await?
         .filter(|c| c.external_ref == user)
         .ok_or(AdminError::NotFound("conversation"))?;
-    let messages = state.store.list_messages(tenant, id, 0, RoleSet::ALL, MESSAGES_SHOWN).await?.unwrap_or_default();
+    let messages = state
+        .store
+        .list_messages(tenant, id, 0, RoleSet::ALL, Window::First(MESSAGES_SHOWN))
+        .await?
+        .unwrap_or_default();
     render(&ConversationPage {
         layout: operator.layout("Conversation", "people", None),
         external_ref: user.as_str().to_owned(),

@@ -36,7 +36,7 @@ use crate::{
     service::AppState,
     store::{
         conversations::{ConversationFilter, Created, EndTrigger},
-        messages::AppendOutcome,
+        messages::{AppendOutcome, Window},
     },
 };
 
@@ -246,16 +246,22 @@ async fn list_messages(
         }
         Some(last) => {
             let last = limit(Some(last), 100, 1000).map_err(|_| ApiError::invalid("last must be 1-1000"))?;
-            let messages =
-                state.store.last_messages(&caller.tenant, id, after_seq, roles, last).await?.ok_or(NOT_FOUND)?;
+            let messages = state
+                .store
+                .list_messages(&caller.tenant, id, after_seq, roles, Window::Last(last))
+                .await?
+                .ok_or(NOT_FOUND)?;
             Page { items: messages, next_cursor: None }
         }
         None => {
             let limit = limit(query.limit, 100, 1000)?;
             let after: Option<i64> = decode_cursor(query.cursor.as_deref())?;
             let after = after.unwrap_or(after_seq);
-            let rows =
-                state.store.list_messages(&caller.tenant, id, after, roles, limit + 1).await?.ok_or(NOT_FOUND)?;
+            let rows = state
+                .store
+                .list_messages(&caller.tenant, id, after, roles, Window::First(limit + 1))
+                .await?
+                .ok_or(NOT_FOUND)?;
             // The cursor follows the stored order, so sanitizing never skips or repeats a message.
             Page::from_rows(rows, limit, |m| m.seq)
         }
@@ -318,8 +324,11 @@ async fn get_context(
     // The summary first, then the messages after the seq it covers: a summary stored in
     // between is not seen, and what is returned still fits together.
     let (summary, through_seq) = state.store.conversation_summary(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
-    let mut messages =
-        state.store.last_messages(&caller.tenant, id, through_seq, RoleSet::ALL, window).await?.ok_or(NOT_FOUND)?;
+    let mut messages = state
+        .store
+        .list_messages(&caller.tenant, id, through_seq, RoleSet::ALL, Window::Last(window))
+        .await?
+        .ok_or(NOT_FOUND)?;
     if query.sanitize == Some(true) {
         messages = history::sanitize(messages);
     }
@@ -378,7 +387,8 @@ async fn validate_history(
         message.validate().map_err(message_error)?;
     }
     let limit = i64::try_from(MAX_VALIDATED).unwrap_or(i64::MAX);
-    let stored = state.store.list_messages(&caller.tenant, id, 0, RoleSet::ALL, limit).await?.ok_or(NOT_FOUND)?;
+    let stored =
+        state.store.list_messages(&caller.tenant, id, 0, RoleSet::ALL, Window::First(limit)).await?.ok_or(NOT_FOUND)?;
     let problems = continuation::check(&request.messages, &stored);
     Ok(Json(Validation { valid: problems.is_empty(), problems }))
 }

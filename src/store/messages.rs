@@ -268,63 +268,40 @@ impl Store {
         Ok(AppendOutcome::Appended { appended, summary_queued })
     }
 
-    /// Up to `limit` messages of `roles` after `after_seq`, oldest first; `None` when
-    /// there is no such conversation in the tenant.
+    /// The messages of `roles` after `after_seq` that `window` takes, oldest first; `None`
+    /// when there is no such conversation in the tenant.
     pub async fn list_messages(
         &self,
         tenant: &TenantId,
         conversation_id: Uuid,
         after_seq: i64,
         roles: RoleSet,
-        limit: i64,
+        window: Window,
     ) -> Result<Option<Vec<Message>>> {
-        let rows = self.message_rows(tenant, conversation_id, after_seq, roles, limit, Order::OldestFirst).await?;
-        self.messages_of(tenant, conversation_id, rows).await
-    }
-
-    /// The newest `count` messages of `roles` after `after_seq`, oldest first; `None`
-    /// when there is no such conversation in the tenant.
-    pub async fn last_messages(
-        &self,
-        tenant: &TenantId,
-        conversation_id: Uuid,
-        after_seq: i64,
-        roles: RoleSet,
-        count: i64,
-    ) -> Result<Option<Vec<Message>>> {
-        let mut rows = self.message_rows(tenant, conversation_id, after_seq, roles, count, Order::NewestFirst).await?;
-        rows.reverse();
-        self.messages_of(tenant, conversation_id, rows).await
-    }
-
-    /// Up to `limit` rows of `roles` after `after_seq`, from the end `order` says.
-    async fn message_rows(
-        &self,
-        tenant: &TenantId,
-        conversation_id: Uuid,
-        after_seq: i64,
-        roles: RoleSet,
-        limit: i64,
-        order: Order,
-    ) -> Result<Vec<MessageRow>> {
         // Binds: conversation, tenant, after_seq, four role slots, limit.
         // Uses the UNIQUE (conversation_id, seq) index, read forwards or backwards.
-        let sql = match order {
-            Order::OldestFirst => concat!(
-                "SELECT ",
-                message_columns!(),
-                " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-                   AND role IN ($4, $5, $6, $7) ORDER BY seq LIMIT $8"
+        let (sql, limit) = match window {
+            Window::First(limit) => (
+                concat!(
+                    "SELECT ",
+                    message_columns!(),
+                    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+                       AND role IN ($4, $5, $6, $7) ORDER BY seq LIMIT $8"
+                ),
+                limit,
             ),
-            Order::NewestFirst => concat!(
-                "SELECT ",
-                message_columns!(),
-                " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-                   AND role IN ($4, $5, $6, $7) ORDER BY seq DESC LIMIT $8"
+            Window::Last(count) => (
+                concat!(
+                    "SELECT ",
+                    message_columns!(),
+                    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+                       AND role IN ($4, $5, $6, $7) ORDER BY seq DESC LIMIT $8"
+                ),
+                count,
             ),
         };
         let [r1, r2, r3, r4] = role_slots(roles);
-        Ok(with_pool!(self, pool => {
+        let mut rows: Vec<MessageRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
                 .bind(conversation_id)
                 .bind(tenant.as_str())
@@ -336,7 +313,11 @@ impl Store {
                 .bind(limit)
                 .fetch_all(pool)
                 .await?
-        }))
+        });
+        if matches!(window, Window::Last(_)) {
+            rows.reverse();
+        }
+        self.messages_of(tenant, conversation_id, rows).await
     }
 
     /// Deletes a conversation's messages and the idempotency records that hold copies of
@@ -433,8 +414,11 @@ fn role_slots(roles: RoleSet) -> [&'static str; 4] {
     slots
 }
 
-/// Which end of a conversation a read starts from.
-enum Order {
-    OldestFirst,
-    NewestFirst,
+/// Which messages of a thread a read takes (of the chosen roles, after a seq).
+#[derive(Debug, Clone, Copy)]
+pub enum Window {
+    /// Up to this many, from the oldest.
+    First(i64),
+    /// The newest this many (returned oldest first).
+    Last(i64),
 }
