@@ -103,6 +103,21 @@ async fn scenario() {
         crate::mcp::call(&client, "recall", arguments).await;
         let arguments = json!({"agent_id": "concierge", "external_ref": REF, "id": WORDS});
         crate::mcp::call(&client, "forget", arguments).await;
+        // Messages the MCP server cannot take: the SDK must not log what they carry.
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": WORDS, "arguments": WORDS}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": WORDS}}),
+        ] {
+            app.client
+                .post(format!("{}/mcp", app.base))
+                .bearer_auth(&token)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&message)
+                .send()
+                .await
+                .expect("sent");
+        }
         app.get(&format!("/api/rgpd/users/{user}/ai-data"), &admin("acme")).await;
         app.delete(&format!("/api/rgpd/users/{user}/ai-data"), &admin("acme")).await;
         app.get(&format!("/api/users/{}x/consent", "%00"), &token).await;

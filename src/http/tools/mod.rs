@@ -35,6 +35,7 @@ enum Format {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct FormatQuery {
+    #[param(inline)]
     format: Format,
 }
 
