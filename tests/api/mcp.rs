@@ -26,6 +26,7 @@ on_both_backends!(
     memory_off_or_consent_refused_stores_nothing,
     scopes_apply_to_tools,
     mcp_needs_a_valid_token_and_keeps_the_api_limits,
+    mcp_shares_the_tenant_rate_limit,
     tool_definitions_have_the_openai_and_anthropic_shapes,
     tools_call_answers_what_mcp_answers,
 );
@@ -371,6 +372,33 @@ async fn mcp_needs_a_valid_token_and_keeps_the_api_limits(backend: Backend) {
         "invalid_request",
     );
     assert!(stored(&app, "concierge", "ann").await.is_empty());
+}
+
+async fn mcp_shares_the_tenant_rate_limit(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--rate-limit-per-sec", "1", "--rate-limit-burst", "2"]).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let response = app
+            .client
+            .post(format!("{}/mcp", app.base))
+            .bearer_auth(agent("acme"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&ping)
+            .send()
+            .await
+            .expect("sent");
+        statuses.push(response.status());
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(response.headers().contains_key("retry-after"));
+            let body: Value = response.json().await.expect("an API error body");
+            assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+        }
+    }
+    assert_eq!(statuses, [StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]);
+    // The REST API counts against the same budget.
+    let (status, body) = app.get("/api/tools?format=openai", &agent("acme")).await;
+    assert_error(status, &body, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
 }
 
 async fn tool_definitions_have_the_openai_and_anthropic_shapes(backend: Backend) {
