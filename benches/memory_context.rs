@@ -82,7 +82,7 @@ async fn run(url: &str) -> anyhow::Result<()> {
     .map(str::to_owned);
     let app = App::build(Args::try_parse_from(args)?.config).await?;
     let base = format!("http://{}", app.local_addr()?);
-    let token = app.state().guard.authenticator.sign(TENANT, "admin", None, Duration::from_secs(3600))?;
+    let token = app.state().guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?;
     let store = app.state().store.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run(async move {

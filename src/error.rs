@@ -111,13 +111,33 @@ fn detailed_response(status: StatusCode, code: &'static str, message: String, la
     (status, Json(body)).into_response()
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        match &self {
+impl ApiError {
+    /// Logs what a client is not told: an internal error's cause chain, why the
+    /// service was unavailable.
+    fn log(&self) {
+        match self {
             ApiError::Internal(cause) => tracing::error!(error = format!("{cause:#}"), "internal error"),
             ApiError::Unavailable(why) => tracing::warn!(reason = why, "service unavailable"),
             _ => {}
         }
+    }
+
+    /// The error body alone, its cause logged as a response would log it: what an MCP
+    /// tool error carries (the MCP answer itself is a success at the HTTP level).
+    pub fn into_body(self) -> ErrorBody {
+        self.log();
+        let last_seq = match self {
+            ApiError::StaleSeq(last_seq) => Some(last_seq),
+            _ => None,
+        };
+        let request_id = REQUEST_ID.try_with(Clone::clone).unwrap_or_default();
+        ErrorBody { error: ErrorDetail { code: self.code(), message: self.to_string(), request_id, last_seq } }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.log();
         let last_seq = match self {
             ApiError::StaleSeq(last_seq) => Some(last_seq),
             _ => None,

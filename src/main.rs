@@ -9,8 +9,9 @@ use std::{
 use clap::{Args, Parser, Subcommand};
 use engram::{
     app::{App, shutdown_signal},
-    auth::{Authenticator, parse_ttl},
+    auth::{Authenticator, Binding, parse_ttl},
     config::{CoreConfig, LogFormat, ModelFilesConfig, ServeConfig},
+    domain::ids::{AgentId, ExternalRef},
     embed::fetch,
     store::Store,
     telemetry,
@@ -38,6 +39,13 @@ enum Command {
     Token {
         #[command(flatten)]
         grant: Grant,
+        /// With --external-ref: a user-bound token, confined to this agent's memory of
+        /// that one user (the token to hand to a model).
+        #[arg(long, requires = "external_ref", value_parser = |v: &str| AgentId::parse(v.to_owned()))]
+        agent_id: Option<AgentId>,
+        /// With --agent-id: the end user the token is bound to.
+        #[arg(long, requires = "agent_id", value_parser = |v: &str| ExternalRef::parse(v.to_owned()))]
+        external_ref: Option<ExternalRef>,
         /// Lifetime, e.g. 90s, 15m, 1h, 7d.
         #[arg(long, default_value = "1h", value_parser = parse_ttl)]
         ttl: std::time::Duration,
@@ -97,8 +105,8 @@ impl Grant {
         Ok(Authenticator::from_config(&self.core.clone().validated()?)?.0)
     }
 
-    fn sign(&self, auth: &Authenticator, ttl: Duration) -> anyhow::Result<String> {
-        auth.sign(&self.tenant, &self.scope, self.sub.as_deref(), ttl)
+    fn sign(&self, auth: &Authenticator, bound: Option<&Binding>, ttl: Duration) -> anyhow::Result<String> {
+        auth.sign(&self.tenant, &self.scope, self.sub.as_deref(), bound, ttl)
     }
 }
 
@@ -121,13 +129,16 @@ async fn main() -> ExitCode {
             }
         }
         Command::Models(Models::Fetch { data_dir, files }) => fetch_models(&data_dir, files.validated()).await,
-        Command::Token { grant, ttl } => grant.authenticator().and_then(|auth| grant.sign(&auth, ttl)).map(|token| {
-            println!("{token}");
-        }),
+        Command::Token { grant, agent_id, external_ref, ttl } => {
+            let bound = agent_id.zip(external_ref).map(|(agent, user)| Binding { agent, user });
+            grant.authenticator().and_then(|auth| grant.sign(&auth, bound.as_ref(), ttl)).map(|token| {
+                println!("{token}");
+            })
+        }
         Command::AdminLink { grant, ttl, bind } => grant
             .authenticator()
             .and_then(|auth| {
-                let token = grant.sign(&auth, ttl)?;
+                let token = grant.sign(&auth, None, ttl)?;
                 Ok(engram::admin::session::sign_in_link(&format!("http://{bind}"), &token))
             })
             .map(|link| println!("{link}")),

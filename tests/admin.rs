@@ -763,6 +763,16 @@ async fn forms_without_the_session_csrf_token_are_refused(backend: Backend) {
         .await
         .expect("sign in");
     assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    // A user-bound token is for one person's memory, never for the panel of everyone's.
+    let bound = token_with(json!({"tenant": "acme", "agent_id": "support-bot", "external_ref": USER}));
+    let refused = raw_client()
+        .post(format!("{}/admin/sign-in", app.base))
+        .form_body(&[("token", bound.as_str())])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert!(refused.headers().get(header::SET_COOKIE).is_none());
 
     // In the browser: the real form with its token removed, then with a wrong one.
     let browser = Browser::start(&app, backend, "csrf").await;

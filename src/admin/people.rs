@@ -22,7 +22,7 @@ use crate::{
     auth::{MemoryWrite, Rgpd, Scope},
     domain::{
         conversation::Conversation,
-        fact::{Fact, FactInput, FactPatch},
+        fact::{Fact, FactInput, FactPatch, Origin},
         ids::{AgentId, ExternalRef},
         message::{Message, RoleSet},
         policy::Consent,
@@ -424,7 +424,7 @@ pub async fn add_fact(
     };
     let fact = FactInput { fact: text, tags: Some(tags), score }.validate().map_err(AdminError::BadRequest)?;
     let cap = state.config.max_facts_per_user;
-    let done = match state.store.remember_fact(owner(&operator, &agent, &user), &fact, cap).await? {
+    let done = match state.store.remember_fact(owner(&operator, &agent, &user), &fact, Origin::Manual, cap).await? {
         Remembered::Created(_) => {
             state.facts_changed();
             "fact-added"

@@ -101,6 +101,10 @@ impl FromRequestParts<AppState> for Operator {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Operator, AdminError> {
         let token = cookie_value(&parts.headers, COOKIE).ok_or(AdminError::SignIn)?;
         let caller = state.guard.authenticator.verify(token).map_err(|_| AdminError::SignIn)?;
+        // The panel shows every person of the tenant: no place for a token confined to one.
+        if caller.bound.is_some() {
+            return Err(AdminError::SignIn);
+        }
         tracing::Span::current().record("tenant", caller.tenant.as_str());
         if let Some(limiter) = &state.guard.rate_limiter {
             limiter.check(caller.tenant.as_str()).map_err(|_| AdminError::RateLimited)?;
@@ -236,6 +240,9 @@ pub async fn sign_in(State(state): State<AppState>, headers: HeaderMap, body: By
         Ok(caller) => caller,
         Err(_) => return refused("This token is invalid or expired."),
     };
+    if caller.bound.is_some() {
+        return refused("This token is bound to one user: the panel needs a token for the whole tenant.");
+    }
     tracing::Span::current().record("tenant", caller.tenant.as_str());
     let Some(lifetime) = remaining_lifetime(token) else {
         return refused("This token is invalid or expired.");

@@ -1,5 +1,5 @@
 //! Bearer tokens: verification with one pinned algorithm, the `Caller` extractor that
-//! every protected handler takes, scopes, and signing for `engram token`.
+//! every protected handler takes, scopes, user-bound tokens, and signing for `engram token`.
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     config::{CoreConfig, JwtAlgorithm, MIN_SECRET_BYTES, check_secret},
-    domain::ids::TenantId,
+    domain::ids::{AgentId, ExternalRef, TenantId},
     error::ApiError,
 };
 
@@ -48,7 +48,21 @@ pub struct Caller {
     pub tenant: TenantId,
     pub sub: Option<String>,
     pub scopes: HashSet<String>,
+    /// Set for a user-bound token (claims `agent_id` and `external_ref`): every call is
+    /// confined to this agent's memory of this one user.
+    pub bound: Option<Binding>,
 }
+
+/// The one agent and end user a user-bound token may reach: the token an agent platform
+/// hands to a model, so that nothing the model is told can make it reach another person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub agent: AgentId,
+    pub user: ExternalRef,
+}
+
+/// Why a bound caller is refused: the same words wherever the check runs.
+const OUTSIDE_BINDING: &str = "this token is bound to one agent and user: it cannot reach another";
 
 impl Caller {
     pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
@@ -57,6 +71,34 @@ impl Caller {
         } else {
             Err(ApiError::Forbidden(format!("this route needs the `{}` scope", scope.as_str())))
         }
+    }
+
+    /// The agent and user a call is about, from what it names (a tool's arguments, a
+    /// route's path). A bound caller gets its own when the call names none, and a 403
+    /// when it names another; an unbound caller must name both.
+    pub fn whose(&self, agent: Option<&str>, user: Option<&str>) -> Result<(AgentId, ExternalRef), ApiError> {
+        match &self.bound {
+            Some(bound) => {
+                self.confine(agent, user)?;
+                Ok((bound.agent.clone(), bound.user.clone()))
+            }
+            None => {
+                let agent = agent.ok_or_else(|| ApiError::invalid("`agent_id` is required"))?;
+                let user = user.ok_or_else(|| ApiError::invalid("`external_ref` is required"))?;
+                let agent = AgentId::parse(agent.to_owned()).map_err(ApiError::InvalidRequest)?;
+                let user = ExternalRef::parse(user.to_owned()).map_err(ApiError::InvalidRequest)?;
+                Ok((agent, user))
+            }
+        }
+    }
+
+    /// Refuses (403) a bound caller whose call names an agent or user other than its own;
+    /// an unbound caller, or one naming only its own, passes.
+    pub fn confine(&self, agent: Option<&str>, user: Option<&str>) -> Result<(), ApiError> {
+        let Some(bound) = &self.bound else { return Ok(()) };
+        let other_agent = agent.is_some_and(|a| a != bound.agent.as_str());
+        let other_user = user.is_some_and(|u| u != bound.user.as_str());
+        if other_agent || other_user { Err(ApiError::Forbidden(OUTSIDE_BINDING.into())) } else { Ok(()) }
     }
 }
 
@@ -70,6 +112,27 @@ struct Claims {
     scope: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     iat: Option<u64>,
+    /// With `external_ref`: the token is user-bound (see [`Binding`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    external_ref: Option<String>,
+}
+
+impl Claims {
+    /// The binding the claims carry. Both claims or neither: a token naming only one
+    /// would be confined to less than its issuer may have meant, so it is refused.
+    fn binding(&mut self) -> Result<Option<Binding>, ApiError> {
+        let invalid = || ApiError::Unauthorized("invalid or expired token");
+        match (self.agent_id.take(), self.external_ref.take()) {
+            (None, None) => Ok(None),
+            (Some(agent), Some(user)) => Ok(Some(Binding {
+                agent: AgentId::parse(agent).map_err(|_| invalid())?,
+                user: ExternalRef::parse(user).map_err(|_| invalid())?,
+            })),
+            _ => Err(invalid()),
+        }
+    }
 }
 
 /// Verifies tokens (and, in HS256 mode, signs them).
@@ -164,15 +227,23 @@ impl Authenticator {
             tracing::debug!(reason = %e, "token rejected");
             ApiError::Unauthorized("invalid or expired token")
         })?;
-        let claims = data.claims;
+        let mut claims = data.claims;
+        let bound = claims.binding()?;
         let tenant = TenantId::parse(claims.tenant).map_err(|_| ApiError::Unauthorized("invalid or expired token"))?;
         let scopes = claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
-        Ok(Caller { tenant, sub: claims.sub, scopes })
+        Ok(Caller { tenant, sub: claims.sub, scopes, bound })
     }
 
     /// Signs a token with the configured secret (HS256 only: with a public key the
-    /// private half is not ours).
-    pub fn sign(&self, tenant: &str, scope: &str, sub: Option<&str>, ttl: Duration) -> anyhow::Result<String> {
+    /// private half is not ours); with `bound`, a user-bound one.
+    pub fn sign(
+        &self,
+        tenant: &str,
+        scope: &str,
+        sub: Option<&str>,
+        bound: Option<&Binding>,
+        ttl: Duration,
+    ) -> anyhow::Result<String> {
         let Some(key) = &self.encoding else {
             anyhow::bail!("with ENGRAM_JWT_PUBLIC_KEY_FILE, tokens are signed by your identity provider's private key")
         };
@@ -183,6 +254,8 @@ impl Authenticator {
             sub: sub.map(str::to_owned),
             scope: Some(scope.to_owned()),
             iat: Some(now),
+            agent_id: bound.map(|b| b.agent.as_str().to_owned()),
+            external_ref: bound.map(|b| b.user.as_str().to_owned()),
         };
         Ok(jsonwebtoken::encode(&Header::new(self.algorithm), &claims, key)?)
     }

@@ -27,6 +27,8 @@ pub enum Source {
     Extracted,
     /// Sent through `POST …/facts`.
     Manual,
+    /// Remembered by an agent's model through a tool (`/mcp` or `POST /api/tools/call`).
+    Agent,
 }
 
 impl Source {
@@ -34,6 +36,7 @@ impl Source {
         match self {
             Source::Extracted => "extracted",
             Source::Manual => "manual",
+            Source::Agent => "agent",
         }
     }
 
@@ -41,6 +44,7 @@ impl Source {
         match value {
             "extracted" => Ok(Source::Extracted),
             "manual" => Ok(Source::Manual),
+            "agent" => Ok(Source::Agent),
             other => Err(format!("unknown fact source {other:?}")),
         }
     }
@@ -51,20 +55,25 @@ impl Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     Manual,
-    Extracted { conversation_id: Uuid },
+    /// Remembered through a tool.
+    Agent,
+    Extracted {
+        conversation_id: Uuid,
+    },
 }
 
 impl Origin {
     pub fn source(self) -> Source {
         match self {
             Origin::Manual => Source::Manual,
+            Origin::Agent => Source::Agent,
             Origin::Extracted { .. } => Source::Extracted,
         }
     }
 
     pub fn conversation_id(self) -> Option<Uuid> {
         match self {
-            Origin::Manual => None,
+            Origin::Manual | Origin::Agent => None,
             Origin::Extracted { conversation_id } => Some(conversation_id),
         }
     }
@@ -83,7 +92,7 @@ pub struct Fact {
     /// 0–1, or null when unscored (counts as 0.5 when a token budget must drop facts).
     pub score: Option<f64>,
     pub source: Source,
-    /// The conversation an extracted fact came from; null for manual facts.
+    /// The conversation an extracted fact came from; null for manual and agent facts.
     pub conversation_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -380,7 +389,7 @@ mod tests {
 
     #[test]
     fn source_round_trips() {
-        for source in [Source::Extracted, Source::Manual] {
+        for source in [Source::Extracted, Source::Manual, Source::Agent] {
             assert_eq!(Source::parse(source.as_str()), Ok(source));
             assert_eq!(serde_json::to_value(source).unwrap(), source.as_str());
         }

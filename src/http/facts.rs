@@ -16,7 +16,7 @@ use super::{
 use crate::{
     auth::{Caller, MemoryRead, MemoryWrite},
     domain::{
-        fact::{Fact, FactInput, FactPatch, Tag, validate_tag},
+        fact::{Fact, FactInput, FactPatch, Origin, Tag, validate_tag},
         ids::{AgentId, ExternalRef},
         search_query::SearchQuery,
     },
@@ -76,7 +76,7 @@ struct SearchParams {
 
 /// A search hit: the fact and its relevance.
 #[derive(Debug, Serialize, ToSchema)]
-struct ScoredFact {
+pub(super) struct ScoredFact {
     #[serde(flatten)]
     fact: Fact,
     /// How well the fact answers the query, in [0, 1]; higher is more relevant. Without
@@ -88,7 +88,7 @@ struct ScoredFact {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-struct SearchResults {
+pub(super) struct SearchResults {
     /// Most relevant first; equally relevant facts newest first.
     items: Vec<ScoredFact>,
 }
@@ -108,11 +108,23 @@ async fn list_facts(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Fact>>, ApiError> {
-    let limit = limit(query.limit, 50, 200)?;
-    let before: Option<Uuid> = decode_cursor(query.cursor.as_deref())?;
-    let tag = tag_filter(query.tag.as_deref())?;
-    let rows = state.store.list_facts(owner(&caller, &agent, &user), tag, before, limit + 1).await?;
-    Ok(Json(Page::from_rows(rows, limit, |f| f.id)))
+    let page = list(&state, owner(&caller, &agent, &user), query.tag.as_deref(), query.limit, query.cursor.as_deref());
+    Ok(Json(page.await?))
+}
+
+/// One page of the owner's facts, newest first: the list route and the `list_memories` tool.
+pub(super) async fn list(
+    state: &AppState,
+    owner: Owner<'_>,
+    tag: Option<&str>,
+    limit: Option<i64>,
+    cursor: Option<&str>,
+) -> Result<Page<Fact>, ApiError> {
+    let limit = self::limit(limit, 50, 200)?;
+    let before: Option<Uuid> = decode_cursor(cursor)?;
+    let tag = tag_filter(tag)?;
+    let rows = state.store.list_facts(owner, tag, before, limit + 1).await?;
+    Ok(Page::from_rows(rows, limit, |f| f.id))
 }
 
 /// Remember a fact. 201 with the new fact, or 200 with the stored one when the same
@@ -126,14 +138,26 @@ async fn remember_fact(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiJson(input): ApiJson<FactInput>,
 ) -> Result<(StatusCode, Json<Fact>), ApiError> {
+    let (created, fact) = remember(&state, owner(&caller, &agent, &user), input, Origin::Manual).await?;
+    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(fact)))
+}
+
+/// Stores a fact unless the same one is there (then `false` and the stored one): the
+/// remember route (manual facts) and the `remember` tool (agent facts).
+pub(super) async fn remember(
+    state: &AppState,
+    owner: Owner<'_>,
+    input: FactInput,
+    origin: Origin,
+) -> Result<(bool, Fact), ApiError> {
     let fact = input.validate().map_err(ApiError::InvalidRequest)?;
     let cap = state.config.max_facts_per_user;
-    match state.store.remember_fact(owner(&caller, &agent, &user), &fact, cap).await? {
+    match state.store.remember_fact(owner, &fact, origin, cap).await? {
         Remembered::Created(fact) => {
             state.facts_changed();
-            Ok((StatusCode::CREATED, Json(fact)))
+            Ok((true, fact))
         }
-        Remembered::Existing(fact) => Ok((StatusCode::OK, Json(fact))),
+        Remembered::Existing(fact) => Ok((false, fact)),
         Remembered::Full => {
             Err(ApiError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
         }
@@ -151,12 +175,24 @@ async fn search_facts(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchResults>, ApiError> {
-    let query = SearchQuery::parse(&params.q).map_err(ApiError::InvalidRequest)?;
-    let limit = limit(params.limit, 10, 200)?;
-    let tag = tag_filter(params.tag.as_deref())?;
-    let hits = state.search_facts(owner(&caller, &agent, &user), &query, tag, limit).await?;
+    let owner = owner(&caller, &agent, &user);
+    Ok(Json(search(&state, owner, &params.q, params.limit, params.tag.as_deref()).await?))
+}
+
+/// The facts most relevant to `q`: the search route and the `recall` tool.
+pub(super) async fn search(
+    state: &AppState,
+    owner: Owner<'_>,
+    q: &str,
+    limit: Option<i64>,
+    tag: Option<&str>,
+) -> Result<SearchResults, ApiError> {
+    let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
+    let limit = self::limit(limit, 10, 200)?;
+    let tag = tag_filter(tag)?;
+    let hits = state.search_facts(owner, &query, tag, limit).await?;
     let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
-    Ok(Json(SearchResults { items }))
+    Ok(SearchResults { items })
 }
 
 /// Change a fact's text, tags or score (`null` clears the score). 409 when the new
@@ -170,11 +206,16 @@ async fn update_fact(
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
     ApiJson(patch): ApiJson<FactPatch>,
 ) -> Result<Json<Fact>, ApiError> {
+    Ok(Json(update(&state, owner(&caller, &agent, &user), id, patch).await?))
+}
+
+/// Changes one fact: the update route and the `update_memory` tool.
+pub(super) async fn update(state: &AppState, owner: Owner<'_>, id: Uuid, patch: FactPatch) -> Result<Fact, ApiError> {
     let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
-    match state.store.update_fact(owner(&caller, &agent, &user), id, &changes).await? {
+    match state.store.update_fact(owner, id, &changes).await? {
         Ok(fact) => {
             state.facts_changed();
-            Ok(Json(fact))
+            Ok(fact)
         }
         Err(UpdateError::NotFound) => Err(ApiError::NotFound("fact")),
         Err(UpdateError::Duplicate) => {
@@ -191,11 +232,13 @@ async fn delete_fact(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    if state.store.delete_fact(owner(&caller, &agent, &user), id).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound("fact"))
-    }
+    forget(&state, owner(&caller, &agent, &user), id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes one fact: the delete route and the `forget` tool.
+pub(super) async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid) -> Result<(), ApiError> {
+    if state.store.delete_fact(owner, id).await? { Ok(()) } else { Err(ApiError::NotFound("fact")) }
 }
 
 /// Forget every fact this agent holds about the user.

@@ -19,9 +19,11 @@ use crate::{
     domain::{
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MemoryContext, default_max_facts},
+        policy::Policy,
     },
     error::ApiError,
     service::AppState,
+    store::facts::Owner,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -59,11 +61,22 @@ async fn memory_context(
         .map_err(ApiError::InvalidRequest)?;
     let owner = owner(&caller, &agent, &user);
     let policy = state.store.policy(owner).await?;
-    let Some(default_max) = default_max_facts(&policy, state.config.default_ai_consent) else {
-        return Ok(Json(MemoryContext::disabled()));
+    Ok(Json(build(&state, owner, &policy, request).await?))
+}
+
+/// The memory context under the `policy` already read for this owner: the route and the
+/// `memory_context` tool.
+pub(super) async fn build(
+    state: &AppState,
+    owner: Owner<'_>,
+    policy: &Policy,
+    request: ContextRequest,
+) -> Result<MemoryContext, ApiError> {
+    let Some(default_max) = default_max_facts(policy, state.config.default_ai_consent) else {
+        return Ok(MemoryContext::disabled());
     };
     let max_facts = request.max_facts.unwrap_or(default_max);
     let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
     let candidates = state.context_facts(owner, request.query.as_ref(), limit).await?;
-    Ok(Json(MemoryContext::assemble(candidates, max_facts, request.token_budget)))
+    Ok(MemoryContext::assemble(candidates, max_facts, request.token_budget))
 }

@@ -31,10 +31,12 @@ pub mod ctx;
 pub mod extract;
 pub mod facts;
 pub mod jobs;
+pub mod mcp;
 pub mod memory_context;
 pub mod ops;
 pub mod pagination;
 pub mod rgpd;
+pub mod tools;
 
 /// The errors every authenticated route can answer, listed once for the spec: a bad
 /// path or query value, no valid token, a token without the scope, the tenant's rate
@@ -129,7 +131,8 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(jobs::router())
         .merge(facts::router())
         .merge(memory_context::router())
-        .merge(rgpd::router());
+        .merge(rgpd::router())
+        .merge(tools::router());
     let (router, mut doc) = api.split_for_parts();
     require_bearer(&mut doc);
     (router, doc)
@@ -145,7 +148,11 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(state: AppState, pages: Router<AppState>) -> Router {
     let (api, doc) = routes();
     let max_body = state.config.max_body_bytes;
+    let mcp = Router::new()
+        .route_service("/mcp", mcp::service(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), mcp::authenticate));
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .merge(mcp)
         .merge(pages)
         .fallback(|| async { ApiError::NotFound("route") })
         .method_not_allowed_fallback(|| async {

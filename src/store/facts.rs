@@ -16,11 +16,12 @@
 //! `facts_owner_id`), so one agent never reads another's facts and another tenant's
 //! fact id is simply not found.
 //!
-//! **The cap** (`ENGRAM_MAX_FACTS_PER_USER`) bounds an owner's facts of both sources. A
-//! manual fact beyond it is refused (409). Extraction makes room by eviction instead, and
-//! evicts only extracted facts, oldest (by id, which is time-ordered) first: manual facts
-//! are curated by an operator and no conversation can push them out. The room an
-//! extraction has is the cap minus the owner's manual facts; when manual facts alone
+//! **The cap** (`ENGRAM_MAX_FACTS_PER_USER`) bounds an owner's facts of every source. A
+//! manual or agent fact beyond it is refused (409). Extraction makes room by eviction
+//! instead, and evicts only extracted facts, oldest (by id, which is time-ordered) first:
+//! manual and agent facts are curated (by an operator, or by the agent's model when the
+//! user asked it to remember) and no conversation can push them out. The room an
+//! extraction has is the cap minus the owner's curated facts; when curated facts alone
 //! fill the cap, an extraction stores nothing and evicts nothing.
 
 use std::sync::LazyLock;
@@ -319,15 +320,15 @@ const SAME_FACT: &str = concat!(
 );
 
 /// Deletes every extracted fact older than the owner's `$4`+1-th newest extracted one;
-/// manual facts are never evicted.
+/// curated (manual and agent) facts are never evicted.
 const EVICT: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
        AND source = 'extracted' \
        AND id <= (SELECT id FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
                   AND source = 'extracted' ORDER BY id DESC LIMIT 1 OFFSET $4)";
 
-/// The owner's manual facts.
-const COUNT_MANUAL: &str = "SELECT count(*) FROM facts \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND source = 'manual'";
+/// The owner's curated (manual and agent) facts.
+const COUNT_CURATED: &str = "SELECT count(*) FROM facts \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND source <> 'extracted'";
 
 impl Store {
     /// The fact reads in this store's dialect.
@@ -361,12 +362,18 @@ impl Store {
         facts(rows)
     }
 
-    /// Stores a manual fact unless the same one is already there, refusing it when the
-    /// owner already holds `cap` facts. The cap is exact: writers of one owner are
-    /// serialised (see [`Tx::insert_fact`]).
-    pub async fn remember_fact(&self, owner: Owner<'_>, fact: &NewFact, cap: i64) -> Result<Remembered> {
+    /// Stores a manual or agent fact unless the same one is already there, refusing it
+    /// when the owner already holds `cap` facts. The cap is exact: writers of one owner
+    /// are serialised (see [`Tx::insert_fact`]).
+    pub async fn remember_fact(
+        &self,
+        owner: Owner<'_>,
+        fact: &NewFact,
+        origin: Origin,
+        cap: i64,
+    ) -> Result<Remembered> {
         let mut tx = self.begin_write().await?;
-        let outcome = tx.insert_fact(owner, fact, Origin::Manual, Some(cap)).await?;
+        let outcome = tx.insert_fact(owner, fact, origin, Some(cap)).await?;
         tx.commit().await?;
         Ok(outcome)
     }
@@ -559,23 +566,23 @@ impl Tx {
     }
 
     /// How many extracted facts the owner may hold under `cap`: the cap minus their
-    /// manual facts (zero or less when manual facts fill it). Locks the owner first, so
+    /// curated facts (zero or less when curated facts fill it). Locks the owner first, so
     /// the answer holds until the transaction ends.
     pub async fn extracted_room(&mut self, owner: Owner<'_>, cap: i64) -> Result<i64> {
         self.lock_owner(owner).await?;
-        let manual: i64 = with_tx!(self, tx => {
-            sqlx::query_scalar(COUNT_MANUAL)
+        let curated: i64 = with_tx!(self, tx => {
+            sqlx::query_scalar(COUNT_CURATED)
                 .bind(owner.tenant.as_str())
                 .bind(owner.agent.as_str())
                 .bind(owner.user.as_str())
                 .fetch_one(&mut **tx)
                 .await?
         });
-        Ok(cap - manual)
+        Ok(cap - curated)
     }
 
     /// Deletes the owner's oldest extracted facts beyond the newest `keep` extracted ones
-    /// (manual facts are never evicted); returns how many.
+    /// (curated facts are never evicted); returns how many.
     pub async fn evict_oldest(&mut self, owner: Owner<'_>, keep: i64) -> Result<u64> {
         let done = with_tx!(self, tx => {
             sqlx::query(EVICT)

@@ -302,13 +302,16 @@ async fn extraction_fills_only_the_room_manual_facts_leave(backend: Backend) {
     let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50", "--max-facts-per-user", "3"]).await;
     app.enable_memory("acme", "concierge").await;
     let path = "/api/agents/concierge/users/alice/facts";
-    for old in ["Owns a bicycle", "Plays chess"] {
-        let (status, _) = app.post(path, &agent("acme"), json!({"fact": old})).await;
-        assert_eq!(status, StatusCode::CREATED);
-    }
+    let (status, _) = app.post(path, &agent("acme"), json!({"fact": "Owns a bicycle"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    // A fact the agent's model remembered through a tool is curated like a manual one.
+    let arguments = json!({"agent_id": "concierge", "external_ref": "alice", "fact": "Plays chess"});
+    let (status, fact) =
+        app.post("/api/tools/call", &agent("acme"), json!({"name": "remember", "arguments": arguments})).await;
+    assert_eq!((status, fact["source"].as_str()), (StatusCode::OK, Some("agent")), "{fact}");
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let job = job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(20)).await;
-    // Manual facts are never evicted (tests/curated_facts.rs): one place is left.
+    // Manual and agent facts are never evicted (tests/curated_facts.rs): one place is left.
     assert_eq!(job["facts_added"], 1);
     let stored = texts(&facts_of(&app, "concierge", "alice").await);
     assert_eq!(stored.len(), 3, "{stored:?}");

@@ -1,5 +1,6 @@
 //! A full scenario with the service's logs captured: the external ref and the person's
-//! words never appear at info level or above (route templates instead of raw paths).
+//! words never appear at info level or above (route templates instead of raw paths, tool
+//! names instead of tool arguments).
 //!
 //! The log subscriber is global to a process, and every integration test shares this
 //! binary's process, so the scenario runs in a child process: this same binary, asked to
@@ -103,6 +104,29 @@ async fn scenario() {
         app.post(&format!("{base}/facts"), &token, json!({"fact": format!("Owns a {WORDS}")})).await;
         app.get(&format!("{base}/facts/search?q={WORDS}"), &token).await;
         app.get(&format!("{base}/memory-context?query={WORDS}"), &token).await;
+        // The tools, over plain HTTP and over MCP: their names are logged, their arguments not.
+        let arguments = json!({"agent_id": "concierge", "external_ref": REF, "fact": format!("Rides a {WORDS}")});
+        app.post("/api/tools/call", &token, json!({"name": "remember", "arguments": arguments})).await;
+        let client = crate::mcp::connect(&app, &token).await;
+        let arguments = json!({"agent_id": "concierge", "external_ref": REF, "query": WORDS});
+        crate::mcp::call(&client, "recall", arguments).await;
+        let arguments = json!({"agent_id": "concierge", "external_ref": REF, "id": WORDS});
+        crate::mcp::call(&client, "forget", arguments).await;
+        // Messages the MCP server cannot take: the SDK must not log what they carry.
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": WORDS, "arguments": WORDS}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": WORDS}}),
+        ] {
+            app.client
+                .post(format!("{}/mcp", app.base))
+                .bearer_auth(&token)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&message)
+                .send()
+                .await
+                .expect("sent");
+        }
         app.get(&format!("/api/rgpd/users/{user}/ai-data"), &admin("acme")).await;
         app.delete(&format!("/api/rgpd/users/{user}/ai-data"), &admin("acme")).await;
         app.get(&format!("/api/users/{}x/consent", "%00"), &token).await;
@@ -112,6 +136,9 @@ async fn scenario() {
     assert!(logs.contains("request completed"), "logs were captured");
     assert!(logs.contains("summary succeeded"), "the summary job ran and logged");
     assert!(logs.contains("/api/agents/{agent_id}/users/{external_ref}/facts"), "route templates are logged");
+    for tool in ["remember", "recall", "forget"] {
+        assert!(logs.contains(&format!("\"tool\":\"{tool}\"")), "tool calls are logged by name: {tool}");
+    }
     for secret in [REF, "citizen-7f3a", "example.org", WORDS, &enc(REF)] {
         assert!(!logs.contains(secret), "the logs contain {secret:?}");
     }

@@ -22,6 +22,7 @@ mod hardening;
 mod llm_anthropic;
 mod llm_openai;
 mod logs;
+mod mcp;
 mod models_fetch;
 mod processes;
 mod rgpd;

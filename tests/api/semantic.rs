@@ -119,7 +119,7 @@ async fn vector_rows(db: &TestDb) -> i64 {
 }
 
 /// Waits until every fact has a current vector of `model`; returns how many facts.
-async fn all_embedded_with(db: &TestDb, model: &str) -> usize {
+pub(crate) async fn all_embedded_with(db: &TestDb, model: &str) -> usize {
     let done = eventually(Duration::from_secs(20), || async {
         let rows = vectors(db).await;
         rows.iter().all(|(_, m, current)| m.as_deref() == Some(model) && *current).then_some(rows.len())
@@ -278,7 +278,7 @@ async fn without_vectors_recall_is_exactly_full_text(backend: Backend) {
 }
 
 /// The real model's directory: `ENGRAM_TEST_MODEL_DIR`, or where `scripts/test` puts it.
-fn model_dir() -> String {
+pub(crate) fn model_dir() -> String {
     std::env::var("ENGRAM_TEST_MODEL_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/models/all-MiniLM-L6-v2").to_owned())
 }

@@ -90,7 +90,7 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let app = App::build(Serve::try_parse_from(serve)?.config).await?;
     let base = format!("http://{}", app.local_addr()?);
     let token: Arc<str> =
-        app.state().guard.authenticator.sign(TENANT, "admin", None, Duration::from_secs(3600))?.into();
+        app.state().guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?.into();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run(async move {
         let _ = stopped.await;
