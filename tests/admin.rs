@@ -338,15 +338,18 @@ fn raw_client() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client")
 }
 
+/// Posts the sign-in form with `token` and the extra `headers`; redirects are not followed.
+async fn post_sign_in(app: &TestApp, token: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut request = raw_client().post(format!("{}/admin/sign-in", app.base)).form_body(&[("token", token)]);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("sign in")
+}
+
 /// Signs in with `token` as a same-origin form would, and returns the session cookie.
 async fn session_cookie(app: &TestApp, token: &str) -> String {
-    let response = raw_client()
-        .post(format!("{}/admin/sign-in", app.base))
-        .header(header::ORIGIN, app.base.clone())
-        .form_body(&[("token", token)])
-        .send()
-        .await
-        .expect("sign in");
+    let response = post_sign_in(app, token, &[("origin", &app.base)]).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let set = response.headers().get(header::SET_COOKIE).expect("session cookie").to_str().expect("ascii");
     set.split(';').next().expect("cookie pair").to_owned()
@@ -712,14 +715,8 @@ async fn forms_without_the_session_csrf_token_are_refused(backend: Backend) {
     assert_eq!(facts_of(&app, "support-bot", USER).await.len(), 1);
 
     // Sign-in (login CSRF) and form posts from another site.
-    let cross = raw_client()
-        .post(format!("{}/admin/sign-in", app.base))
-        .header(header::ORIGIN, "http://evil.example")
-        .header("sec-fetch-site", "cross-site")
-        .form_body(&[("token", admin.as_str())])
-        .send()
-        .await
-        .expect("post");
+    let cross =
+        post_sign_in(&app, &admin, &[("origin", "http://evil.example"), ("sec-fetch-site", "cross-site")]).await;
     assert_eq!(cross.status(), StatusCode::FORBIDDEN);
     assert!(cross.headers().get(header::SET_COOKIE).is_none());
     let cross_form = raw_client()
@@ -734,13 +731,7 @@ async fn forms_without_the_session_csrf_token_are_refused(backend: Backend) {
 
     // The cookie.
     let short = token_with(json!({"tenant": "acme", "exp": now() + 600}));
-    let response = raw_client()
-        .post(format!("{}/admin/sign-in", app.base))
-        .header("x-forwarded-proto", "https")
-        .form_body(&[("token", short.as_str())])
-        .send()
-        .await
-        .expect("sign in");
+    let response = post_sign_in(&app, &short, &[("x-forwarded-proto", "https")]).await;
     let set = response.headers()[header::SET_COOKIE].to_str().expect("ascii").to_owned();
     for part in ["HttpOnly", "SameSite=Strict", "Path=/admin", "Secure"] {
         assert!(set.split("; ").any(|p| p == part), "{part} in {set}");
@@ -756,21 +747,11 @@ async fn forms_without_the_session_csrf_token_are_refused(backend: Backend) {
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     assert!(missing.headers()[header::CONTENT_TYPE].to_str().is_ok_and(|t| t.starts_with("text/html")));
     let expired = token_with(json!({"tenant": "acme", "exp": now() - 120}));
-    let refused = raw_client()
-        .post(format!("{}/admin/sign-in", app.base))
-        .form_body(&[("token", expired.as_str())])
-        .send()
-        .await
-        .expect("sign in");
+    let refused = post_sign_in(&app, &expired, &[]).await;
     assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
     // A user-bound token is for one person's memory, never for the panel of everyone's.
     let bound = token_with(json!({"tenant": "acme", "agent_id": "support-bot", "external_ref": USER}));
-    let refused = raw_client()
-        .post(format!("{}/admin/sign-in", app.base))
-        .form_body(&[("token", bound.as_str())])
-        .send()
-        .await
-        .expect("sign in");
+    let refused = post_sign_in(&app, &bound, &[]).await;
     assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
     assert!(refused.headers().get(header::SET_COOKIE).is_none());
 

@@ -211,15 +211,8 @@ async fn list_paginates_by_agent_id(backend: Backend) {
         }
     }
     assert_eq!(seen, ["a", "b", "c", "d", "e"]);
-    for bad in [
-        "/api/agents-config?cursor=nope",
-        "/api/agents-config?limit=0",
-        "/api/agents-config?limit=201",
-        "/api/agents-config?limit=x",
-    ] {
-        let (status, body) = app.get(bad, &token).await;
-        assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
-    }
+    app.assert_invalid_queries("/api/agents-config", &token, &["?cursor=nope", "?limit=0", "?limit=201", "?limit=x"])
+        .await;
 }
 
 async fn delete_turns_memory_off(backend: Backend) {

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::{
     common::*,
-    semantic::{all_embedded_with, model_dir},
+    semantic::{all_embedded_with, spawn_with_local_model},
 };
 
 on_both_backends!(
@@ -83,13 +83,7 @@ async fn stored(app: &TestApp, agent_id: &str, user: &str) -> Vec<Value> {
 }
 
 async fn an_mcp_client_remembers_recalls_by_meaning_updates_and_forgets(backend: Backend) {
-    let dir = model_dir();
-    assert!(
-        std::path::Path::new(&dir).join("model.safetensors").is_file(),
-        "the local model is missing from {dir}: run scripts/test (it fetches it once) or set ENGRAM_TEST_MODEL_DIR"
-    );
-    let args = ["--embeddings", "local", "--embedding-model-dir", &dir, "--embedding-index-url", "http://127.0.0.1:9/"];
-    let app = TestApp::spawn_with(backend, &args).await;
+    let app = spawn_with_local_model(backend).await;
     app.enable_memory("acme", "concierge").await;
     let client = connect(&app, &agent("acme")).await;
 
@@ -360,7 +354,10 @@ async fn mcp_needs_a_valid_token_and_keeps_the_api_limits(backend: Backend) {
     assert_eq!(response.status(), StatusCode::OK);
     let over = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "remember",
         "arguments": owner("concierge", "ann", json!({"fact": "x".repeat(5000)}))}});
-    assert_eq!(raw(over.to_string()).await.expect("sent").status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let refused = raw(over.to_string()).await.expect("sent");
+    assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: Value = refused.json().await.expect("an API error body");
+    assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
 
     let client = connect(&app, &agent("acme")).await;
     tool_error(

@@ -283,14 +283,19 @@ pub(crate) fn model_dir() -> String {
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/models/all-MiniLM-L6-v2").to_owned())
 }
 
-async fn paraphrases_are_recalled_first_with_the_local_model(backend: Backend) {
+/// The app with the real local model (never fetched: the index URL answers nothing).
+pub(crate) async fn spawn_with_local_model(backend: Backend) -> TestApp {
     let dir = model_dir();
     assert!(
         std::path::Path::new(&dir).join("model.safetensors").is_file(),
         "the local model is missing from {dir}: run scripts/test (it fetches it once) or set ENGRAM_TEST_MODEL_DIR"
     );
     let args = ["--embeddings", "local", "--embedding-model-dir", &dir, "--embedding-index-url", "http://127.0.0.1:9/"];
-    let app = TestApp::spawn_with(backend, &args).await;
+    TestApp::spawn_with(backend, &args).await
+}
+
+async fn paraphrases_are_recalled_first_with_the_local_model(backend: Backend) {
+    let app = spawn_with_local_model(backend).await;
     let targets = ["Ships the app on fly.io", "Has a daughter named Emma", "Prefers tea over coffee"];
     let distractors = [
         "Lives in Lyon",

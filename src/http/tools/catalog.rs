@@ -325,9 +325,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for tool in Tool::ALL {
-            assert_eq!(Tool::parse(tool.name()), Some(tool));
-        }
+        assert!(Tool::ALL.into_iter().all(|tool| Tool::parse(tool.name()) == Some(tool)));
         assert_eq!(Tool::parse("forget_all"), None);
     }
 
