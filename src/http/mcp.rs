@@ -68,16 +68,22 @@ pub fn service(state: AppState) -> StreamableHttpService<MemoryServer, NeverSess
 }
 
 /// Verifies the bearer token (401 without a valid one, 429 over the tenant's rate
-/// limit) and passes the caller on to the tools.
+/// limit), bounds the body (413), and passes the caller on to the tools.
 pub async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let caller = match Caller::from_request_parts(&mut parts, &state).await {
         Ok(caller) => caller,
         Err(error) => return error.into_response(),
     };
+    // Read here within the API's limit, so that a larger body is the API's JSON 413 (the
+    // SDK's own check answers in plain text). A body the client cut short counts as too
+    // large too: the client is gone and reads no answer.
+    let Ok(body) = axum::body::to_bytes(body, state.config.max_body_bytes).await else {
+        return ApiError::PayloadTooLarge("request body is too large".into()).into_response();
+    };
     let request_id = REQUEST_ID.try_with(Clone::clone).unwrap_or_default();
     parts.extensions.insert(McpRequest { caller, request_id, span: tracing::Span::current() });
-    next.run(Request::from_parts(parts, body)).await
+    next.run(Request::from_parts(parts, axum::body::Body::from(body))).await
 }
 
 /// The memory tools as an MCP server.
