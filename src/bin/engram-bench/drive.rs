@@ -91,12 +91,20 @@ impl Outcome {
     }
 }
 
+/// Sends a request and reads the whole answer: whether it came and `expected` holds of
+/// its status and body.
+pub async fn answer(
+    request: reqwest::RequestBuilder,
+    expected: impl FnOnce(reqwest::StatusCode, &[u8]) -> bool,
+) -> bool {
+    let Ok(response) = request.send().await else { return false };
+    let status = response.status();
+    response.bytes().await.is_ok_and(|body| expected(status, &body))
+}
+
 /// Sends a request and reads the whole answer: whether it was a success.
 pub async fn succeeds(request: reqwest::RequestBuilder) -> bool {
-    match request.send().await {
-        Ok(response) if response.status().is_success() => response.bytes().await.is_ok(),
-        _ => false,
-    }
+    answer(request, |status, _| status.is_success()).await
 }
 
 #[cfg(test)]
