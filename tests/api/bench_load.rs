@@ -38,6 +38,8 @@ fn load_runs_every_operation_on_both_backends() {
     let postgres = std::thread::spawn(|| load(Some(postgres_url())));
     for (backend, report) in [("sqlite", load(None)), ("postgres", postgres.join().expect("no panic"))] {
         assert_eq!(report["backend"], backend);
+        assert!(report["http_floor"]["requests"].as_u64().is_some_and(|n| n > 0), "{report}");
+        assert_eq!(report["http_floor"]["errors"], 0, "{report}");
         let rows = report["rows"].as_array().expect("rows");
         assert_eq!(rows.len(), OPERATIONS, "{report}");
         for row in rows {

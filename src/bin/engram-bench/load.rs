@@ -14,6 +14,13 @@
 //! out is what Engram adds: HTTP, the token check, JSON in and out, validation, the
 //! prompt assembly of the memory context, the receipt's HMAC.
 //!
+//! Beside each side's rate and latencies: the CPU time per request of the server and of
+//! this process (`/proc/<pid>/stat`), which on a shared machine tells more than the rate
+//! does where Engram spends its time.
+//!
+//! A first row gives what HTTP alone allows at the same concurrency (`GET /healthz`: the
+//! client, the server's stack, no token, no database), the ceiling of every other row.
+//!
 //! The server runs with `--workers 0` (ended conversations queue jobs that nobody runs
 //! while measuring) and `--embeddings off` (recall is full text, the statements the
 //! baseline issues).
@@ -45,7 +52,7 @@ use engram::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::drive::{Budget, Outcome, answer, drive};
+use crate::drive::{Budget, Outcome, answer, drive, succeeds};
 use crate::scale::{encode, fact_text, three_words};
 use crate::{Database, STATEMENT_TIMEOUT, Scratch, serve_config, write_json};
 
@@ -298,26 +305,52 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     }
 
     println!(
-        "\n{:<34} {:<8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>9} {:>6}",
-        "operation", "side", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "peak RSS", "ratio"
+        "\n{:<34} {:<8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>9} {:>6}",
+        "operation",
+        "side",
+        "requests",
+        "req/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "errors",
+        "srv µs",
+        "own µs",
+        "peak RSS",
+        "ratio"
     );
-    let mut rows = Vec::new();
+    println!("(srv µs, own µs: CPU time per request of the server and of this process; the database's is in neither)");
     let until = Some(period);
+    // What HTTP alone allows on this machine: the client, the server's stack and the
+    // token-free health route, no database.
+    let clock = CpuClock::start(pid);
+    let floor = {
+        let (client, url) = (bench.client.clone(), format!("{}/healthz", bench.base));
+        drive(concurrency, Budget { count: None, until }, move |_| succeeds(client.get(&url))).await
+    };
+    print_row("HTTP alone: GET /healthz", "engram", &floor, clock.per_request(&floor), "", "");
+    let mut rows = Vec::new();
     for op in OPS {
         let budget = Budget { count: op.pooled().then_some(args.pool), until };
         if let Some(pid) = pid {
             reset_peak_rss(pid);
         }
+        let clock = CpuClock::start(pid);
         let engram = run_side(&bench, op, true, concurrency, budget).await;
+        let engram_cpu = clock.per_request(&engram);
         let rss = pid.and_then(peak_rss_kib);
+        let clock = CpuClock::start(None);
         let direct = run_side(&bench, op, false, concurrency, budget).await;
+        let direct_cpu = clock.per_request(&direct);
         let ratio = engram.rate() / direct.rate().max(1e-9);
         let rss_text = rss.map_or("-".to_owned(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0));
-        print_row(op.label(), "engram", &engram, &rss_text, &format!("{ratio:.2}"));
-        print_row("", "direct", &direct, "", "");
+        print_row(op.label(), "engram", &engram, engram_cpu, &rss_text, &format!("{ratio:.2}"));
+        print_row("", "direct", &direct, direct_cpu, "", "");
         rows.push(json!({
             "operation": op.label(), "engram": engram.to_json(), "baseline": direct.to_json(),
             "engram_peak_rss_kib": rss, "ratio": ratio,
+            "engram_server_cpu_us_per_request": engram_cpu.0, "engram_bench_cpu_us_per_request": engram_cpu.1,
+            "baseline_bench_cpu_us_per_request": direct_cpu.1,
         }));
     }
     write_json(
@@ -325,7 +358,7 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
         &json!({
             "command": "load", "backend": backend, "concurrency": concurrency, "seconds": args.seconds,
             "users": args.users, "facts_per_user": args.facts_per_user, "messages": args.messages,
-            "pool": args.pool, "rows": rows,
+            "pool": args.pool, "http_floor": floor.to_json(), "rows": rows,
         }),
     )
 }
@@ -338,15 +371,18 @@ fn seconds(text: &str) -> Result<f64, String> {
     }
 }
 
-fn print_row(label: &str, side: &str, outcome: &Outcome, rss: &str, ratio: &str) {
+fn print_row(label: &str, side: &str, outcome: &Outcome, cpu: (Option<f64>, Option<f64>), rss: &str, ratio: &str) {
+    let micros = |us: Option<f64>| us.map_or("-".to_owned(), |us| format!("{us:.0}"));
     println!(
-        "{label:<34} {side:<8} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>8.2} {:>6} {rss:>9} {ratio:>6}",
+        "{label:<34} {side:<8} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>7} {:>7} {rss:>9} {ratio:>6}",
         outcome.requests(),
         outcome.rate(),
         outcome.percentile_ms(50),
         outcome.percentile_ms(95),
         outcome.percentile_ms(99),
-        outcome.errors
+        outcome.errors,
+        micros(cpu.0),
+        micros(cpu.1),
     );
 }
 
@@ -530,6 +566,45 @@ impl Seeder {
     }
 }
 
+/// Linux's `USER_HZ`, the unit of `/proc/<pid>/stat`'s CPU times, on every common
+/// architecture.
+const USER_HZ: f64 = 100.0;
+
+/// CPU time (user and system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state (field 3) … utime (14), stime (15).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_secs_f64(ticks as f64 / USER_HZ))
+}
+
+/// The CPU time of the server (when this bench started it) and of this process at the
+/// start of a run, to tell how much of it each request took: CPU time does not depend on
+/// what else runs on the machine the way throughput does.
+struct CpuClock {
+    server: Option<(u32, Duration)>,
+    own: Option<Duration>,
+}
+
+impl CpuClock {
+    fn start(server: Option<u32>) -> CpuClock {
+        CpuClock { server: server.and_then(|pid| Some((pid, cpu_time(pid)?))), own: cpu_time(std::process::id()) }
+    }
+
+    /// Microseconds of CPU per request since the start: the server's, this process's.
+    fn per_request(&self, outcome: &Outcome) -> (Option<f64>, Option<f64>) {
+        let requests = outcome.requests().max(1) as f64;
+        let per_request = |pid: u32, before: Duration| {
+            cpu_time(pid).map(|now| now.saturating_sub(before).as_secs_f64() * 1e6 / requests)
+        };
+        (
+            self.server.and_then(|(pid, before)| per_request(pid, before)),
+            self.own.and_then(|before| per_request(std::process::id(), before)),
+        )
+    }
+}
+
 /// Resets the peak RSS of `pid` to its current RSS (Linux's `clear_refs` 5); without it
 /// the peak is the process's since it started.
 fn reset_peak_rss(pid: u32) {
@@ -553,6 +628,18 @@ mod tests {
         for bad in ["0", "-1", "NaN", "inf", "1e9", "five", ""] {
             assert!(seconds(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn cpu_time_of_this_process_grows() {
+        let before = cpu_time(std::process::id()).expect("Linux reports CPU times");
+        let started = Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(100) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(cpu_time(std::process::id()).expect("still there") > before);
+        assert!(cpu_time(u32::MAX).is_none());
     }
 
     #[test]
