@@ -185,7 +185,14 @@ pub async fn run(args: &LoadArgs) -> anyhow::Result<()> {
             let serve = scratch.serve_args(&format!("127.0.0.1:{port}"));
             let config = serve_config(&serve)?;
             // The server migrates the database; the bench's pool is opened after.
-            let server = start(args.engram.clone(), &serve, &scratch, port).await?;
+            let server = match start(args.engram.clone(), &serve, &scratch, port).await {
+                Ok(server) => server,
+                Err(error) => {
+                    // The database is dropped even though the run never began.
+                    let _ = scratch.remove().await;
+                    return Err(error);
+                }
+            };
             let store = Store::connect(&scratch.url, config.core.db_max_connections, STATEMENT_TIMEOUT).await?;
             let (authenticator, _) = Authenticator::from_config(&config.core)?;
             let token = authenticator.sign(TENANT, "admin", None, Duration::from_secs(24 * 3600))?;
