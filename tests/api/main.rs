@@ -10,6 +10,7 @@
 
 mod common;
 
+mod bench_load;
 mod conversations;
 mod curated_facts;
 mod deploy;

@@ -1,15 +1,19 @@
 //! `engram-bench`: evaluations of Engram's components against the public data sets under
 //! `../shared/data`, and its speed as data grows, one subcommand each.
 //!
-//! `scale` (module `scale`) measures memory context and search as the number of facts
-//! grows; `locomo` (module `locomo`) measures the evidence recall of facts search on
-//! LoCoMo beside BM25.
+//! `load` (module `load`) drives each hot operation through the API beside the same
+//! database work done directly; `scale` (module `scale`) measures memory context and
+//! search as the number of facts grows; `locomo` (module `locomo`) measures the evidence
+//! recall of facts search on LoCoMo beside BM25. Module `drive` holds what the speed
+//! benchmarks share.
 //!
 //! `extraction` measures the built-in fact extractor on Synthetic-Persona-Chat: for each
 //! speaker of each conversation, the facts extracted from that speaker's turns are matched
 //! one-to-one against the speaker's persona lines, and compared with a naive baseline that
 //! keeps every first-person sentence.
 
+mod drive;
+mod load;
 mod locomo;
 mod scale;
 
@@ -19,6 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
+use engram::config::ServeConfig;
 use engram::domain::{message::Role, search_query::STOP_WORDS};
 use engram::extract::{ExtractionRequest, Turn, builtin};
 use engram::store::Store;
@@ -46,6 +51,9 @@ enum Command {
     /// Precision, recall and F1 of the built-in fact extractor against the persona lines of
     /// Synthetic-Persona-Chat, beside a baseline that keeps every first-person sentence.
     Extraction(ExtractionArgs),
+    /// Requests per second, latency percentiles, errors and the server's peak RSS of each
+    /// hot operation at a concurrency, beside the same database work done directly.
+    Load(load::LoadArgs),
     /// Memory context and search latency with many facts stored and with one user at the
     /// cap, through the HTTP API of an Engram started in this process.
     Scale(scale::ScaleArgs),
@@ -102,7 +110,30 @@ impl Database {
     }
 }
 
+/// The JWT secret of an Engram a benchmark starts, which signs the benchmark's tokens.
+const BENCH_SECRET: &str = "bench-secret-bench-secret-bench-secret";
+
+/// `engram serve`'s settings (besides the defaults), parsed as the server parses them.
+#[derive(Parser)]
+struct Serve {
+    #[command(flatten)]
+    config: ServeConfig,
+}
+
+fn serve_config(args: &[String]) -> anyhow::Result<ServeConfig> {
+    let args = std::iter::once("engram").chain(args.iter().map(String::as_str));
+    Ok(Serve::try_parse_from(args)?.config)
+}
+
 impl Scratch {
+    /// The settings of an Engram on this database, listening on `bind`.
+    fn serve_args(&self, bind: &str) -> Vec<String> {
+        let dir = self.dir.display().to_string();
+        ["--database-url", &self.url, "--data-dir", &dir, "--bind", bind, "--jwt-secret", BENCH_SECRET]
+            .map(str::to_owned)
+            .to_vec()
+    }
+
     async fn remove(self) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir_all(&self.dir);
         if let Some((server, name)) = self.postgres {
@@ -143,6 +174,7 @@ struct ExtractionArgs {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Extraction(args) => extraction(&args),
+        Command::Load(args) => block_on(load::run(&args)),
         Command::Scale(args) => block_on(scale::run(&args)),
         Command::Locomo(args) => block_on(locomo::run(&args)),
     };

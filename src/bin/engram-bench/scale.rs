@@ -11,10 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Parser};
+use clap::Args;
 use engram::{
     app::App,
-    config::ServeConfig,
     domain::{
         fact::{FactInput, NewFact, Origin},
         ids::{AgentId, ExternalRef, TenantId},
@@ -23,7 +22,8 @@ use engram::{
 };
 use serde_json::json;
 
-use crate::{Database, write_json};
+use crate::drive::{Budget, Outcome, drive, succeeds};
+use crate::{Database, serve_config, write_json};
 
 const TENANT: &str = "bench";
 const AGENT: &str = "bench-bot";
@@ -52,14 +52,11 @@ pub struct ScaleArgs {
     json: Option<PathBuf>,
 }
 
-#[derive(Parser)]
-struct Serve {
-    #[command(flatten)]
-    config: ServeConfig,
-}
-
 /// What one scenario asks: the path of request `i`.
 type PathOf = Box<dyn Fn(usize) -> String + Send + Sync>;
+
+/// Requests before each scenario's measured ones.
+const WARM_UP: usize = 100;
 
 pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let (store, scratch) = args.database.open().await?;
@@ -76,18 +73,8 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let backend = store.backend();
     store.close().await;
 
-    let serve = [
-        "engram",
-        "--database-url",
-        &scratch.url,
-        "--data-dir",
-        &scratch.dir.display().to_string(),
-        "--bind",
-        "127.0.0.1:0",
-        "--jwt-secret",
-        "bench-secret-bench-secret-bench-secret",
-    ];
-    let app = App::build(Serve::try_parse_from(serve)?.config).await?;
+    let serve = serve_config(&scratch.serve_args("127.0.0.1:0"))?;
+    let app = App::build(serve).await?;
     let base = format!("http://{}", app.local_addr()?);
     let token: Arc<str> =
         app.state().guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?.into();
@@ -135,18 +122,13 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (label, path_of) in scenarios {
         let path_of: Arc<PathOf> = Arc::new(path_of);
-        drive(&client, &base, &token, path_of.clone(), 100, args.concurrency).await;
-        let (mut latencies, errors, elapsed) =
-            drive(&client, &base, &token, path_of, args.requests, args.concurrency).await;
-        latencies.sort_unstable();
-        let percentile = |p: usize| {
-            latencies
-                .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
-                .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-        };
-        let rate = args.requests as f64 / elapsed.as_secs_f64();
-        println!("{label:<40} {:>9.2} {:>9.2} {:>9.0} {:>7}", percentile(50), percentile(99), rate, errors);
-        rows.push(json!({"scenario": label, "p50_ms": percentile(50), "p99_ms": percentile(99), "requests_per_s": rate, "errors": errors}));
+        get_all(&client, &base, &token, path_of.clone(), WARM_UP, args.concurrency).await;
+        let outcome = get_all(&client, &base, &token, path_of, args.requests, args.concurrency).await;
+        let (p50, p99, rate) = (outcome.percentile_ms(50), outcome.percentile_ms(99), outcome.rate());
+        println!("{label:<40} {p50:>9.2} {p99:>9.2} {rate:>9.0} {:>7}", outcome.errors);
+        rows.push(
+            json!({"scenario": label, "p50_ms": p50, "p99_ms": p99, "requests_per_s": rate, "errors": outcome.errors}),
+        );
     }
     let _ = stop.send(());
     server.await??;
@@ -160,44 +142,20 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     )
 }
 
-/// Sends `count` GETs over `concurrency` workers; returns the latencies of the answers
-/// that succeeded, the number that did not, and the wall time.
-async fn drive(
+/// Sends `count` GETs over `concurrency` tasks.
+async fn get_all(
     client: &reqwest::Client,
     base: &str,
     token: &Arc<str>,
     path_of: Arc<PathOf>,
     count: usize,
     concurrency: usize,
-) -> (Vec<Duration>, usize, Duration) {
-    let started = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for worker in 0..concurrency.max(1) {
-        let (client, base, token, path_of) = (client.clone(), base.to_owned(), token.clone(), path_of.clone());
-        workers.spawn(async move {
-            let (mut latencies, mut errors) = (Vec::new(), 0);
-            for i in (worker..count).step_by(concurrency.max(1)) {
-                let sent = Instant::now();
-                let answer = client.get(format!("{base}{}", path_of(i))).bearer_auth(&*token).send().await;
-                let done = match answer {
-                    Ok(response) if response.status().is_success() => response.bytes().await.is_ok(),
-                    _ => false,
-                };
-                if done {
-                    latencies.push(sent.elapsed());
-                } else {
-                    errors += 1;
-                }
-            }
-            (latencies, errors)
-        });
-    }
-    let (mut all, mut errors) = (Vec::with_capacity(count), 0);
-    for (latencies, failed) in workers.join_all().await {
-        all.extend(latencies);
-        errors += failed;
-    }
-    (all, errors, started.elapsed())
+) -> Outcome {
+    let (client, base, token) = (client.clone(), base.to_owned(), token.clone());
+    drive(concurrency, Budget { count: Some(count), until: None }, move |i| {
+        succeeds(client.get(format!("{base}{}", path_of(i))).bearer_auth(&*token))
+    })
+    .await
 }
 
 /// Bulk-loads every user's facts through the store, then refreshes the planner's
@@ -295,14 +253,14 @@ fn pick(seed: usize, i: usize, salt: usize, n: usize) -> usize {
     ((unit * unit) * n as f64) as usize % n
 }
 
-fn fact_text(seed: usize, i: usize) -> String {
+pub fn fact_text(seed: usize, i: usize) -> String {
     TEMPLATES[pick(seed, i, 1, TEMPLATES.len())]
         .replace("{a}", WORDS[pick(seed, i, 2, WORDS.len())])
         .replace("{b}", WORDS[pick(seed, i, 3, WORDS.len())])
         + &format!(" (note {i})")
 }
 
-fn three_words(i: usize) -> String {
+pub fn three_words(i: usize) -> String {
     format!("does she like {} or {} and {}", WORDS[i % 7], WORDS[(i * 13) % WORDS.len()], WORDS[(i * 31) % WORDS.len()])
 }
 
@@ -312,7 +270,7 @@ fn twenty_word_query() -> String {
     format!("what do you remember about {}?", words.join(" "))
 }
 
-fn encode(text: &str) -> String {
+pub fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()

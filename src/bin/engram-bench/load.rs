@@ -1,0 +1,667 @@
+//! `load`: each hot operation driven at a concurrency for a time through Engram's HTTP
+//! API, and beside it the same database work done directly, so the ratio says what
+//! Engram costs on top of what the database alone allows.
+//!
+//! Engram runs as its own process (the `engram` binary beside this one, `engram serve`),
+//! so the peak RSS reported is the server's alone: `/proc/<pid>/status` `VmHWM`, reset
+//! before each operation through `/proc/<pid>/clear_refs`. Or `--url` names an Engram
+//! already running (with `--token`, and `--database-url` naming its database): then
+//! there is no RSS.
+//!
+//! The baseline calls, from this process, the [`Store`] methods the route calls, with a
+//! pool of the server's size (`ENGRAM_DB_MAX_CONNECTIONS`): exactly the statements
+//! Engram issues, in the same transactions, decoded into the same rows. What it leaves
+//! out is what Engram adds: HTTP, the token check, JSON in and out, validation, the
+//! prompt assembly of the memory context, the receipt's HMAC.
+//!
+//! Beside each side's rate and latencies: the CPU time per request of the server and of
+//! this process (`/proc/<pid>/stat`), which on a shared machine tells more than the rate
+//! does where Engram spends its time.
+//!
+//! A first row gives what HTTP alone allows at the same concurrency (`GET /healthz`: the
+//! client, the server's stack, no token, no database), the ceiling of every other row.
+//!
+//! The server runs with `--workers 0` (ended conversations queue jobs that nobody runs
+//! while measuring) and `--embeddings off` (recall is full text, the statements the
+//! baseline issues).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use clap::Args;
+use engram::{
+    auth::Authenticator,
+    domain::{
+        conversation::{AppendRequest, NewConversation},
+        fact::{FactInput, NewFact, Origin},
+        ids::{AgentId, ExternalRef, TenantId},
+        memory_context::default_max_facts,
+        message::{NewMessage, Role, RoleSet},
+        search_query::SearchQuery,
+    },
+    store::{
+        Store,
+        conversations::{Created, EndTrigger},
+        facts::{Owner, Remembered},
+        messages::AppendOutcome,
+    },
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::drive::{Budget, Outcome, answer, drive, succeeds};
+use crate::scale::{encode, fact_text, three_words};
+use crate::{Database, STATEMENT_TIMEOUT, Scratch, serve_config, write_json};
+
+const TENANT: &str = "bench";
+/// An erasure receipt's subject hash, for the baseline (Engram computes an HMAC).
+const SUBJECT_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// How long the started server may take to answer `/readyz`.
+const START_LIMIT: Duration = Duration::from_secs(60);
+/// What the answer to an end holds when it queued an extraction.
+const QUEUED: &[u8] = br#""queued":true"#;
+/// Messages per append while seeding (the API's batch limit).
+const BATCH: usize = 100;
+
+#[derive(Args)]
+pub struct LoadArgs {
+    /// Seconds each operation is driven, through Engram and again directly.
+    #[arg(long, default_value_t = 5.0, value_parser = seconds)]
+    seconds: f64,
+    /// Requests in flight at once [default: 32 on PostgreSQL, 8 on SQLite].
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Users holding facts and one conversation each.
+    #[arg(long, default_value_t = 200)]
+    users: usize,
+    /// Facts of each of those users.
+    #[arg(long, default_value_t = 50)]
+    facts_per_user: usize,
+    /// Messages in each of those users' conversation before the run.
+    #[arg(long, default_value_t = 40)]
+    messages: usize,
+    /// Users with a short conversation and two facts, to end and then erase: this many
+    /// for Engram and as many for the baseline. Ending and erasing stop early when they
+    /// run out.
+    #[arg(long, default_value_t = 1_500)]
+    pool: usize,
+    /// An Engram already running, instead of starting one; needs `--token` (an admin
+    /// token of the tenant to use) and `--database-url` naming that Engram's database,
+    /// into which the bench writes its data under an agent of its own.
+    #[arg(long, value_name = "URL", requires = "token")]
+    url: Option<String>,
+    #[arg(long, value_name = "JWT", requires = "url")]
+    token: Option<String>,
+    /// The `engram` binary to start [default: the one beside this program].
+    #[arg(long, value_name = "PATH", conflicts_with = "url")]
+    engram: Option<PathBuf>,
+    #[command(flatten)]
+    database: Database,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// The operations, in the order they run: reads first, so that every read sees the
+/// seeded data, then the writes; erasure last, as it removes what ending used.
+#[derive(Clone, Copy)]
+enum Op {
+    LastMessages,
+    Context,
+    ContextQuery,
+    Search,
+    Append,
+    Remember,
+    End,
+    Erase,
+}
+
+const OPS: [Op; 8] =
+    [Op::LastMessages, Op::Context, Op::ContextQuery, Op::Search, Op::Append, Op::Remember, Op::End, Op::Erase];
+
+impl Op {
+    fn label(self) -> &'static str {
+        match self {
+            Op::LastMessages => "read the last 20 messages",
+            Op::Context => "memory context, no query",
+            Op::ContextQuery => "memory context, 3-word query",
+            Op::Search => "facts search, 3-word query",
+            Op::Append => "append one message",
+            Op::Remember => "remember a fact",
+            Op::End => "end a conversation (queue a job)",
+            Op::Erase => "erase a user",
+        }
+    }
+
+    /// Whether each request uses up one pool user.
+    fn pooled(self) -> bool {
+        matches!(self, Op::End | Op::Erase)
+    }
+}
+
+/// The Engram being measured: its address, and its process when this bench started it.
+struct Server {
+    base: String,
+    child: Option<tokio::process::Child>,
+}
+
+/// Everything an operation needs, shared by the tasks driving it.
+struct Bench {
+    client: reqwest::Client,
+    base: String,
+    token: String,
+    store: Store,
+    tenant: TenantId,
+    agent: AgentId,
+    users: Vec<ExternalRef>,
+    /// The conversation of each of `users`.
+    conversations: Vec<Uuid>,
+    /// Pool users and their conversation: Engram's, then the baseline's.
+    pool: [Vec<(ExternalRef, Uuid)>; 2],
+    cap: i64,
+}
+
+pub async fn run(args: &LoadArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.users >= 1, "--users must be at least 1");
+    // The database and, unless one is given, a server started on it.
+    let (store, scratch, server, token, config) = match (&args.url, &args.token) {
+        (Some(url), Some(token)) => {
+            let Some(database) = &args.database.database_url else {
+                anyhow::bail!(
+                    "--url needs --database-url naming that Engram's database: the seeding and the baseline work on it"
+                )
+            };
+            let config = serve_config(&[])?;
+            let store = Store::connect(database, config.core.db_max_connections, STATEMENT_TIMEOUT).await?;
+            let server = Server { base: url.trim_end_matches('/').to_owned(), child: None };
+            (store, None, server, token.clone(), config)
+        }
+        _ => {
+            let scratch = args.database.create().await?;
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            let serve = scratch.serve_args(&format!("127.0.0.1:{port}"));
+            let config = serve_config(&serve)?;
+            // The server migrates the database; the bench's pool is opened after.
+            let server = match start(args.engram.clone(), &serve, &scratch, port).await {
+                Ok(server) => server,
+                Err(error) => {
+                    // The database is dropped even though the run never began.
+                    let _ = scratch.remove().await;
+                    return Err(error);
+                }
+            };
+            let store = Store::connect(&scratch.url, config.core.db_max_connections, STATEMENT_TIMEOUT).await?;
+            let (authenticator, _) = Authenticator::from_config(&config.core)?;
+            let token = authenticator.sign(TENANT, "admin", None, Duration::from_secs(24 * 3600))?;
+            (store, Some(scratch), server, token, config)
+        }
+    };
+    let result = measure(args, store.clone(), &server, token, config.max_facts_per_user).await;
+    store.close().await;
+    if let Some(mut child) = server.child {
+        let _ = child.kill().await;
+    }
+    if let Some(scratch) = scratch {
+        scratch.remove().await?;
+    }
+    result
+}
+
+/// Starts `engram serve` with `serve`'s settings and waits until it is ready.
+async fn start(engram: Option<PathBuf>, serve: &[String], scratch: &Scratch, port: u16) -> anyhow::Result<Server> {
+    let binary = match engram {
+        Some(path) => path,
+        None => std::env::current_exe()?.with_file_name("engram"),
+    };
+    let log = scratch.dir.join("engram.log");
+    let mut child = tokio::process::Command::new(&binary)
+        .arg("serve")
+        .args(serve)
+        .args(["--workers", "0", "--embeddings", "off"])
+        .stdin(Stdio::null())
+        // Its request log at the default level: formatted (a cost of Engram), not kept.
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {} (build it, or give --engram): {e}", binary.display()))?;
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    while started.elapsed() < START_LIMIT {
+        if let Some(status) = child.try_wait()? {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            anyhow::bail!("engram serve exited ({status}): {log}");
+        }
+        let ready = client.get(format!("{base}/readyz")).timeout(Duration::from_secs(2)).send().await;
+        if ready.is_ok_and(|r| r.status().is_success()) {
+            return Ok(Server { base, child: Some(child) });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("engram serve was not ready within {START_LIMIT:?}")
+}
+
+async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, cap: i64) -> anyhow::Result<()> {
+    let backend = store.backend();
+    let concurrency = args.concurrency.unwrap_or(if backend == "postgres" { 32 } else { 8 });
+    let run = Uuid::now_v7().simple().to_string()[..12].to_owned();
+    let client = reqwest::Client::new();
+    // The agent's memory on, and one user turn enough to queue an extraction.
+    let agent = format!("load-{run}");
+    let status = client
+        .put(format!("{}/api/agents-config/{agent}", server.base))
+        .bearer_auth(&token)
+        .json(&json!({"memory_enabled": true, "min_user_turns": 1}))
+        .send()
+        .await?
+        .status();
+    anyhow::ensure!(status.is_success(), "configuring the agent failed: {status}");
+
+    let started = Instant::now();
+    let tenant = tenant_of(&token)?;
+    let agent = AgentId::parse(agent).map_err(anyhow::Error::msg)?;
+    let name = |kind: &str, i: usize| ExternalRef::parse(format!("{run}-{kind}-{i}")).map_err(anyhow::Error::msg);
+    let users = (0..args.users).map(|i| name("user", i)).collect::<anyhow::Result<Vec<_>>>()?;
+    let pool_users = [
+        (0..args.pool).map(|i| name("engram", i)).collect::<anyhow::Result<Vec<_>>>()?,
+        (0..args.pool).map(|i| name("direct", i)).collect::<anyhow::Result<Vec<_>>>()?,
+    ];
+    let seeder = Seeder { store: store.clone(), tenant: tenant.clone(), agent: agent.clone() };
+    let conversations = seeder.seed(&users, args.facts_per_user, args.messages, concurrency).await?;
+    let mut pool: [Vec<(ExternalRef, Uuid)>; 2] = [Vec::new(), Vec::new()];
+    for (side, users) in pool_users.into_iter().enumerate() {
+        let ids = seeder.seed(&users, 2, 2, concurrency).await?;
+        pool[side] = users.into_iter().zip(ids).collect();
+    }
+    store.refresh_statistics().await?;
+    println!(
+        "load: backend {backend}, {} users × {} facts and {} messages, 2 × {} pool users; seeded in {:.1?}",
+        args.users,
+        args.facts_per_user,
+        args.messages,
+        args.pool,
+        started.elapsed()
+    );
+    println!(
+        "{concurrency} requests in flight, {} s per operation and side; baseline: the same Store calls from this process",
+        args.seconds
+    );
+
+    let bench = Arc::new(Bench {
+        client,
+        base: server.base.clone(),
+        token,
+        store,
+        tenant,
+        agent,
+        users,
+        conversations,
+        pool,
+        cap,
+    });
+    let pid = server.child.as_ref().and_then(tokio::process::Child::id);
+    // Connections opened and caches warm on both sides before anything is measured.
+    let period = Duration::from_secs_f64(args.seconds);
+    let warm_up = Budget { count: None, until: Some(period.min(Duration::from_secs(1))) };
+    for engram in [true, false] {
+        run_side(&bench, Op::LastMessages, engram, concurrency, warm_up).await;
+    }
+
+    println!(
+        "\n{:<34} {:<8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>9} {:>6}",
+        "operation",
+        "side",
+        "requests",
+        "req/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "errors",
+        "srv µs",
+        "own µs",
+        "peak RSS",
+        "ratio"
+    );
+    println!("(srv µs, own µs: CPU time per request of the server and of this process; the database's is in neither)");
+    let until = Some(period);
+    // What HTTP alone allows on this machine: the client, the server's stack and the
+    // token-free health route, no database.
+    let clock = CpuClock::start(pid);
+    let floor = {
+        let (client, url) = (bench.client.clone(), format!("{}/healthz", bench.base));
+        drive(concurrency, Budget { count: None, until }, move |_| succeeds(client.get(&url))).await
+    };
+    print_row("HTTP alone: GET /healthz", "engram", &floor, clock.per_request(&floor), "", "");
+    let mut rows = Vec::new();
+    for op in OPS {
+        let budget = Budget { count: op.pooled().then_some(args.pool), until };
+        if let Some(pid) = pid {
+            reset_peak_rss(pid);
+        }
+        let clock = CpuClock::start(pid);
+        let engram = run_side(&bench, op, true, concurrency, budget).await;
+        let engram_cpu = clock.per_request(&engram);
+        let rss = pid.and_then(peak_rss_kib);
+        let clock = CpuClock::start(None);
+        let direct = run_side(&bench, op, false, concurrency, budget).await;
+        let direct_cpu = clock.per_request(&direct);
+        let ratio = engram.rate() / direct.rate().max(1e-9);
+        let rss_text = rss.map_or("-".to_owned(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0));
+        print_row(op.label(), "engram", &engram, engram_cpu, &rss_text, &format!("{ratio:.2}"));
+        print_row("", "direct", &direct, direct_cpu, "", "");
+        rows.push(json!({
+            "operation": op.label(), "engram": engram.to_json(), "baseline": direct.to_json(),
+            "engram_peak_rss_kib": rss, "ratio": ratio,
+            "engram_server_cpu_us_per_request": engram_cpu.0, "engram_bench_cpu_us_per_request": engram_cpu.1,
+            "baseline_bench_cpu_us_per_request": direct_cpu.1,
+        }));
+    }
+    write_json(
+        args.json.as_deref(),
+        &json!({
+            "command": "load", "backend": backend, "concurrency": concurrency, "seconds": args.seconds,
+            "users": args.users, "facts_per_user": args.facts_per_user, "messages": args.messages,
+            "pool": args.pool, "http_floor": floor.to_json(), "rows": rows,
+        }),
+    )
+}
+
+/// A positive number of seconds, at most a day.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
+        _ => Err("a number of seconds greater than 0 and at most 86400".into()),
+    }
+}
+
+fn print_row(label: &str, side: &str, outcome: &Outcome, cpu: (Option<f64>, Option<f64>), rss: &str, ratio: &str) {
+    let micros = |us: Option<f64>| us.map_or("-".to_owned(), |us| format!("{us:.0}"));
+    println!(
+        "{label:<34} {side:<8} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>7} {:>7} {rss:>9} {ratio:>6}",
+        outcome.requests(),
+        outcome.rate(),
+        outcome.percentile_ms(50),
+        outcome.percentile_ms(95),
+        outcome.percentile_ms(99),
+        outcome.errors,
+        micros(cpu.0),
+        micros(cpu.1),
+    );
+}
+
+/// Drives one operation, through Engram's API or directly on the store.
+async fn run_side(bench: &Arc<Bench>, op: Op, engram: bool, concurrency: usize, budget: Budget) -> Outcome {
+    let bench = bench.clone();
+    drive(concurrency, budget, move |i| {
+        let bench = bench.clone();
+        async move { if engram { bench.engram(op, i).await } else { bench.direct(op, i).await } }
+    })
+    .await
+}
+
+impl Bench {
+    async fn engram(&self, op: Op, i: usize) -> bool {
+        let (base, agent) = (&self.base, &self.agent);
+        let user = format!("{base}/api/agents/{agent}/users/{}", self.users[i % self.users.len()]);
+        let conversation = format!("{base}/api/conversations/{}", self.conversations[i % self.conversations.len()]);
+        let request = match op {
+            Op::LastMessages => self.client.get(format!("{conversation}/messages?last=20")),
+            Op::Context => self.client.get(format!("{user}/memory-context")),
+            Op::ContextQuery => self.client.get(format!("{user}/memory-context?query={}", encode(&three_words(i)))),
+            Op::Search => self.client.get(format!("{user}/facts/search?q={}", encode(&three_words(i)))),
+            Op::Append => self.client.post(format!("{conversation}/messages")).json(&append_request(i)),
+            Op::Remember => {
+                self.client.post(format!("{user}/facts")).json(&json!({"fact": remembered("via Engram", i)}))
+            }
+            Op::End => self.client.post(format!("{base}/api/conversations/{}/end", self.pool[0][i].1)),
+            Op::Erase => self.client.delete(format!("{base}/api/rgpd/users/{}/ai-data", self.pool[0][i].0)),
+        };
+        // Each write counts when it did what the baseline's does: stored, or queued.
+        answer(request.bearer_auth(&self.token), |status, body| match op {
+            Op::Append | Op::Remember => status == reqwest::StatusCode::CREATED,
+            Op::End => status.is_success() && body.windows(QUEUED.len()).any(|w| w == QUEUED),
+            _ => status.is_success(),
+        })
+        .await
+    }
+
+    /// The same work as [`Bench::engram`], as the route does it with the store.
+    async fn direct(&self, op: Op, i: usize) -> bool {
+        let (store, tenant) = (&self.store, &self.tenant);
+        let owner = Owner { tenant, agent: &self.agent, user: &self.users[i % self.users.len()] };
+        let conversation = self.conversations[i % self.conversations.len()];
+        let query = || SearchQuery::parse(&three_words(i)).ok();
+        match op {
+            Op::LastMessages => {
+                store.last_messages(tenant, conversation, 0, RoleSet::ALL, 20).await.is_ok_and(|m| m.is_some())
+            }
+            Op::Context => self.context(owner, None).await,
+            Op::ContextQuery => self.context(owner, query().as_ref()).await,
+            Op::Search => match query() {
+                Some(query) => store.search_facts(owner, &query, None, 10).await.is_ok(),
+                None => false,
+            },
+            Op::Append => store
+                .append_messages(tenant, conversation, &append_request(i), None)
+                .await
+                .is_ok_and(|outcome| matches!(outcome, AppendOutcome::Appended(_))),
+            Op::Remember => match (FactInput { fact: remembered("direct", i), tags: None, score: None }).validate() {
+                Ok(fact) => store
+                    .remember_fact(owner, &fact, self.cap)
+                    .await
+                    .is_ok_and(|outcome| matches!(outcome, Remembered::Created(_))),
+                Err(_) => false,
+            },
+            Op::End => store
+                .end_conversation(tenant, self.pool[1][i].1, EndTrigger::Request, true)
+                .await
+                .is_ok_and(|ended| ended.is_some_and(|ended| ended.extraction.queued)),
+            Op::Erase => store.erase_user(tenant, &self.pool[1][i].0, SUBJECT_HASH).await.is_ok(),
+        }
+    }
+
+    /// The memory context's two statements: the agent's switch and the user's consent,
+    /// then the facts.
+    async fn context(&self, owner: Owner<'_>, query: Option<&SearchQuery>) -> bool {
+        let Ok(policy) = self.store.policy(owner).await else { return false };
+        let Some(max_facts) = default_max_facts(&policy, true) else { return false };
+        let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
+        self.store.context_facts(owner, query, limit).await.is_ok()
+    }
+}
+
+fn append_request(i: usize) -> AppendRequest {
+    AppendRequest {
+        messages: vec![message(Role::User, &format!("message {i}: {}", three_words(i)))],
+        expected_last_seq: None,
+    }
+}
+
+fn message(role: Role, text: &str) -> NewMessage {
+    NewMessage {
+        role,
+        content: Value::String(text.to_owned()),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+        metadata: None,
+    }
+}
+
+/// A fact no user holds yet (each side remembers its own).
+fn remembered(side: &str, i: usize) -> String {
+    format!("Remembered {side} {i}: {}", three_words(i))
+}
+
+/// The tenant a token names (its signature is the server's business).
+fn tenant_of(token: &str) -> anyhow::Result<TenantId> {
+    let payload = token.split('.').nth(1).ok_or_else(|| anyhow::anyhow!("--token is not a JWT"))?;
+    let claims: Value = serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload)?)?;
+    let tenant = claims["tenant"].as_str().ok_or_else(|| anyhow::anyhow!("--token names no tenant"))?;
+    TenantId::parse(tenant.to_owned()).map_err(anyhow::Error::msg)
+}
+
+/// Writes the seed data through the store.
+#[derive(Clone)]
+struct Seeder {
+    store: Store,
+    tenant: TenantId,
+    agent: AgentId,
+}
+
+impl Seeder {
+    /// Gives each user `facts` facts and one conversation of `messages` messages
+    /// (alternately the user's and the assistant's); returns the conversations' ids.
+    async fn seed(
+        &self,
+        users: &[ExternalRef],
+        facts: usize,
+        messages: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<Vec<Uuid>> {
+        let ids: Arc<Vec<OnceLock<Uuid>>> = Arc::new(users.iter().map(|_| OnceLock::new()).collect());
+        let (seeder, users_shared) = (Arc::new(self.clone()), Arc::new(users.to_vec()));
+        let ids_shared = ids.clone();
+        let outcome = drive(concurrency, Budget { count: Some(users.len()), until: None }, move |i| {
+            let (seeder, users, ids) = (seeder.clone(), users_shared.clone(), ids_shared.clone());
+            async move {
+                match seeder.user(i, &users[i], facts, messages).await {
+                    Ok(id) => ids[i].set(id).is_ok(),
+                    Err(error) => {
+                        eprintln!("seeding failed: {error:#}");
+                        false
+                    }
+                }
+            }
+        })
+        .await;
+        anyhow::ensure!(outcome.errors == 0, "seeding failed for {} users", outcome.errors);
+        Ok(ids.iter().filter_map(|id| id.get().copied()).collect())
+    }
+
+    async fn user(&self, seed: usize, user: &ExternalRef, facts: usize, messages: usize) -> anyhow::Result<Uuid> {
+        let owner = Owner { tenant: &self.tenant, agent: &self.agent, user };
+        let facts = (0..facts)
+            .map(|i| {
+                FactInput { fact: fact_text(seed, i), tags: None, score: None }.validate().map_err(anyhow::Error::msg)
+            })
+            .collect::<anyhow::Result<Vec<NewFact>>>()?;
+        self.store.import_facts(owner, &facts, Origin::Manual).await?;
+        let new = NewConversation {
+            agent_id: self.agent.clone(),
+            external_ref: user.clone(),
+            key: None,
+            title: None,
+            metadata: None,
+            memory: None,
+        };
+        let (Created::New(conversation) | Created::Existing(conversation)) =
+            self.store.create_conversation(&self.tenant, &new).await?;
+        let turns: Vec<NewMessage> = (0..messages)
+            .map(|i| message(if i % 2 == 0 { Role::User } else { Role::Assistant }, &fact_text(seed, i)))
+            .collect();
+        for batch in turns.chunks(BATCH) {
+            let request = AppendRequest { messages: batch.to_vec(), expected_last_seq: None };
+            let outcome = self.store.append_messages(&self.tenant, conversation.id, &request, None).await?;
+            anyhow::ensure!(matches!(outcome, AppendOutcome::Appended(_)), "seeding messages failed");
+        }
+        Ok(conversation.id)
+    }
+}
+
+/// Linux's `USER_HZ`, the unit of `/proc/<pid>/stat`'s CPU times, on every common
+/// architecture.
+const USER_HZ: f64 = 100.0;
+
+/// CPU time (user and system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state (field 3) … utime (14), stime (15).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_secs_f64(ticks as f64 / USER_HZ))
+}
+
+/// The CPU time of the server (when this bench started it) and of this process at the
+/// start of a run, to tell how much of it each request took: CPU time does not depend on
+/// what else runs on the machine the way throughput does.
+struct CpuClock {
+    server: Option<(u32, Duration)>,
+    own: Option<Duration>,
+}
+
+impl CpuClock {
+    fn start(server: Option<u32>) -> CpuClock {
+        CpuClock { server: server.and_then(|pid| Some((pid, cpu_time(pid)?))), own: cpu_time(std::process::id()) }
+    }
+
+    /// Microseconds of CPU per request since the start: the server's, this process's.
+    fn per_request(&self, outcome: &Outcome) -> (Option<f64>, Option<f64>) {
+        let requests = outcome.requests().max(1) as f64;
+        let per_request = |pid: u32, before: Duration| {
+            cpu_time(pid).map(|now| now.saturating_sub(before).as_secs_f64() * 1e6 / requests)
+        };
+        (
+            self.server.and_then(|(pid, before)| per_request(pid, before)),
+            self.own.and_then(|before| per_request(std::process::id(), before)),
+        )
+    }
+}
+
+/// Resets the peak RSS of `pid` to its current RSS (Linux's `clear_refs` 5); without it
+/// the peak is the process's since it started.
+fn reset_peak_rss(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
+
+/// `VmHWM` of `pid`: its peak resident set size, in KiB.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| line.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_positive_and_bounded() {
+        assert_eq!(seconds("0.5"), Ok(0.5));
+        assert_eq!(seconds("5"), Ok(5.0));
+        for bad in ["0", "-1", "NaN", "inf", "1e9", "five", ""] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cpu_time_of_this_process_grows() {
+        let before = cpu_time(std::process::id()).expect("Linux reports CPU times");
+        let started = Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(100) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(cpu_time(std::process::id()).expect("still there") > before);
+        assert!(cpu_time(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn peak_rss_of_this_process() {
+        let kib = peak_rss_kib(std::process::id()).expect("Linux reports VmHWM");
+        assert!(kib > 0);
+        assert!(peak_rss_kib(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn the_tenant_comes_from_the_token() {
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"tenant":"acme","exp":1}"#);
+        assert_eq!(tenant_of(&format!("x.{payload}.y")).expect("a tenant").as_str(), "acme");
+        assert!(tenant_of("not a token").is_err());
+        let none = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"exp":1}"#);
+        assert!(tenant_of(&format!("x.{none}.y")).is_err());
+    }
+}

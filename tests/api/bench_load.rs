@@ -1,0 +1,55 @@
+//! `engram-bench load` end to end with tiny settings, on SQLite and on PostgreSQL: it
+//! starts the `engram` binary, seeds, drives every operation through the API and
+//! directly, and reports each with requests and without errors.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::postgres_url;
+
+const OPERATIONS: usize = 8;
+
+/// Runs the load command on a backend (`None`: SQLite) and returns its JSON report.
+fn load(database: Option<String>) -> Value {
+    let dir = std::env::temp_dir().join(format!("engram-load-test-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let report = dir.join("load.json");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_engram-bench"));
+    command.args(["load", "--seconds", "0.3", "--concurrency", "2", "--users", "3", "--facts-per-user", "5"]);
+    command.args(["--messages", "25", "--pool", "10", "--engram", env!("CARGO_BIN_EXE_engram")]);
+    command.arg("--json").arg(&report);
+    if let Some(url) = database {
+        command.args(["--database-url", &url]);
+    }
+    let output = command.output().expect("engram-bench runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "load failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    for label in ["append one message", "read the last 20 messages", "memory context, no query", "erase a user"] {
+        assert!(stdout.contains(label), "{label} missing from:\n{stdout}");
+    }
+    let json: Value = serde_json::from_slice(&std::fs::read(&report).expect("the JSON report")).expect("JSON");
+    let _ = std::fs::remove_dir_all(&dir);
+    json
+}
+
+#[test]
+fn load_runs_every_operation_on_both_backends() {
+    let postgres = std::thread::spawn(|| load(Some(postgres_url())));
+    for (backend, report) in [("sqlite", load(None)), ("postgres", postgres.join().expect("no panic"))] {
+        assert_eq!(report["backend"], backend);
+        assert!(report["http_floor"]["requests"].as_u64().is_some_and(|n| n > 0), "{report}");
+        assert_eq!(report["http_floor"]["errors"], 0, "{report}");
+        let rows = report["rows"].as_array().expect("rows");
+        assert_eq!(rows.len(), OPERATIONS, "{report}");
+        for row in rows {
+            for side in ["engram", "baseline"] {
+                assert!(row[side]["requests"].as_u64().is_some_and(|n| n > 0), "{side} sent nothing: {row}");
+                assert_eq!(row[side]["errors"], 0, "{side} failed: {row}");
+            }
+            assert!(row["ratio"].as_f64().is_some_and(|r| r > 0.0), "{row}");
+            // The server's peak RSS, read from /proc: some MiB, not zero.
+            assert!(row["engram_peak_rss_kib"].as_u64().is_some_and(|kib| kib > 1024), "{row}");
+        }
+    }
+}
