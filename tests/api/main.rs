@@ -32,4 +32,5 @@ mod secrets;
 mod semantic;
 mod spec;
 mod summaries;
+mod superseded;
 mod threads;
