@@ -31,7 +31,7 @@ use crate::{
     service::{AppState, export::export_body},
     store::{
         conversations::ConversationFilter,
-        facts::{Owner, Remembered, UpdateError},
+        facts::{FactFilter, Owner, Remembered, UpdateError},
         messages::Window,
         rgpd::ErasedCounts,
     },
@@ -324,7 +324,7 @@ async fn facts_page(
     let query = q.q.unwrap_or_default();
     let (mut facts, mut next, mut query_error) = (Vec::new(), None, None);
     if query.trim().is_empty() {
-        let mut rows = state.store.list_facts(owner, None, q.before, FACTS_PAGE + 1).await?;
+        let mut rows = state.store.list_facts(owner, FactFilter::CURRENT, q.before, FACTS_PAGE + 1).await?;
         if rows.len() > FACTS_PAGE as usize {
             rows.truncate(FACTS_PAGE as usize);
             next = rows.last().map(|f| format!("{path}?before={}", f.id));
@@ -333,7 +333,7 @@ async fn facts_page(
     } else {
         match SearchQuery::parse(&query) {
             Ok(search) => {
-                let hits = state.store.search_facts(owner, &search, None, FACTS_PAGE).await?;
+                let hits = state.store.search_facts(owner, &search, FactFilter::CURRENT, FACTS_PAGE).await?;
                 facts = hits.into_iter().map(|hit| FactView::of(hit.fact, Some(hit.relevance))).collect();
             }
             Err(message) => query_error = Some(message),

@@ -96,6 +96,13 @@ pub struct Fact {
     pub conversation_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The newer fact that replaced this one in a single-valued slot (a name, a home
+    /// city, a job, an employer, an age, a relationship status, a birthday); null while
+    /// the fact is current. Superseded facts leave memory context and search unless
+    /// asked for with `include_superseded=true`.
+    pub superseded_by: Option<Uuid>,
+    /// When it was superseded; null while current.
+    pub superseded_at: Option<DateTime<Utc>>,
 }
 
 /// A fact's text, parsed once: the display form that is stored and its duplicate key.

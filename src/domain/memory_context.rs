@@ -121,6 +121,8 @@ mod tests {
             conversation_id: None,
             created_at: Utc::now(),
             updated_at: Utc::now(),
+            superseded_by: None,
+            superseded_at: None,
         }
     }
 

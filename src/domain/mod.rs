@@ -16,5 +16,6 @@ pub mod message;
 pub mod policy;
 pub mod prompt;
 pub mod search_query;
+pub mod slot;
 pub mod summary;
 pub mod vector;

@@ -22,7 +22,7 @@ use crate::{
     },
     error::{ApiError, ErrorBody},
     service::AppState,
-    store::facts::{Owner, Remembered, UpdateError},
+    store::facts::{FactFilter, Owner, Remembered, UpdateError},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -54,6 +54,9 @@ struct ListQuery {
     /// A previous page's `next_cursor` (opaque: any other value is a 400).
     #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     cursor: Option<String>,
+    /// Also facts a newer fact of the same single-valued slot replaced (default false).
+    #[serde(default)]
+    include_superseded: bool,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -72,6 +75,9 @@ struct SearchParams {
     /// Only facts carrying this tag.
     #[param(value_type = Option<Tag>)]
     tag: Option<String>,
+    /// Also facts a newer fact of the same single-valued slot replaced (default false).
+    #[serde(default)]
+    include_superseded: bool,
 }
 
 /// A search hit: the fact and its relevance.
@@ -108,7 +114,8 @@ async fn list_facts(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Fact>>, ApiError> {
-    let page = list(&state, owner(&caller, &agent, &user), query.tag.as_deref(), query.limit, query.cursor.as_deref());
+    let filter = FactFilter { tag: query.tag.as_deref(), superseded: query.include_superseded };
+    let page = list(&state, owner(&caller, &agent, &user), filter, query.limit, query.cursor.as_deref());
     Ok(Json(page.await?))
 }
 
@@ -116,14 +123,14 @@ async fn list_facts(
 pub(super) async fn list(
     state: &AppState,
     owner: Owner<'_>,
-    tag: Option<&str>,
+    filter: FactFilter<'_>,
     limit: Option<i64>,
     cursor: Option<&str>,
 ) -> Result<Page<Fact>, ApiError> {
     let limit = self::limit(limit, 50, 200)?;
     let before: Option<Uuid> = decode_cursor(cursor)?;
-    let tag = tag_filter(tag)?;
-    let rows = state.store.list_facts(owner, tag, before, limit + 1).await?;
+    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
+    let rows = state.store.list_facts(owner, filter, before, limit + 1).await?;
     Ok(Page::from_rows(rows, limit, |f| f.id))
 }
 
@@ -176,7 +183,8 @@ async fn search_facts(
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchResults>, ApiError> {
     let owner = owner(&caller, &agent, &user);
-    Ok(Json(search(&state, owner, &params.q, params.limit, params.tag.as_deref()).await?))
+    let filter = FactFilter { tag: params.tag.as_deref(), superseded: params.include_superseded };
+    Ok(Json(search(&state, owner, &params.q, params.limit, filter).await?))
 }
 
 /// The facts most relevant to `q`: the search route and the `recall` tool.
@@ -185,12 +193,12 @@ pub(super) async fn search(
     owner: Owner<'_>,
     q: &str,
     limit: Option<i64>,
-    tag: Option<&str>,
+    filter: FactFilter<'_>,
 ) -> Result<SearchResults, ApiError> {
     let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
     let limit = self::limit(limit, 10, 200)?;
-    let tag = tag_filter(tag)?;
-    let hits = state.search_facts(owner, &query, tag, limit).await?;
+    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
+    let hits = state.search_facts(owner, &query, filter, limit).await?;
     let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
     Ok(SearchResults { items })
 }

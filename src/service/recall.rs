@@ -14,7 +14,7 @@ use crate::{
     domain::{fact::Fact, search_query::SearchQuery, vector},
     store::{
         Result,
-        facts::{Hit, Owner},
+        facts::{FactFilter, Hit, Owner},
     },
 };
 
@@ -45,10 +45,10 @@ impl AppState {
         &self,
         owner: Owner<'_>,
         query: &SearchQuery,
-        tag: Option<&str>,
+        filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let hits = self.store.search_facts(owner, query, tag, limit).await?;
+        let hits = self.store.search_facts(owner, query, filter, limit).await?;
         let Some((model, query_vector)) = self.query_vector(query).await else {
             return Ok(hits);
         };
@@ -59,7 +59,8 @@ impl AppState {
             .fact_vectors(owner, &model)
             .await?
             .into_iter()
-            .filter(|(fact, _)| tag.is_none_or(|tag| fact.tags.iter().any(|t| t == tag)))
+            .filter(|(fact, _)| filter.tag.is_none_or(|tag| fact.tags.iter().any(|t| t == tag)))
+            .filter(|(fact, _)| filter.superseded || fact.superseded_by.is_none())
             .map(|(fact, values)| {
                 let id = fact.id;
                 if !facts.iter().any(|f| f.id == id) {
@@ -89,9 +90,13 @@ impl AppState {
         if self.embedder.model_tag().is_none() || !self.embedder.is_ready() {
             return self.store.context_facts(owner, Some(query), limit).await;
         }
-        let mut candidates: Vec<Fact> =
-            self.search_facts(owner, query, None, limit).await?.into_iter().map(|hit| hit.fact).collect();
-        candidates.extend(self.store.list_facts(owner, None, None, limit).await?);
+        let mut candidates: Vec<Fact> = self
+            .search_facts(owner, query, FactFilter::CURRENT, limit)
+            .await?
+            .into_iter()
+            .map(|hit| hit.fact)
+            .collect();
+        candidates.extend(self.store.list_facts(owner, FactFilter::CURRENT, None, limit).await?);
         Ok(candidates)
     }
 }

@@ -39,6 +39,7 @@ use crate::domain::{
     fact::{Fact, FactChanges, NewFact, Origin, Source},
     ids::{AgentId, ExternalRef, TenantId},
     search_query::SearchQuery,
+    slot::Slot,
 };
 
 /// Whose facts: every fact belongs to one agent's view of one user in one tenant.
@@ -91,6 +92,20 @@ pub enum UpdateError {
     Duplicate,
 }
 
+/// Which of an owner's facts a list or search reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FactFilter<'a> {
+    /// Only facts carrying this tag.
+    pub tag: Option<&'a str>,
+    /// Superseded facts too (by default only current ones).
+    pub superseded: bool,
+}
+
+impl FactFilter<'_> {
+    /// Every current fact: what memory context and recall read.
+    pub const CURRENT: FactFilter<'static> = FactFilter { tag: None, superseded: false };
+}
+
 /// A search hit: the fact and the share (0–1] of the query's words it matches.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
@@ -110,6 +125,8 @@ pub(super) struct FactRow {
     conversation_id: Option<Uuid>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    superseded_by: Option<Uuid>,
+    superseded_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<FactRow> for Fact {
@@ -127,6 +144,8 @@ impl TryFrom<FactRow> for Fact {
             conversation_id: row.conversation_id,
             created_at: row.created_at,
             updated_at: row.updated_at,
+            superseded_by: row.superseded_by,
+            superseded_at: row.superseded_at,
         })
     }
 }
@@ -157,7 +176,8 @@ fn facts(rows: Vec<FactRow>) -> Result<Vec<Fact>> {
 /// The columns a [`FactRow`] reads, in its order.
 macro_rules! fact_columns {
     () => {
-        "id, agent_id, external_ref, fact, tags, score, source, conversation_id, created_at, updated_at"
+        "id, agent_id, external_ref, fact, tags, score, source, conversation_id, created_at, updated_at, superseded_by, \
+         superseded_at"
     };
 }
 pub(super) use fact_columns;
@@ -165,10 +185,11 @@ pub(super) use fact_columns;
 // Every statement below filters on the owner first: `$1` tenant, `$2` agent, `$3`
 // external ref (index `facts_owner_id`). The remaining binds are listed above each.
 
-/// One page, newest first. `$4` cursor id (or NULL), `$5` tag (or NULL), `$6` limit.
+/// One page, newest first. `$4` cursor id (or NULL), `$5` tag (or NULL), `$6` limit,
+/// `$7` whether superseded facts are included.
 const LIST: &str = "SELECT {columns} FROM facts \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($4 IS NULL OR id < $4) \
-       AND ($5 IS NULL OR {has_tag}) \
+       AND ($5 IS NULL OR {has_tag}) AND ($7 OR superseded_by IS NULL) \
      ORDER BY id DESC LIMIT $6";
 
 /// The owner's facts with tag `$5` (or all when NULL) that match query `$4`, scored:
@@ -195,7 +216,8 @@ const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total}
        FROM scored JOIN {matching} AS facts ON facts.id = scored.fact_id \
        ORDER BY matched DESC, rarity DESC, id DESC LIMIT $6) AS hits \
      UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, 0, 1 FROM facts \
-       WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 ORDER BY id DESC LIMIT $6) AS recent \
+       WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND superseded_by IS NULL \
+       ORDER BY id DESC LIMIT $6) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";
 
 /// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
@@ -231,7 +253,7 @@ const POSTGRES: Dialect = Dialect {
     words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words), \
        matching AS MATERIALIZED (SELECT {columns}, search FROM facts \
          WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
-           AND search @@ to_tsquery('english', NULLIF($4, ''))), ",
+           AND ($7 OR superseded_by IS NULL) AND search @@ to_tsquery('english', NULLIF($4, ''))), ",
     pairs: "SELECT matching.id AS fact_id, lexeme.word FROM matching \
        CROSS JOIN LATERAL unnest(tsvector_to_array(matching.search)) AS lexeme(word) \
        WHERE lexeme.word = ANY ((SELECT words FROM q)::text[])",
@@ -248,7 +270,7 @@ const SQLITE: Dialect = Dialect {
        WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
          AND facts.rowid = facts_fts.rowid \
          AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-         AND ($5 IS NULL OR {has_tag})",
+         AND ($5 IS NULL OR {has_tag}) AND ($7 OR facts.superseded_by IS NULL)",
     total: "json_array_length($4)",
 };
 
@@ -279,9 +301,12 @@ static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES))
 static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE));
 
 /// `$4` id, `$5` new text (or NULL), `$6` its normalised form, `$7` tags (or NULL),
-/// `$8` whether the score changes, `$9` the new score, `$10` now.
+/// `$8` whether the score changes, `$9` the new score, `$10` now, `$11` the new text's
+/// slot (or NULL). An edit corrects a fact: it takes the new text's slot, and supersedes
+/// nothing itself.
 const UPDATE: &str = concat!(
     "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
+       slot = CASE WHEN $5 IS NULL THEN slot ELSE $11 END, \
        tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 RETURNING ",
     fact_columns!()
@@ -299,18 +324,27 @@ const OWNER_LOCK_PG: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 ||
 
 /// Inserts unless the owner already has this fact (by normalised text) or holds the
 /// cap. `$4` id, `$5` text, `$6` normalised text, `$7` tags, `$8` score, `$9` source,
-/// `$10` conversation id, `$11` now, `$12` cap (or NULL for none). The only unique
+/// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL). The only unique
 /// key an insert can meet is the duplicate key (ids are fresh), which PostgreSQL
 /// indexes by the text's MD5 and SQLite by the text.
 const INSERT: &str = concat!(
     "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
-       conversation_id, created_at, updated_at) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11 \
+       conversation_id, created_at, updated_at, slot) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13 \
      WHERE $12 IS NULL \
         OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3) < $12 \
      ON CONFLICT DO NOTHING RETURNING ",
     fact_columns!()
 );
+
+/// Makes fact `$4` the owner's current fact of slot `$5` (`$6` now): the slot's other
+/// current facts are superseded by it, and it is current itself (a fact said again after
+/// it was replaced comes back).
+const SUPERSEDE: &str = "UPDATE facts SET \
+       superseded_by = CASE WHEN id = $4 THEN NULL ELSE $4 END, \
+       superseded_at = CASE WHEN id = $4 THEN NULL ELSE $6 END \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND slot = $5 \
+       AND (id = $4 OR superseded_by IS NULL)";
 
 /// The stored fact with normalised text `$4`.
 const SAME_FACT: &str = concat!(
@@ -346,7 +380,7 @@ impl Store {
     pub async fn list_facts(
         &self,
         owner: Owner<'_>,
-        tag: Option<&str>,
+        filter: FactFilter<'_>,
         before: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
@@ -354,8 +388,9 @@ impl Store {
             sqlx::query_as(self.reads().list.as_str())
                 .bind_owner(owner)
                 .bind(before)
-                .bind(tag)
+                .bind(filter.tag)
                 .bind(limit)
+                .bind(filter.superseded)
                 .fetch_all(pool)
                 .await?
         });
@@ -394,20 +429,21 @@ impl Store {
     }
 
     /// The `limit` facts matching most words of `query` (then rarest words, then
-    /// newest), with tag `tag`.
+    /// newest) that `filter` takes.
     pub async fn search_facts(
         &self,
         owner: Owner<'_>,
         query: &SearchQuery,
-        tag: Option<&str>,
+        filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
             sqlx::query_as(self.reads().search.as_str())
                 .bind_owner(owner)
                 .bind(self.search_param(query))
-                .bind(tag)
+                .bind(filter.tag)
                 .bind(limit)
+                .bind(filter.superseded)
                 .fetch_all(pool)
                 .await?
         });
@@ -426,6 +462,7 @@ impl Store {
                 .bind(self.search_param(query))
                 .bind(None::<&str>)
                 .bind(10_i64)
+                .bind(false)
                 .fetch_all(pool)
                 .await?
                 .iter()
@@ -452,6 +489,7 @@ impl Store {
                 .bind(changes.score.is_some())
                 .bind(changes.score.flatten())
                 .bind(super::now())
+                .bind(text.and_then(|t| Slot::of(t.text())).map(Slot::as_str))
                 .fetch_optional(pool)
                 .await
         });
@@ -492,7 +530,7 @@ impl Store {
     /// same fact may appear in both parts).
     pub async fn context_facts(&self, owner: Owner<'_>, query: Option<&SearchQuery>, limit: i64) -> Result<Vec<Fact>> {
         let Some(query) = query else {
-            return self.list_facts(owner, None, None, limit).await;
+            return self.list_facts(owner, FactFilter::CURRENT, None, limit).await;
         };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
             sqlx::query_as(self.reads().context.as_str())
@@ -500,6 +538,7 @@ impl Store {
                 .bind(self.search_param(query))
                 .bind(None::<&str>)
                 .bind(limit)
+                .bind(false)
                 .fetch_all(pool)
                 .await?
         });
@@ -513,7 +552,9 @@ impl Store {
 impl Tx {
     /// Inserts `fact` unless the same fact (by normalised text) is stored for this
     /// owner, in which case the stored one is returned. With a `cap`, refuses (`Full`)
-    /// when the owner already holds `cap` facts; a duplicate is still `Existing`.
+    /// when the owner already holds `cap` facts; a duplicate is still `Existing`. A fact
+    /// in a single-valued [`Slot`], new or said again, becomes the slot's current fact and
+    /// supersedes the others.
     ///
     /// Writers of one owner are serialised first (a transaction-scoped advisory lock on
     /// PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises every writer), so the
@@ -527,7 +568,9 @@ impl Tx {
         cap: Option<i64>,
     ) -> Result<Remembered> {
         self.lock_owner(owner).await?;
-        let row: Option<FactRow> = with_tx!(self, tx => {
+        let now = super::now();
+        let slot = Slot::of(fact.text.text());
+        let (created, row): (bool, Option<FactRow>) = with_tx!(self, tx => {
             let inserted: Option<FactRow> = sqlx::query_as(INSERT)
                 .bind_owner(owner)
                 .bind(Uuid::now_v7())
@@ -537,23 +580,32 @@ impl Tx {
                 .bind(fact.score)
                 .bind(origin.source().as_str())
                 .bind(origin.conversation_id())
-                .bind(super::now())
+                .bind(now)
                 .bind(cap)
+                .bind(slot.map(Slot::as_str))
                 .fetch_optional(&mut **tx)
                 .await?;
-            if let Some(row) = inserted {
-                return Ok(Remembered::Created(row.try_into()?));
+            match inserted {
+                Some(row) => (true, Some(row)),
+                None => (
+                    false,
+                    sqlx::query_as(SAME_FACT)
+                        .bind_owner(owner)
+                        .bind(fact.text.normalized())
+                        .fetch_optional(&mut **tx)
+                        .await?,
+                ),
             }
-            sqlx::query_as(SAME_FACT)
-                .bind_owner(owner)
-                .bind(fact.text.normalized())
-                .fetch_optional(&mut **tx)
-                .await?
         });
-        Ok(match row {
-            Some(row) => Remembered::Existing(row.try_into()?),
-            None => Remembered::Full,
-        })
+        let Some(mut row) = row else { return Ok(Remembered::Full) };
+        if let Some(slot) = slot {
+            with_tx!(self, tx => {
+                sqlx::query(SUPERSEDE).bind_owner(owner).bind(row.id).bind(slot.as_str()).bind(now).execute(&mut **tx).await.map(drop)
+            })?;
+            (row.superseded_by, row.superseded_at) = (None, None);
+        }
+        let fact = row.try_into()?;
+        Ok(if created { Remembered::Created(fact) } else { Remembered::Existing(fact) })
     }
 
     /// Serialises the writers of one owner until the transaction ends (see

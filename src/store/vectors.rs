@@ -48,7 +48,7 @@ const STORE: &str = "INSERT INTO fact_vectors (fact_id, model, dims, vector, fac
 
 /// $1 tenant, $2 agent, $3 user, $4 model
 const OWNER_VECTORS: &str = "SELECT f.id, f.agent_id, f.external_ref, f.fact, f.tags, f.score, f.source, \
-     f.conversation_id, f.created_at, f.updated_at, v.dims, v.vector \
+     f.conversation_id, f.created_at, f.updated_at, f.superseded_by, f.superseded_at, v.dims, v.vector \
      FROM facts f JOIN fact_vectors v ON v.fact_id = f.id \
      WHERE f.tenant_id = $1 AND f.agent_id = $2 AND f.external_ref = $3 \
      AND v.model = $4 AND v.fact_updated_at = f.updated_at";

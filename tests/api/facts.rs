@@ -129,10 +129,13 @@ async fn remember_returns_the_stored_fact(backend: Backend) {
             "id",
             "score",
             "source",
+            "superseded_at",
+            "superseded_by",
             "tags",
             "updated_at"
         ]
     );
+    assert_eq!((&fact["superseded_by"], &fact["superseded_at"]), (&Value::Null, &Value::Null));
     assert!(uuid::Uuid::parse_str(fact["id"].as_str().unwrap()).is_ok());
     assert_eq!(fact["agent_id"], AGENT);
     assert_eq!(fact["external_ref"], USER);

@@ -33,4 +33,5 @@ mod secrets;
 mod semantic;
 mod spec;
 mod summaries;
+mod superseded;
 mod threads;

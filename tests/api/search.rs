@@ -13,7 +13,10 @@ use engram::{
         ids::{AgentId, ExternalRef, TenantId},
         search_query::SearchQuery,
     },
-    store::{Store, facts::Owner},
+    store::{
+        Store,
+        facts::{FactFilter, Owner},
+    },
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -127,7 +130,7 @@ async fn search_plan_reads_through_indexes(backend: Backend) {
                 assert!(!full_scan, "{text}");
             }
         }
-        let hits = store.search_facts(owner, &query, None, 10).await.unwrap();
+        let hits = store.search_facts(owner, &query, FactFilter::CURRENT, 10).await.unwrap();
         let first = hits.iter().take_while(|h| h.fact.fact.ends_with("zephyrine")).count();
         assert_eq!(first, 4, "the rare word's four facts first: {hits:?}");
         assert_eq!(hits.len(), if rare { 4 } else { 10 }, "{hits:?}");

@@ -16,7 +16,7 @@ use engram::domain::{
     ids::{AgentId, ExternalRef, TenantId},
     search_query::{STOP_WORDS, SearchQuery},
 };
-use engram::store::facts::Owner;
+use engram::store::facts::{FactFilter, Owner};
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
 
@@ -83,7 +83,7 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
         let index = Bm25::new(&words, new_facts.iter().map(|f| f.text.text().to_owned()).collect());
         for (question, category, evidence) in &sample.questions {
             let Ok(query) = SearchQuery::parse(question) else { continue };
-            let hits = store.search_facts(owner, &query, None, 25).await?;
+            let hits = store.search_facts(owner, &query, FactFilter::CURRENT, 25).await?;
             let found: Vec<&HashSet<String>> = hits.iter().filter_map(|h| cites.get(&h.fact.fact)).collect();
             let ranked: Vec<&HashSet<String>> =
                 index.rank(&words, question, 25).into_iter().filter_map(|i| cites.get(&index.texts[i])).collect();

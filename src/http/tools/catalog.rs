@@ -29,7 +29,7 @@ use crate::{
     error::ApiError,
     http::{facts, memory_context},
     service::AppState,
-    store::facts::Owner,
+    store::facts::{FactFilter, Owner},
 };
 
 /// One tool of the catalogue.
@@ -250,11 +250,17 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
         }
         Tool::Recall => {
             let args: RecallArgs = parse(args)?;
-            to_value(facts::search(state, owner, &args.query, args.limit, None).await?)
+            to_value(facts::search(state, owner, &args.query, args.limit, FactFilter::CURRENT).await?)
         }
         Tool::ListMemories => {
             let args: ListArgs = parse(args)?;
-            let page = facts::list(state, owner, args.tag.as_deref(), args.limit, args.cursor.as_deref());
+            let page = facts::list(
+                state,
+                owner,
+                FactFilter { tag: args.tag.as_deref(), superseded: false },
+                args.limit,
+                args.cursor.as_deref(),
+            );
             to_value(page.await?)
         }
         Tool::UpdateMemory => {
