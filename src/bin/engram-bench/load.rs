@@ -45,8 +45,8 @@ use engram::{
     store::{
         Store,
         conversations::{Created, EndTrigger},
-        facts::{Owner, Remembered},
-        messages::AppendOutcome,
+        facts::{FactFilter, Owner, Remembered},
+        messages::{AppendOutcome, Window},
     },
 };
 use serde_json::{Value, json};
@@ -195,7 +195,7 @@ pub async fn run(args: &LoadArgs) -> anyhow::Result<()> {
             };
             let store = Store::connect(&scratch.url, config.core.db_max_connections, STATEMENT_TIMEOUT).await?;
             let (authenticator, _) = Authenticator::from_config(&config.core)?;
-            let token = authenticator.sign(TENANT, "admin", None, Duration::from_secs(24 * 3600))?;
+            let token = authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(24 * 3600))?;
             (store, Some(scratch), server, token, config)
         }
     };
@@ -436,22 +436,23 @@ impl Bench {
         let conversation = self.conversations[i % self.conversations.len()];
         let query = || SearchQuery::parse(&three_words(i)).ok();
         match op {
-            Op::LastMessages => {
-                store.last_messages(tenant, conversation, 0, RoleSet::ALL, 20).await.is_ok_and(|m| m.is_some())
-            }
+            Op::LastMessages => store
+                .list_messages(tenant, conversation, 0, RoleSet::ALL, Window::Last(20))
+                .await
+                .is_ok_and(|m| m.is_some()),
             Op::Context => self.context(owner, None).await,
             Op::ContextQuery => self.context(owner, query().as_ref()).await,
             Op::Search => match query() {
-                Some(query) => store.search_facts(owner, &query, None, 10).await.is_ok(),
+                Some(query) => store.search_facts(owner, &query, FactFilter::CURRENT, 10).await.is_ok(),
                 None => false,
             },
             Op::Append => store
                 .append_messages(tenant, conversation, &append_request(i), None)
                 .await
-                .is_ok_and(|outcome| matches!(outcome, AppendOutcome::Appended(_))),
+                .is_ok_and(|outcome| matches!(outcome, AppendOutcome::Appended { .. })),
             Op::Remember => match (FactInput { fact: remembered("direct", i), tags: None, score: None }).validate() {
                 Ok(fact) => store
-                    .remember_fact(owner, &fact, self.cap)
+                    .remember_fact(owner, &fact, Origin::Manual, self.cap)
                     .await
                     .is_ok_and(|outcome| matches!(outcome, Remembered::Created(_))),
                 Err(_) => false,
@@ -567,7 +568,7 @@ impl Seeder {
         for batch in turns.chunks(BATCH) {
             let request = AppendRequest { messages: batch.to_vec(), expected_last_seq: None };
             let outcome = self.store.append_messages(&self.tenant, conversation.id, &request, None).await?;
-            anyhow::ensure!(matches!(outcome, AppendOutcome::Appended(_)), "seeding messages failed");
+            anyhow::ensure!(matches!(outcome, AppendOutcome::Appended { .. }), "seeding messages failed");
         }
         Ok(conversation.id)
     }
