@@ -238,6 +238,11 @@ impl Store {
         };
         let now = super::now();
         let mut tx = self.begin_write().await?;
+        if patch.memory == Some(false) {
+            // Jobs before the conversation: see [`cancel_conversation_jobs`]. For an id that
+            // does not exist this changes nothing, and the transaction is not committed.
+            cancel_conversation_jobs(&mut tx, tenant, id, "conversation opted out", now).await?;
+        }
         let row: Option<ConversationRow> = with_tx!(tx, tx => {
             sqlx::query_as(sql)
                 .bind(id)
@@ -250,8 +255,8 @@ impl Store {
                 .fetch_optional(&mut **tx)
                 .await?
         });
-        if row.is_some() && patch.memory == Some(false) {
-            cancel_conversation_jobs(&mut tx, tenant, id, "conversation opted out", now).await?;
+        if row.is_none() {
+            return Ok(None);
         }
         tx.commit().await?;
         row.map(Conversation::try_from).transpose()
@@ -373,6 +378,10 @@ impl Store {
 /// Cancels a conversation's queued, failed and running jobs inside `tx`: what they would
 /// read is no longer theirs to read. A running job is fenced by its lease and stores
 /// nothing.
+/// Cancels the conversation's pending and running jobs. Called before the conversation's
+/// own row is written: every transaction that touches both a conversation's jobs and its
+/// row (erasure, a job's fenced write, clearing, opting out) locks the jobs first, so two
+/// of them never wait for each other in a cycle.
 pub(super) async fn cancel_conversation_jobs(
     tx: &mut super::Tx,
     tenant: &TenantId,

@@ -337,6 +337,10 @@ impl Store {
         let messages_sql = "DELETE FROM messages WHERE conversation_id = $1 AND tenant_id = $2";
         let keys_sql = "DELETE FROM idempotency_keys WHERE conversation_id = $1 AND tenant_id = $2";
         let mut tx = self.begin_write().await?;
+        // Jobs before the conversation (see `cancel_conversation_jobs`); for an id that does
+        // not exist this changes nothing, and the transaction is not committed.
+        super::conversations::cancel_conversation_jobs(&mut tx, tenant, conversation_id, "messages cleared", now)
+            .await?;
         let deleted = with_tx!(tx, tx => {
             let found: Option<Uuid> =
                 sqlx::query_scalar(reset_sql).bind(conversation_id).bind(tenant.as_str()).bind(now).fetch_optional(&mut **tx).await?;
@@ -348,8 +352,6 @@ impl Store {
             sqlx::query(keys_sql).bind(conversation_id).bind(tenant.as_str()).execute(&mut **tx).await?;
             deleted
         });
-        super::conversations::cancel_conversation_jobs(&mut tx, tenant, conversation_id, "messages cleared", now)
-            .await?;
         tx.commit().await?;
         Ok(Some(deleted))
     }

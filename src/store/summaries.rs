@@ -64,7 +64,7 @@ impl Store {
         rows.into_iter().map(Message::try_from).collect()
     }
 
-    /// Stores the job's summary in one transaction that also marks the job succeeded,
+    /// Stores the job's summary in one transaction that first marks the job succeeded,
     /// fenced by its lease: a job cancelled (consent refused, opt-out, messages cleared),
     /// deleted (erasure) or re-leased since it was claimed stores nothing, and this
     /// returns `None`. The summary replaces the one the job started from only if that is
@@ -86,9 +86,15 @@ impl Store {
                          WHERE id = $1 AND tenant_id = $2 AND summary_through_seq = $5 AND $4 > $5";
         let mut tx = self.begin_write().await?;
         let stored = with_tx!(tx, tx => {
-            // The conversation row first, then the job's: the order in which clearing a
-            // thread's messages locks them, so the two never wait for each other in a cycle.
-            let stored = sqlx::query(store_sql)
+            // The job first, then the conversation: the order of every transaction that
+            // writes both (see `cancel_conversation_jobs`).
+            let fenced =
+                sqlx::query(fence_sql).bind(job.id).bind(job.lease_token).bind(now).execute(&mut **tx).await?.rows_affected();
+            if fenced != 1 {
+                // Dropping the transaction rolls it back.
+                return Ok(None);
+            }
+            sqlx::query(store_sql)
                 .bind(job.conversation_id)
                 .bind(job.tenant_id.as_str())
                 .bind(summary)
@@ -96,14 +102,7 @@ impl Store {
                 .bind(from_seq)
                 .execute(&mut **tx)
                 .await?
-                .rows_affected();
-            let fenced =
-                sqlx::query(fence_sql).bind(job.id).bind(job.lease_token).bind(now).execute(&mut **tx).await?.rows_affected();
-            if fenced != 1 {
-                // Dropping the transaction rolls the summary back.
-                return Ok(None);
-            }
-            stored
+                .rows_affected()
         });
         tx.commit().await?;
         Ok(Some(stored == 1))
