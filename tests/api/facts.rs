@@ -12,7 +12,7 @@ use engram::{
     },
     store::{
         Store, Tx,
-        facts::{Owner, Remembered},
+        facts::{FactFilter, Owner, Remembered},
     },
 };
 use reqwest::StatusCode;
@@ -714,6 +714,32 @@ async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend)
 
 fn new_fact(text: &str) -> engram::domain::fact::NewFact {
     FactInput { fact: text.to_owned(), tags: None, score: None }.validate().unwrap()
+}
+
+/// SQLite writers wait in line in the process for the write lock, holding no connection
+/// while they wait: with one connection of two held by a writer and a second writer
+/// waiting, a read still gets the other connection at once. (Without the line, the second
+/// writer would take it and sleep in SQLite's busy handler, and the read would wait too.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_writers_wait_in_line_without_holding_a_connection() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
+    let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
+    let tenant = TenantId::parse("acme".into()).unwrap();
+    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
+
+    let first = store.begin_write().await.unwrap();
+    let second = tokio::spawn({
+        let store = store.clone();
+        async move { store.begin_write().await.map(drop) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "the second writer waits for the first");
+    let read =
+        tokio::time::timeout(Duration::from_secs(3), store.list_facts(owner, FactFilter::CURRENT, None, 10)).await;
+    assert!(matches!(read, Ok(Ok(_))), "a read while a writer waits: {read:?}");
+    first.commit().await.unwrap();
+    second.await.unwrap().unwrap();
 }
 
 /// The cap is exact on PostgreSQL because writers of one owner take a transaction
