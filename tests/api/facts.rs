@@ -693,8 +693,7 @@ async fn store_extracted(tx: &mut Tx, owner: Owner<'_>, texts: &[&str], cap: i64
 async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend) {
     let (app, token) = app_remembering(backend, &["Oldest manual fact", "Likes tea"]).await;
     let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
-    let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
-    let tenant = TenantId::parse("acme".into()).unwrap();
+    let (tenant, agent_id, user) = owner_ids();
     let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
     let extracted = ["likes TEA!", "Lives in Lisbon", "Works as a nurse", "Has two cats"];
     let mut tx = store.begin_write().await.unwrap();
@@ -712,6 +711,15 @@ async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend)
     assert_eq!(list["items"][3]["source"], "manual");
 }
 
+/// The ids of the default owner (tenant `acme`, [`AGENT`], [`USER`]), for store-level tests.
+fn owner_ids() -> (TenantId, AgentId, ExternalRef) {
+    (
+        TenantId::parse("acme".into()).unwrap(),
+        AgentId::parse(AGENT.into()).unwrap(),
+        ExternalRef::parse(USER.into()).unwrap(),
+    )
+}
+
 fn new_fact(text: &str) -> engram::domain::fact::NewFact {
     FactInput { fact: text.to_owned(), tags: None, score: None }.validate().unwrap()
 }
@@ -724,9 +732,6 @@ fn new_fact(text: &str) -> engram::domain::fact::NewFact {
 async fn sqlite_writers_wait_in_line_without_holding_a_connection() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
-    let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
-    let tenant = TenantId::parse("acme".into()).unwrap();
-    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
 
     let first = store.begin_write().await.unwrap();
     let second = tokio::spawn({
@@ -735,6 +740,8 @@ async fn sqlite_writers_wait_in_line_without_holding_a_connection() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!second.is_finished(), "the second writer waits for the first");
+    let (tenant, agent_id, user) = owner_ids();
+    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
     let read =
         tokio::time::timeout(Duration::from_secs(3), store.list_facts(owner, FactFilter::CURRENT, None, 10)).await;
     assert!(matches!(read, Ok(Ok(_))), "a read while a writer waits: {read:?}");
@@ -749,8 +756,7 @@ async fn sqlite_writers_wait_in_line_without_holding_a_connection() {
 async fn postgres_writers_of_one_owner_wait_for_each_other() {
     let app = TestApp::spawn(Backend::Postgres).await;
     let store = Store::connect(&app.db.url, 4, Duration::from_secs(30)).await.unwrap();
-    let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
-    let tenant = TenantId::parse("acme".into()).unwrap();
+    let (tenant, agent_id, user) = owner_ids();
     let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
 
     let mut first = store.begin_write().await.unwrap();
@@ -759,8 +765,7 @@ async fn postgres_writers_of_one_owner_wait_for_each_other() {
     let second = tokio::spawn({
         let store = store.clone();
         async move {
-            let (agent_id, user) = (AgentId::parse(AGENT.into()).unwrap(), ExternalRef::parse(USER.into()).unwrap());
-            let tenant = TenantId::parse("acme".into()).unwrap();
+            let (tenant, agent_id, user) = owner_ids();
             let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
             let mut tx = store.begin_write().await.unwrap();
             let outcome = tx.insert_fact(owner, &new_fact("Likes coffee"), Origin::Manual, Some(1)).await.unwrap();
