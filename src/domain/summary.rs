@@ -6,6 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{
+    fact_text,
     message::{Message, Role},
     prompt,
 };
@@ -59,7 +60,8 @@ pub fn summary_due(state: &SummaryState) -> Option<i64> {
 
 /// The builtin extractive summary: `previous` (the summary so far) followed by one line
 /// per folded user or assistant message, `role: ` and the message's first sentence
-/// (whitespace collapsed, at most [`MAX_LINE_CHARS`] characters). System prompts, tool
+/// (cleaned as fact text is: control characters and whitespace runs become one space; at
+/// most [`MAX_LINE_CHARS`] characters). System prompts, tool
 /// results and messages without text add no line. Beyond [`MAX_SUMMARY_CHARS`] the
 /// oldest lines after the first [`HEAD_LINES`] are dropped, an elision line in their place.
 pub fn extractive<'a>(previous: Option<&str>, messages: impl IntoIterator<Item = Said<'a>>) -> String {
@@ -80,7 +82,7 @@ fn line_of((role, text): Said<'_>) -> Option<String> {
         Role::Assistant => "assistant",
         Role::System | Role::Tool => return None,
     };
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = fact_text::clean(text);
     let sentence = first_sentence(&text);
     if sentence.is_empty() {
         return None;
@@ -222,6 +224,12 @@ mod tests {
         ];
         let summary = extractive(Some("user: Hi."), said(&messages));
         assert_eq!(summary, "user: Hi.\nuser: My name is Alice.\nassistant: Hello Alice!\nuser: Version 2.5 is out");
+    }
+
+    #[test]
+    fn extractive_lines_hold_no_control_characters() {
+        let line = extractive(None, [(Role::User, "Hi\u{7}there,\u{1b}[31m Ana.\nBye")]);
+        assert_eq!(line, "user: Hi there, [31m Ana.");
     }
 
     #[test]
