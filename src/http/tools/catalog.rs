@@ -237,11 +237,13 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
     let owner = Owner { tenant: &caller.tenant, agent: &agent, user: &user };
     let policy = state.store.policy(owner).await?;
     let default_consent = state.config.default_ai_consent;
-    if policy.agent.as_ref().is_none_or(|agent| !agent.memory_enabled) {
-        return Err(ApiError::Conflict("memory is off for this agent: nothing was read or stored".into()));
-    }
-    if !policy.consent(default_consent) {
-        return Err(ApiError::Conflict("this user refused AI processing: nothing was read or stored".into()));
+    if !policy.memory_on(default_consent) {
+        let why = if policy.consent(default_consent) {
+            "memory is off for this agent"
+        } else {
+            "this user refused AI processing"
+        };
+        return Err(ApiError::Conflict(format!("{why}: nothing was read or stored")));
     }
     let value = match tool {
         Tool::Remember => {
