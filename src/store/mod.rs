@@ -103,10 +103,13 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend<PgPool, SqlitePool>,
-    /// SQLite's write lock, taken in process before `BEGIN IMMEDIATE`: writers queue here in
-    /// order instead of racing for the file lock in SQLite's busy handler, which sleeps
-    /// and retries with growing pauses (long tails, lost throughput). One permit; unused
-    /// on PostgreSQL, whose writers lock rows, not the database.
+    /// SQLite's write lock, taken in process before `BEGIN IMMEDIATE`: write transactions
+    /// queue here in order instead of racing for the file lock in SQLite's busy handler,
+    /// which sleeps and retries with growing pauses (long tails, lost throughput). One
+    /// permit; unused on PostgreSQL, whose writers lock rows, not the database. Writes of
+    /// one statement on the pool (creating a conversation, editing or deleting a fact,
+    /// agent settings, vectors, housekeeping) take no permit and still meet the others in
+    /// the busy handler: they hold the lock for one statement only.
     writers: Arc<Semaphore>,
 }
 
