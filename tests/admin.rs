@@ -583,7 +583,7 @@ async fn dead_job_is_retried_from_the_panel(backend: Backend) {
     let reply = json!({
         "id": "c", "object": "chat.completion", "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant",
-            "content": json!({"facts": [{"fact": "Name is Zorblax", "score": 0.9}]}).to_string()}, "finish_reason": "stop"}]
+            "content": json!({"operations": [{"op": "add", "fact": "Name is Zorblax", "score": 0.9}]}).to_string()}, "finish_reason": "stop"}]
     });
     let router = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(move || async move { axum::Json(reply) }));

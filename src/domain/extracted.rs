@@ -1,9 +1,13 @@
 //! What of an extractor's answer is kept: facts at or above the agent's confidence,
 //! cleaned and cut to the fact length limit, with the tags that are valid (an extractor's
 //! stray tag drops the tag, not the fact), and duplicates within the batch dropped
-//! (duplicates of stored facts are dropped by the database's unique key).
+//! (duplicates of stored facts are dropped by the database's unique key). And what an
+//! extraction job hands the store: new facts, each perhaps repeating a stored one in other
+//! words, and changes to stored facts.
 
 use std::collections::HashSet;
+
+use uuid::Uuid;
 
 use super::fact::{FactText, MAX_FACT_CHARS, MAX_TAGS, NewFact, validate_tag};
 use crate::domain::fact_text::clean;
@@ -17,26 +21,74 @@ pub struct ExtractedFact {
     pub tags: Vec<String>,
 }
 
+/// A change an LLM extractor asks for to one of the user's stored facts, named by the id
+/// it was shown (already checked to be one of that user's facts).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// The user said something that replaces the fact: the new fact supersedes it.
+    Update { id: Uuid, fact: ExtractedFact },
+    /// The user said the fact is no longer true, and nothing replaces it.
+    Delete { id: Uuid },
+}
+
+/// A kept [`Change`]: the replacement validated as [`select`] validates new facts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Revision {
+    Replace { id: Uuid, by: NewFact },
+    Delete { id: Uuid },
+}
+
+/// A fact an extraction will store, with its vector when embeddings are on (stored with it,
+/// so it is found by meaning at once) and the stored fact it says again in other words,
+/// which is refreshed instead of adding a second (see [`super::near_duplicate`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub fact: NewFact,
+    pub vector: Option<Vec<f32>>,
+    pub repeats: Option<Uuid>,
+}
+
+impl Candidate {
+    /// A fact that repeats nothing known, without a vector.
+    pub fn plain(fact: NewFact) -> Candidate {
+        Candidate { fact, vector: None, repeats: None }
+    }
+}
+
 pub fn select(facts: Vec<ExtractedFact>, min_confidence: f64) -> Vec<NewFact> {
     let mut seen = HashSet::new();
     facts
         .into_iter()
-        .filter(|f| f.score.is_finite() && f.score >= min_confidence)
-        .filter_map(|f| {
-            let cut: String = clean(&f.fact).chars().take(MAX_FACT_CHARS).collect();
-            let text = FactText::parse(&cut).ok()?;
-            if !seen.insert(text.normalized().to_owned()) {
-                return None;
-            }
-            let mut tags: Vec<String> = Vec::new();
-            for tag in f.tags {
-                if validate_tag(&tag).is_ok() && !tags.contains(&tag) && tags.len() < MAX_TAGS {
-                    tags.push(tag);
-                }
-            }
-            Some(NewFact { text, tags, score: Some(f.score.clamp(0.0, 1.0)) })
+        .filter_map(|f| accept(f, min_confidence))
+        .filter(|fact| seen.insert(fact.text.normalized().to_owned()))
+        .collect()
+}
+
+/// The changes kept: deletions, and updates whose replacement [`select`] would keep.
+pub fn revisions(changes: Vec<Change>, min_confidence: f64) -> Vec<Revision> {
+    changes
+        .into_iter()
+        .filter_map(|change| match change {
+            Change::Update { id, fact } => accept(fact, min_confidence).map(|by| Revision::Replace { id, by }),
+            Change::Delete { id } => Some(Revision::Delete { id }),
         })
         .collect()
+}
+
+/// One fact as it is kept, or `None` when it is below `min_confidence` or says nothing.
+fn accept(f: ExtractedFact, min_confidence: f64) -> Option<NewFact> {
+    if !(f.score.is_finite() && f.score >= min_confidence) {
+        return None;
+    }
+    let cut: String = clean(&f.fact).chars().take(MAX_FACT_CHARS).collect();
+    let text = FactText::parse(&cut).ok()?;
+    let mut tags: Vec<String> = Vec::new();
+    for tag in f.tags {
+        if validate_tag(&tag).is_ok() && !tags.contains(&tag) && tags.len() < MAX_TAGS {
+            tags.push(tag);
+        }
+    }
+    Some(NewFact { text, tags, score: Some(f.score.clamp(0.0, 1.0)) })
 }
 
 /// The `limit` highest-scored facts, best first (ties keep their order): what one job may
@@ -80,6 +132,23 @@ mod tests {
         let texts: Vec<_> = best(kept.clone(), 3).into_iter().map(|k| k.text.text().to_owned()).collect();
         assert_eq!(texts, ["Name is Alice", "Is 34", "Likes tea"]);
         assert_eq!(best(kept, 10).len(), 4);
+    }
+
+    #[test]
+    fn revisions_keep_deletions_and_the_updates_select_would_keep() {
+        let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let kept = revisions(
+            vec![
+                Change::Update { id: a, fact: fact("Lives in Paris", 0.9) },
+                Change::Update { id: b, fact: fact("Maybe likes jazz", 0.3) },
+                Change::Update { id: b, fact: fact(" ?! ", 0.9) },
+                Change::Delete { id: c },
+            ],
+            0.7,
+        );
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert!(matches!(&kept[0], Revision::Replace { id, by } if *id == a && by.text.text() == "Lives in Paris"));
+        assert_eq!(kept[1], Revision::Delete { id: c });
     }
 
     #[test]

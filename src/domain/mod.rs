@@ -13,6 +13,7 @@ pub mod ids;
 pub mod job;
 pub mod memory_context;
 pub mod message;
+pub mod near_duplicate;
 pub mod policy;
 pub mod prompt;
 pub mod search_query;

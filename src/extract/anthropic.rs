@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
 use super::{
-    ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, SummaryRequest, Usage, parse::parse_facts, prompt,
-    summary_prompt,
+    ExtractError, Extraction, ExtractionRequest, KnownFact, MAX_ANSWER_TOKENS, SummaryRequest, Usage,
+    parse::parse_operations, prompt, summary_prompt,
 };
 
 /// The Messages API version this wire format follows.
@@ -35,22 +35,24 @@ impl Anthropic {
         Self { client, base_url: base_url.to_owned(), api_key, model }
     }
 
-    /// Asks the model for the facts the user stated in the new messages of `request`.
-    pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
+    /// Asks the model for the facts the user stated in the new messages of `request`, and
+    /// the changes they make to `known`.
+    pub async fn extract(&self, request: &ExtractionRequest, known: &[KnownFact]) -> Result<Extraction, ExtractError> {
         let system = prompt::system_prompt(request.instructions.as_deref());
-        let user = prompt::transcript(request);
+        let user = prompt::transcript(request, known);
         let body = MessagesRequest {
             tools: Some([json!({
                 "name": TOOL,
-                "description": "Records the durable facts the user stated about themselves.",
+                "description": "Records the changes to the memory about the user: facts they stated to add, known facts to update or delete.",
                 "input_schema": prompt::answer_schema()
             })]),
             tool_choice: Some(json!({"type": "tool", "name": TOOL})),
             ..self.messages(&system, &user)
         };
-        let (facts, usage) =
-            provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, parse_facts).await?;
-        Ok(Extraction { facts, usage })
+        let parse = |text: &str| parse_operations(text, known);
+        let (operations, usage) =
+            provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, parse).await?;
+        Ok(Extraction { facts: operations.facts, changes: operations.changes, usage })
     }
 
     /// Asks the model to fold `request.turns` into the summary so far, answered in text.

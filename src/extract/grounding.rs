@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use super::{ExtractedFact, ExtractionRequest};
+use super::ExtractionRequest;
 use crate::domain::{message::Role, search_query::STOP_WORDS};
 
 /// The words facts are framed with ("Name is …", "Likes …", "Works as …"): they say what
@@ -21,21 +21,29 @@ const FRAME_WORDS: &[&str] = &[
     "dislikes", "hate", "hates", "want", "wants", "plan", "plans", "work", "works", "live", "lives", "user",
 ];
 
-/// The facts of `facts` that the user's new lines in `request` support, and how many were
-/// dropped.
-pub fn grounded(facts: Vec<ExtractedFact>, request: &ExtractionRequest) -> (Vec<ExtractedFact>, usize) {
-    let stemmer = Stemmer::create(Algorithm::English);
-    let said: HashSet<String> = request
-        .turns
-        .iter()
-        .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
-        .flat_map(|turn| content_stems(&stemmer, &turn.text))
-        .collect();
-    let before = facts.len();
-    let kept: Vec<ExtractedFact> =
-        facts.into_iter().filter(|fact| content_stems(&stemmer, &fact.fact).iter().any(|s| said.contains(s))).collect();
-    let dropped = before - kept.len();
-    (kept, dropped)
+/// What the user said in the new lines of a request, as the content stems facts are
+/// checked against.
+pub struct Said {
+    stemmer: Stemmer,
+    stems: HashSet<String>,
+}
+
+impl Said {
+    pub fn new(request: &ExtractionRequest) -> Said {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let stems = request
+            .turns
+            .iter()
+            .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
+            .flat_map(|turn| content_stems(&stemmer, &turn.text))
+            .collect();
+        Said { stemmer, stems }
+    }
+
+    /// Whether the user's new lines hold one of the content words of `fact`.
+    pub fn supports(&self, fact: &str) -> bool {
+        content_stems(&self.stemmer, fact).iter().any(|s| self.stems.contains(s))
+    }
 }
 
 /// The stems of the words of `text` that carry content: lowercased runs of letters and
@@ -64,8 +72,8 @@ mod tests {
     }
 
     fn kept(facts: &[&str], turns: &[(Role, &str)]) -> Vec<String> {
-        let facts = facts.iter().map(|f| ExtractedFact { fact: (*f).to_owned(), score: 0.9, tags: vec![] }).collect();
-        grounded(facts, &request(turns)).0.into_iter().map(|f| f.fact).collect()
+        let said = Said::new(&request(turns));
+        facts.iter().filter(|f| said.supports(f)).map(|f| (*f).to_owned()).collect()
     }
 
     #[test]
@@ -88,12 +96,8 @@ mod tests {
         let turns = [(Role::User, "old news"), (Role::Assistant, "Do you like jazz?"), (Role::User, "Not really.")];
         let mut request = request(&turns);
         request.from_seq = 1;
-        let facts = vec![
-            ExtractedFact { fact: "Likes jazz".into(), score: 0.9, tags: vec![] },
-            ExtractedFact { fact: "Old news".into(), score: 0.9, tags: vec![] },
-        ];
-        let (kept, dropped) = grounded(facts, &request);
-        assert!(kept.is_empty(), "{kept:?}");
-        assert_eq!(dropped, 2);
+        let said = Said::new(&request);
+        assert!(!said.supports("Likes jazz"));
+        assert!(!said.supports("Old news"));
     }
 }

@@ -37,7 +37,18 @@ pub struct SummaryRequest {
     pub turns: Vec<Turn>,
 }
 
-pub use crate::domain::extracted::ExtractedFact;
+pub use crate::domain::extracted::{Change, ExtractedFact};
+
+/// One of the user's stored facts, shown to an LLM extractor so that it can update or
+/// delete it. The prompt names it by its position (`f1` is the first, see
+/// [`prompt::label`]), not by its id: short labels are what small models copy without
+/// mistakes, a fact id never reaches the model, and an answer can only name the facts the
+/// prompt listed, all of them this user's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownFact {
+    pub id: uuid::Uuid,
+    pub text: String,
+}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -47,7 +58,10 @@ pub struct Usage {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Extraction {
+    /// New facts.
     pub facts: Vec<ExtractedFact>,
+    /// Updates and deletions of known facts (LLM extractors only).
+    pub changes: Vec<Change>,
     pub usage: Option<Usage>,
 }
 
@@ -121,11 +135,20 @@ impl Extractor {
         }
     }
 
-    pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
+    /// Whether the extractor reads the user's known facts (see [`Extractor::extract`]):
+    /// the builtin rules do not, so the worker need not read them for it.
+    pub fn reads_known_facts(&self) -> bool {
+        !matches!(self, Extractor::Builtin)
+    }
+
+    /// The facts the user stated in the new messages of `request`, and, from an LLM
+    /// extractor, the changes they make to `known`, the user's stored facts that the
+    /// model is shown.
+    pub async fn extract(&self, request: &ExtractionRequest, known: &[KnownFact]) -> Result<Extraction, ExtractError> {
         match self {
             Extractor::Builtin => run_builtin(request, BUILTIN_TIME_LIMIT).await,
-            Extractor::OpenAi(client) => client.extract(request).await.map(|e| ground(e, request)),
-            Extractor::Anthropic(client) => client.extract(request).await.map(|e| ground(e, request)),
+            Extractor::OpenAi(client) => client.extract(request, known).await.map(|e| ground(e, request)),
+            Extractor::Anthropic(client) => client.extract(request, known).await.map(|e| ground(e, request)),
         }
     }
 }
@@ -146,15 +169,27 @@ impl Extractor {
     }
 }
 
-/// Keeps the LLM's facts that the user's lines support ([`grounding`]); the builtin rules
-/// only ever rewrite the user's own sentences.
+/// Keeps the LLM's facts, new or replacing a known one, that the user's lines support
+/// ([`grounding`]); the builtin rules only ever rewrite the user's own sentences. An update
+/// whose new fact is not supported is dropped whole: the known fact stays as it is.
 fn ground(extraction: Extraction, request: &ExtractionRequest) -> Extraction {
-    let (facts, dropped) = grounding::grounded(extraction.facts, request);
+    let said = grounding::Said::new(request);
+    let before = extraction.facts.len() + extraction.changes.len();
+    let facts: Vec<ExtractedFact> = extraction.facts.into_iter().filter(|f| said.supports(&f.fact)).collect();
+    let changes: Vec<Change> = extraction
+        .changes
+        .into_iter()
+        .filter(|change| match change {
+            Change::Update { fact, .. } => said.supports(&fact.fact),
+            Change::Delete { .. } => true,
+        })
+        .collect();
+    let dropped = before - facts.len() - changes.len();
     if dropped > 0 {
         metrics::counter!("engram_llm_facts_ungrounded_total").increment(dropped as u64);
         tracing::debug!(dropped, "facts not supported by the user's lines were dropped");
     }
-    Extraction { facts, ..extraction }
+    Extraction { facts, changes, ..extraction }
 }
 
 /// Runs the builtin rules on a blocking thread, so that a long conversation never stalls
@@ -165,7 +200,7 @@ async fn run_builtin(request: &ExtractionRequest, limit: Duration) -> Result<Ext
     let request = request.clone();
     let task = tokio::task::spawn_blocking(move || builtin::extract(&request));
     match tokio::time::timeout(limit, task).await {
-        Ok(Ok(facts)) => Ok(Extraction { facts, usage: None }),
+        Ok(Ok(facts)) => Ok(Extraction { facts, changes: vec![], usage: None }),
         Ok(Err(_)) => Err(ExtractError::Fatal("the builtin extractor failed".into())),
         Err(_) => Err(ExtractError::Fatal(format!(
             "the builtin extractor ran past its time limit of {} ms",
@@ -186,7 +221,7 @@ mod tests {
     #[tokio::test]
     async fn builtin_answers_within_its_limit_as_the_rules_do() {
         let request = request("I live in Oslo. I like tea.".into());
-        let extraction = Extractor::Builtin.extract(&request).await.expect("extracted");
+        let extraction = Extractor::Builtin.extract(&request, &[]).await.expect("extracted");
         assert_eq!(extraction.facts, builtin::extract(&request));
         assert_eq!(extraction.facts.len(), 2);
     }

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
 use super::{
-    ExtractError, Extraction, ExtractionRequest, MAX_ANSWER_TOKENS, SummaryRequest, Usage, parse::parse_facts, prompt,
-    summary_prompt,
+    ExtractError, Extraction, ExtractionRequest, KnownFact, MAX_ANSWER_TOKENS, SummaryRequest, Usage,
+    parse::parse_operations, prompt, summary_prompt,
 };
 use crate::config::ResponseFormatKind;
 
@@ -45,18 +45,19 @@ impl OpenAi {
         self
     }
 
-    /// Asks the model for the facts the user stated in the new messages of `request`. A
+    /// Asks the model for the facts the user stated in the new messages of `request`, and
+    /// the changes they make to `known`. A
     /// server that refuses the schema (400, 422 or 500: llama.cpp answers `json_schema`
     /// with a 500) is asked again at once in plain JSON mode, within the same attempt, and
     /// is never sent the schema again: a missing feature is not a failure to retry.
-    pub async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, ExtractError> {
+    pub async fn extract(&self, request: &ExtractionRequest, known: &[KnownFact]) -> Result<Extraction, ExtractError> {
         let format =
             if self.schema_refused.load(Ordering::Relaxed) { ResponseFormatKind::JsonObject } else { self.format };
-        match self.call(request, format).await {
+        match self.call(request, known, format).await {
             Err(error) if format != ResponseFormatKind::JsonObject && provider_call::is_refusal(&error) => {
                 self.schema_refused.store(true, Ordering::Relaxed);
                 tracing::warn!(%error, "the LLM server refused the response schema; using plain JSON mode from now on");
-                self.call(request, ResponseFormatKind::JsonObject).await
+                self.call(request, known, ResponseFormatKind::JsonObject).await
             }
             other => other,
         }
@@ -73,13 +74,18 @@ impl OpenAi {
         Ok(summary)
     }
 
-    async fn call(&self, request: &ExtractionRequest, format: ResponseFormatKind) -> Result<Extraction, ExtractError> {
+    async fn call(
+        &self,
+        request: &ExtractionRequest,
+        known: &[KnownFact],
+        format: ResponseFormatKind,
+    ) -> Result<Extraction, ExtractError> {
         let system = prompt::system_prompt(request.instructions.as_deref());
-        let user = prompt::transcript(request);
+        let user = prompt::transcript(request, known);
         let body = self.chat(&system, &user, Some(response_format(format)));
-        let (facts, usage) =
-            provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, parse_facts).await?;
-        Ok(Extraction { facts, usage })
+        let parse = |text: &str| parse_operations(text, known);
+        let (operations, usage) = provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, parse).await?;
+        Ok(Extraction { facts: operations.facts, changes: operations.changes, usage })
     }
 
     fn chat<'a>(&'a self, system: &'a str, user: &'a str, response_format: Option<Value>) -> ChatRequest<'a> {
@@ -107,7 +113,7 @@ impl OpenAi {
 fn response_format(format: ResponseFormatKind) -> Value {
     match format {
         ResponseFormatKind::JsonSchema => {
-            json!({"type": "json_schema", "json_schema": {"name": "facts", "strict": true, "schema": prompt::answer_schema()}})
+            json!({"type": "json_schema", "json_schema": {"name": "operations", "strict": true, "schema": prompt::answer_schema()}})
         }
         ResponseFormatKind::JsonObjectSchema => json!({"type": "json_object", "schema": prompt::answer_schema()}),
         ResponseFormatKind::JsonObject => json!({"type": "json_object"}),

@@ -1,61 +1,127 @@
-//! The strict parser of the model's answer, `{"facts": [{"fact", "score", "tags"?}]}`.
+//! The strict parser of the model's answer: `{"operations": [...]}`, each operation an
+//! `add` (a new fact), an `update` (a known fact replaced, by its label) or a `delete` (a
+//! known fact no longer true).
 //!
 //! Strict because anything the parser lets through gets stored as memory about a person: an
 //! answer that is not exactly the expected shape is rejected (and the job retried) rather
 //! than guessed at. Error messages never quote the model's output, which may hold personal
 //! data, since they end up in the job's `last_error`.
 
-use serde::Deserialize;
+use std::collections::HashSet;
 
-use super::{ExtractError, ExtractedFact};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Change, ExtractError, ExtractedFact, KnownFact};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Answer {
     /// Read one by one, so that one wrong entry does not cost the right ones.
-    facts: Vec<serde_json::Value>,
+    operations: Vec<Value>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawFact {
-    fact: String,
-    score: f64,
+struct RawOperation {
+    op: Op,
+    /// A known fact's label (`f1`…); absent or `null` for an `add`.
+    #[serde(default)]
+    id: Option<String>,
+    /// Absent or `null` for a `delete`.
+    #[serde(default)]
+    fact: Option<String>,
+    #[serde(default)]
+    score: Option<f64>,
     /// `null` is read as "no tags": models use it for an optional field often enough that
     /// failing the whole extraction over it would only cost retries.
     #[serde(default)]
     tags: Option<Vec<String>>,
 }
 
-/// Parses the model's answer into facts.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Op {
+    Add,
+    Update,
+    Delete,
+}
+
+/// What a valid answer asks for.
+#[derive(Debug, Default, PartialEq)]
+pub struct Operations {
+    /// The new facts.
+    pub facts: Vec<ExtractedFact>,
+    /// Updates and deletions of `known` facts.
+    pub changes: Vec<Change>,
+}
+
+/// Parses the model's answer; `known` are the facts the prompt listed, which `update` and
+/// `delete` name by their label.
 ///
 /// Tolerates surrounding whitespace and one Markdown code fence (` ```json ` or a bare
 /// ` ``` `) around the object, because models add those even when told not to; anything
-/// else around or inside the object is `Malformed`. Each entry of `facts` is checked on its
-/// own: one of the wrong shape (a missing field, a score outside [0, 1], an unknown field)
-/// is dropped and the others are kept, since small models often get one entry wrong. An
-/// answer none of whose entries is right is `Malformed`. Facts whose text is blank are
-/// dropped: they carry nothing to store.
-pub fn parse_facts(text: &str) -> Result<Vec<ExtractedFact>, ExtractError> {
+/// else around or inside the object is `Malformed`. Each operation is checked on its own:
+/// one of the wrong shape (a missing field, a score outside [0, 1], an unknown field, an
+/// `add` with an id) is dropped and the others are kept, since small models often get one
+/// entry wrong; an answer none of whose operations is right is `Malformed`. But an answer
+/// that names a fact by anything other than a listed label (another user's fact id, a made
+/// up label), or names one fact twice, is `Malformed` as a whole: a model that lost track of
+/// which facts are whose cannot be trusted with any of its changes, and nothing of it is
+/// applied. Facts whose text is blank are dropped: they carry nothing to store.
+pub fn parse_operations(text: &str, known: &[KnownFact]) -> Result<Operations, ExtractError> {
     let json = strip_code_fence(text.trim())?;
     let answer: Answer = serde_json::from_str(json).map_err(|e| {
         ExtractError::Malformed(format!("model output is not the expected JSON ({})", describe_json_error(&e)))
     })?;
-    let entries = answer.facts.len();
-    let valid: Vec<RawFact> = answer
-        .facts
-        .into_iter()
-        .filter_map(|entry| serde_json::from_value::<RawFact>(entry).ok())
-        .filter(|raw| raw.score.is_finite() && (0.0..=1.0).contains(&raw.score))
-        .collect();
-    if entries > 0 && valid.is_empty() {
-        return Err(ExtractError::Malformed(format!("none of the {entries} facts has the expected shape")));
+    let entries = answer.operations.len();
+    let mut named = HashSet::new();
+    for (at, entry) in answer.operations.iter().enumerate() {
+        if let Some(label) = entry.get("id").filter(|id| !id.is_null()) {
+            let index = label.as_str().and_then(|label| known_index(label, known)).ok_or_else(|| {
+                ExtractError::Malformed(format!("operation {} names a fact that is not one of the user's", at + 1))
+            })?;
+            if !named.insert(index) {
+                return Err(ExtractError::Malformed(format!("operation {} names a fact named before", at + 1)));
+            }
+        }
     }
-    Ok(valid
-        .into_iter()
-        .filter(|raw| !raw.fact.trim().is_empty())
-        .map(|raw| ExtractedFact { fact: raw.fact, score: raw.score, tags: raw.tags.unwrap_or_default() })
-        .collect())
+    let mut operations = Operations::default();
+    let mut valid = 0;
+    for entry in answer.operations {
+        let Ok(raw) = serde_json::from_value::<RawOperation>(entry) else { continue };
+        let index = raw.id.as_deref().and_then(|label| known_index(label, known));
+        let fact = || {
+            let score = raw.score.filter(|s| s.is_finite() && (0.0..=1.0).contains(s))?;
+            let fact = raw.fact.clone()?;
+            Some(ExtractedFact { fact, score, tags: raw.tags.clone().unwrap_or_default() })
+        };
+        let operation = match (raw.op, index) {
+            (Op::Add, None) => fact().map(Ok),
+            (Op::Update, Some(i)) => fact().map(|fact| Err(Change::Update { id: known[i].id, fact })),
+            (Op::Delete, Some(i)) => Some(Err(Change::Delete { id: known[i].id })),
+            _ => None,
+        };
+        let Some(operation) = operation else { continue };
+        valid += 1;
+        match operation {
+            Ok(fact) if !fact.fact.trim().is_empty() => operations.facts.push(fact),
+            Ok(_) => {}
+            Err(Change::Update { fact, .. }) if fact.fact.trim().is_empty() => {}
+            Err(change) => operations.changes.push(change),
+        }
+    }
+    if entries > 0 && valid == 0 {
+        return Err(ExtractError::Malformed(format!("none of the {entries} operations has the expected shape")));
+    }
+    Ok(operations)
+}
+
+/// The position in `known` of the fact a label (`f1` is the first) names.
+fn known_index(label: &str, known: &[KnownFact]) -> Option<usize> {
+    let digits = label.strip_prefix('f').filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))?;
+    let n: usize = digits.parse().ok()?;
+    (1..=known.len()).contains(&n).then(|| n - 1)
 }
 
 /// Where and what kind of JSON error occurred, without serde_json's own message: that one can
@@ -88,76 +154,156 @@ fn strip_code_fence(text: &str) -> Result<&str, ExtractError> {
 
 #[cfg(test)]
 mod tests {
+    use uuid::Uuid;
+
     use super::*;
 
     fn fact(text: &str, score: f64, tags: &[&str]) -> ExtractedFact {
         ExtractedFact { fact: text.to_owned(), score, tags: tags.iter().map(|t| (*t).to_owned()).collect() }
     }
 
+    fn known() -> Vec<KnownFact> {
+        ["Lives in Lyon", "Likes jazz", "Has a dog"]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| KnownFact { id: Uuid::from_u128(100 + i as u128), text: (*text).to_owned() })
+            .collect()
+    }
+
+    fn facts(text: &str) -> Result<Vec<ExtractedFact>, ExtractError> {
+        parse_operations(text, &[]).map(|ops| {
+            assert!(ops.changes.is_empty());
+            ops.facts
+        })
+    }
+
     #[test]
     fn accepts_the_expected_object() {
-        let facts = parse_facts(
-            r#"{"facts": [{"fact": "Name is Alice", "score": 0.95, "tags": ["identity"]},
-                          {"fact": "Prefers tea over coffee", "score": 1}]}"#,
+        let facts = facts(
+            r#"{"operations": [{"op": "add", "id": null, "fact": "Name is Alice", "score": 0.95, "tags": ["identity"]},
+                               {"op": "add", "fact": "Prefers tea over coffee", "score": 1}]}"#,
         )
         .expect("valid answer");
         assert_eq!(facts, vec![fact("Name is Alice", 0.95, &["identity"]), fact("Prefers tea over coffee", 1.0, &[]),]);
     }
 
     #[test]
+    fn updates_and_deletes_name_known_facts_by_label() {
+        let known = known();
+        let ops = parse_operations(
+            r#"{"operations": [{"op": "update", "id": "f1", "fact": "Lives in Paris", "score": 0.9, "tags": []},
+                               {"op": "delete", "id": "f3", "fact": null, "score": null, "tags": []},
+                               {"op": "add", "id": null, "fact": "Has a cat", "score": 0.8, "tags": []}]}"#,
+            &known,
+        )
+        .expect("valid answer");
+        assert_eq!(ops.facts, vec![fact("Has a cat", 0.8, &[])]);
+        assert_eq!(
+            ops.changes,
+            vec![
+                Change::Update { id: known[0].id, fact: fact("Lives in Paris", 0.9, &[]) },
+                Change::Delete { id: known[2].id }
+            ]
+        );
+    }
+
+    #[test]
+    fn an_id_that_is_not_a_listed_label_rejects_the_whole_answer() {
+        let known = known();
+        let foreign = Uuid::from_u128(7).to_string();
+        for id in [foreign.as_str(), "f4", "f0", "f", "f+1", "1", "F1", "f1 "] {
+            let answer = format!(
+                r#"{{"operations": [{{"op": "add", "fact": "Has a cat", "score": 0.8}},
+                                   {{"op": "delete", "id": "{id}"}}]}}"#
+            );
+            let error = parse_operations(&answer, &known).expect_err(id);
+            assert!(
+                matches!(&error, ExtractError::Malformed(m) if m.contains("operation 2 names a fact")),
+                "{id}: {error}"
+            );
+        }
+        // Even on an entry otherwise of the wrong shape, and as a number.
+        for entry in [r#"{"op": "add", "id": 5, "fact": "x", "score": 0.9}"#, r#"{"op": "nap", "id": "f9"}"#] {
+            let answer = format!(r#"{{"operations": [{entry}]}}"#);
+            assert!(parse_operations(&answer, &known).is_err(), "{entry}");
+        }
+    }
+
+    #[test]
+    fn one_fact_named_twice_rejects_the_whole_answer() {
+        let error = parse_operations(
+            r#"{"operations": [{"op": "update", "id": "f2", "fact": "Loves jazz", "score": 0.9},
+                               {"op": "delete", "id": "f2"}]}"#,
+            &known(),
+        )
+        .expect_err("conflicting");
+        assert!(matches!(&error, ExtractError::Malformed(m) if m.contains("named before")), "{error}");
+    }
+
+    #[test]
     fn keeps_the_right_entries_of_a_partly_wrong_answer() {
-        let facts = parse_facts(
-            r#"{"facts": [{"fact": "Lives in Oslo", "score": 0.9},
-                          {"fact": "Likes jazz", "score": 7},
-                          {"fact": "Has a cat"},
-                          {"text": "Is a nurse", "score": 0.8},
-                          "Plays chess",
-                          {"fact": "Speaks Norwegian", "score": 0.85, "tags": ["language"]}]}"#,
+        let known = known();
+        let ops = parse_operations(
+            r#"{"operations": [{"op": "add", "fact": "Lives in Oslo", "score": 0.9},
+                               {"op": "add", "fact": "Likes jazz", "score": 7},
+                               {"op": "add", "fact": "Has a cat"},
+                               {"op": "add", "text": "Is a nurse", "score": 0.8},
+                               {"op": "add", "id": "f1", "fact": "Lives in Oslo", "score": 0.9},
+                               {"op": "update", "fact": "Lives in Rome", "score": 0.9},
+                               {"op": "update", "id": "f2", "score": 0.9},
+                               {"op": "remove", "fact": "x", "score": 0.9},
+                               "Plays chess",
+                               {"op": "add", "fact": "Speaks Norwegian", "score": 0.85, "tags": ["language"]}]}"#,
+            &known,
         )
         .expect("the right entries are kept");
-        assert_eq!(facts, vec![fact("Lives in Oslo", 0.9, &[]), fact("Speaks Norwegian", 0.85, &["language"])]);
+        assert_eq!(ops.facts, vec![fact("Lives in Oslo", 0.9, &[]), fact("Speaks Norwegian", 0.85, &["language"])]);
+        assert!(ops.changes.is_empty(), "{:?}", ops.changes);
     }
 
     #[test]
     fn an_answer_with_no_right_entry_is_malformed() {
-        let error =
-            parse_facts(r#"{"facts": [{"fact": "Likes jazz", "score": 2}, {"name": "x"}]}"#).expect_err("wrong");
+        let error = facts(r#"{"operations": [{"op": "add", "fact": "Likes jazz", "score": 2}, {"name": "x"}]}"#)
+            .expect_err("wrong");
         assert!(matches!(&error, ExtractError::Malformed(m) if m.contains("none of the 2")), "{error}");
     }
 
     #[test]
     fn accepts_an_empty_list() {
-        assert_eq!(parse_facts(r#"{"facts": []}"#).expect("valid answer"), vec![]);
+        assert_eq!(parse_operations(r#"{"operations": []}"#, &known()).expect("valid answer"), Operations::default());
     }
 
     #[test]
     fn accepts_surrounding_whitespace_and_one_code_fence() {
+        let body = r#"{"operations": [{"op": "add", "fact": "Likes jazz", "score": 0.8}]}"#;
         for text in [
-            "\n  {\"facts\": [{\"fact\": \"Likes jazz\", \"score\": 0.8}]}  \n",
-            "```json\n{\"facts\": [{\"fact\": \"Likes jazz\", \"score\": 0.8}]}\n```",
-            "  ```JSON\n{\"facts\": [{\"fact\": \"Likes jazz\", \"score\": 0.8}]}```\n",
-            "```\n{\"facts\": [{\"fact\": \"Likes jazz\", \"score\": 0.8}]}\n```",
+            format!("\n  {body}  \n"),
+            format!("```json\n{body}\n```"),
+            format!("  ```JSON\n{body}```\n"),
+            format!("```\n{body}\n```"),
         ] {
-            let facts = parse_facts(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            let facts = facts(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
             assert_eq!(facts, vec![fact("Likes jazz", 0.8, &[])], "{text:?}");
         }
     }
 
     #[test]
     fn null_tags_mean_no_tags() {
-        let facts =
-            parse_facts(r#"{"facts": [{"fact": "Likes jazz", "score": 0.8, "tags": null}]}"#).expect("valid answer");
+        let facts = facts(r#"{"operations": [{"op": "add", "fact": "Likes jazz", "score": 0.8, "tags": null}]}"#)
+            .expect("valid answer");
         assert_eq!(facts, vec![fact("Likes jazz", 0.8, &[])]);
     }
 
     #[test]
     fn blank_facts_are_dropped() {
-        let facts = parse_facts(
-            r#"{"facts": [{"fact": "  ", "score": 0.9}, {"fact": "", "score": 0.9},
-                          {"fact": "Lives in Oslo", "score": 0.9}]}"#,
+        let ops = parse_operations(
+            r#"{"operations": [{"op": "add", "fact": "  ", "score": 0.9}, {"op": "add", "fact": "", "score": 0.9},
+                               {"op": "update", "id": "f1", "fact": " ", "score": 0.9},
+                               {"op": "add", "fact": "Lives in Oslo", "score": 0.9}]}"#,
+            &known(),
         )
         .expect("valid answer");
-        assert_eq!(facts, vec![fact("Lives in Oslo", 0.9, &[])]);
+        assert_eq!(ops, Operations { facts: vec![fact("Lives in Oslo", 0.9, &[])], changes: vec![] });
     }
 
     #[test]
@@ -165,28 +311,30 @@ mod tests {
         let cases = [
             "",
             "Alice",
-            "Sure! {\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]} Alice",
-            "[{\"fact\": \"Name is Alice\", \"score\": 0.9}]",
-            "{\"facts\": \"Alice\"}",
-            "{\"facts\": [\"Name is Alice\"]}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\"}]}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": \"Alice\"}]}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 1.5}]}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": -0.1}]}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9, \"Alice\": 1}]}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9, \"tags\": [\"Alice\", 1]}]}",
-            "{\"facts\": [], \"Alice\": true}",
-            "{\"facts\": [], \"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]}",
-            "{\"fact\": \"Name is Alice\", \"score\": 0.9}",
-            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]",
-            "```json {\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]}```",
-            "```python\n{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]}\n```",
-            "```json\n{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]}\n",
-            "```json\n{\"facts\": []}\n```\n```json\n{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]}\n```",
+            "Sure! {\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9}]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9}]} Alice",
+            "[{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9}]",
+            "{\"facts\": [{\"fact\": \"Name is Alice\", \"score\": 0.9}]}",
+            "{\"operations\": \"Alice\"}",
+            "{\"operations\": [\"Name is Alice\"]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\"}]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": \"Alice\"}]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 1.5}]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": -0.1}]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9, \"Alice\": 1}]}",
+            "{\"operations\": [{\"op\": \"Alice\", \"fact\": \"Name is Alice\", \"score\": 0.9}]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9, \"tags\": [\"Alice\", 1]}]}",
+            "{\"operations\": [{\"op\": \"delete\", \"id\": \"Alice\"}]}",
+            "{\"operations\": [], \"Alice\": true}",
+            "{\"operations\": [], \"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9}]}",
+            "{\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9}]",
+            "```json {\"operations\": [{\"op\": \"add\", \"fact\": \"Name is Alice\", \"score\": 0.9}]}```",
+            "```python\n{\"operations\": []}\n```",
+            "```json\n{\"operations\": []}\n",
+            "```json\n{\"operations\": []}\n```\n```json\n{\"operations\": []}\n```",
         ];
         for text in cases {
-            match parse_facts(text) {
+            match parse_operations(text, &known()) {
                 Err(error @ ExtractError::Malformed(_)) => {
                     assert!(!error.to_string().contains("Alice"), "{text:?} leaked: {error}");
                 }
@@ -197,10 +345,10 @@ mod tests {
 
     #[test]
     fn json_errors_are_described_by_kind_and_position() {
-        let error = parse_facts("{\"facts\": \"Alice\"}").expect_err("wrong shape");
+        let error = facts("{\"operations\": \"Alice\"}").expect_err("wrong shape");
         assert_eq!(
             error.to_string(),
-            "malformed model output: model output is not the expected JSON (data error at line 1 column 17)"
+            "malformed model output: model output is not the expected JSON (data error at line 1 column 22)"
         );
     }
 }

@@ -25,16 +25,26 @@ const QUERY_EMBEDDING_LIMIT: Duration = Duration::from_secs(2);
 impl AppState {
     /// The query's vector and its model's tag, when the embedder can make one in time.
     async fn query_vector(&self, query: &SearchQuery) -> Option<(String, Vec<f32>)> {
+        let (model, mut vectors) = self.embed_within(&[query.text().to_owned()], QUERY_EMBEDDING_LIMIT).await?;
+        vectors.pop().map(|v| (model, v))
+    }
+
+    /// The vectors of `texts` (one each) and their model's tag, when the embedder is ready
+    /// and makes them within `limit`; `None` otherwise, and the caller goes on without.
+    pub async fn embed_within(&self, texts: &[String], limit: Duration) -> Option<(String, Vec<Vec<f32>>)> {
         let model = self.embedder.model_tag().filter(|_| self.embedder.is_ready())?;
-        let texts = [query.text().to_owned()];
-        match tokio::time::timeout(QUERY_EMBEDDING_LIMIT, self.embedder.embed(&texts)).await {
-            Ok(Ok(mut vectors)) => vectors.pop().map(|v| (model, v)),
+        match tokio::time::timeout(limit, self.embedder.embed(texts)).await {
+            Ok(Ok(vectors)) if vectors.len() == texts.len() => Some((model, vectors)),
+            Ok(Ok(_)) => {
+                tracing::debug!("the embedder answered with another number of vectors: going on without");
+                None
+            }
             Ok(Err(error)) => {
-                tracing::debug!(%error, "the query is not embedded: full-text recall");
+                tracing::debug!(%error, "not embedded: going on without vectors");
                 None
             }
             Err(_) => {
-                tracing::debug!("the query's embedding took too long: full-text recall");
+                tracing::debug!("the embedding took too long: going on without vectors");
                 None
             }
         }

@@ -1,14 +1,17 @@
 //! The extraction job's reads and its one fenced write.
 
+use uuid::Uuid;
+
 use super::{
-    Result, Store,
-    facts::{BindOwner, Remembered},
+    Result, Store, Tx,
+    facts::{BindOwner, DELETE_ONE, Owner, Remembered},
     job_queue::ClaimedJob,
     messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
     with_pool, with_tx,
 };
 use crate::domain::{
+    extracted::{Candidate, Revision},
     fact::{NewFact, Origin},
     message::Message,
     policy::Policy,
@@ -74,19 +77,26 @@ impl Store {
         }))
     }
 
-    /// Stores the job's facts in one transaction that first marks the job succeeded,
-    /// fenced by its lease: a job cancelled (consent refused, erasure) or re-leased since
-    /// it was claimed stores nothing and this returns `None`. Duplicates of stored facts
-    /// are skipped by the unique key. Facts are stored in the order given (the best
-    /// first) while there is room under `max_facts` beside the manual facts, and the
-    /// oldest extracted facts beyond it are evicted; manual facts never are (see the
-    /// facts store's module docs).
+    /// Stores what the job found in one transaction that first marks the job succeeded,
+    /// fenced by its lease: a job cancelled (consent refused, erasure) or re-leased since it
+    /// was claimed stores nothing and this returns `None`; so does every part of it or none.
+    ///
+    /// In order: `revisions` (a deletion, or a replacement: the new fact supersedes the one
+    /// it replaces, whatever room there is), then the `candidates` in the order given
+    /// (the best first) while there is room under `max_facts` beside the manual facts. A
+    /// candidate that repeats a stored fact refreshes it instead (see [`REFRESH`]); one
+    /// that is the same text as a stored fact is skipped by the unique key; a new one is
+    /// stored with its vector of `model`, when it has one. The oldest extracted facts
+    /// beyond the room are evicted; manual facts never are (see the facts store's module
+    /// docs). Revisions name facts the extractor was shown, all of the job's owner, and
+    /// every statement is scoped to that owner too: a fact deleted meanwhile is passed
+    /// over (its replacement is stored as a new fact).
     pub async fn store_extracted_facts(
         &self,
         job: &ClaimedJob,
-        facts: &[NewFact],
+        found: &Found<'_>,
         max_facts: i64,
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<Stored>> {
         let now = super::now();
         let owner = job.owner();
         let origin = Origin::Extracted { conversation_id: job.conversation_id };
@@ -108,22 +118,45 @@ impl Store {
             return Ok(None);
         }
         let room = tx.extracted_room(owner, max_facts).await?;
-        let mut added = 0u64;
-        for fact in facts {
-            if i64::try_from(added).unwrap_or(i64::MAX) >= room {
-                break;
-            }
-            if let Remembered::Created(_) = tx.insert_fact(owner, fact, origin, None).await? {
-                added += 1;
+        let mut stored = Stored::default();
+        for revision in found.revisions {
+            match revision {
+                Revision::Delete { id } => stored.deleted += tx.delete_known(owner, *id).await?,
+                Revision::Replace { id, by } => {
+                    let (created, new_id) = match tx.insert_fact(owner, by, origin, None).await? {
+                        Remembered::Created(fact) => (true, fact.id),
+                        Remembered::Existing(fact) => (false, fact.id),
+                        Remembered::Full => continue,
+                    };
+                    stored.added += u64::from(created);
+                    stored.replaced += tx.replace(owner, *id, new_id, now).await?;
+                }
             }
         }
-        if added > 0 {
+        for candidate in found.candidates {
+            if i64::try_from(stored.added).unwrap_or(i64::MAX) >= room {
+                break;
+            }
+            if let Some(id) = candidate.repeats
+                && tx.refresh(owner, id, &candidate.fact, job.conversation_id, now).await?
+            {
+                stored.refreshed += 1;
+                continue;
+            }
+            if let Remembered::Created(fact) = tx.insert_fact(owner, &candidate.fact, origin, None).await? {
+                stored.added += 1;
+                if let (Some(model), Some(values)) = (found.model, &candidate.vector) {
+                    tx.store_vector(fact.id, &fact.fact, model, values).await?;
+                }
+            }
+        }
+        if stored.added > 0 {
             tx.evict_oldest(owner, room).await?;
         }
         with_tx!(tx, tx => {
             sqlx::query("UPDATE jobs SET facts_added = $2 WHERE id = $1")
                 .bind(job.id)
-                .bind(i64::try_from(added).unwrap_or(i64::MAX))
+                .bind(i64::try_from(stored.added).unwrap_or(i64::MAX))
                 .execute(&mut **tx)
                 .await?;
             sqlx::query(
@@ -137,6 +170,100 @@ impl Store {
             .await?;
         });
         tx.commit().await?;
-        Ok(Some(added))
+        Ok(Some(stored))
+    }
+}
+
+/// What an extraction job found, to store (see [`Store::store_extracted_facts`]).
+#[derive(Debug, Default)]
+pub struct Found<'a> {
+    /// New facts, best first.
+    pub candidates: &'a [Candidate],
+    /// Changes to the owner's stored facts.
+    pub revisions: &'a [Revision],
+    /// The model of the candidates' vectors.
+    pub model: Option<&'a str>,
+}
+
+/// What storing an extraction did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    /// New facts (including replacements).
+    pub added: u64,
+    /// Stored facts said again in other words, refreshed.
+    pub refreshed: u64,
+    /// Stored facts superseded by their replacement.
+    pub replaced: u64,
+    pub deleted: u64,
+}
+
+/// Refreshes fact `$4` said again in other words: its score becomes the higher of the
+/// two (`$5`), `updated_at` now (`$6`), and an extracted fact's conversation becomes the
+/// latest that stated it (`$7`; a curated fact keeps its provenance). Its text is
+/// unchanged, so its vector stays current (see [`TOUCH_VECTOR`]). Only a current fact.
+const REFRESH: &str = "UPDATE facts SET score = CASE WHEN score IS NULL OR score < $5 THEN $5 ELSE score END, \
+       updated_at = $6, conversation_id = CASE WHEN source = 'extracted' THEN $7 ELSE conversation_id END \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 AND superseded_by IS NULL";
+
+/// Moves the vector of fact `$1` along with its `updated_at` (to `$2`), when it was current:
+/// refreshing a fact changes no word of it.
+const TOUCH_VECTOR: &str = "UPDATE fact_vectors SET fact_updated_at = $2 \
+     WHERE fact_id = $1 AND fact_updated_at = (SELECT updated_at FROM facts WHERE id = $1)";
+
+/// Makes fact `$5` current and supersedes fact `$4` with it (`$6` now), unless they are
+/// one fact (the replacement said nothing new) or `$4` is superseded already.
+const REPLACE: &str = "UPDATE facts SET \
+       superseded_by = CASE WHEN id = $5 THEN NULL ELSE $5 END, \
+       superseded_at = CASE WHEN id = $5 THEN NULL ELSE $6 END \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+       AND (id = $5 OR (id = $4 AND superseded_by IS NULL))";
+
+/// The extraction's writes to facts it found again or changed.
+impl Tx {
+    /// Refreshes `id` with `fact` (see [`REFRESH`]); `false` when it is no longer a
+    /// current fact of the owner.
+    async fn refresh(
+        &mut self,
+        owner: Owner<'_>,
+        id: Uuid,
+        fact: &NewFact,
+        conversation_id: Uuid,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool> {
+        let refreshed = with_tx!(self, tx => {
+            sqlx::query(TOUCH_VECTOR).bind(id).bind(now).execute(&mut **tx).await?;
+            sqlx::query(REFRESH)
+                .bind_owner(owner)
+                .bind(id)
+                .bind(fact.score.unwrap_or(0.0))
+                .bind(now)
+                .bind(conversation_id)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected()
+        });
+        Ok(refreshed > 0)
+    }
+
+    /// Supersedes `old` with `new` (see [`REPLACE`]); returns 1 when `old` was superseded.
+    async fn replace(
+        &mut self,
+        owner: Owner<'_>,
+        old: Uuid,
+        new: Uuid,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64> {
+        let changed = with_tx!(self, tx => {
+            sqlx::query(REPLACE).bind_owner(owner).bind(old).bind(new).bind(now).execute(&mut **tx).await?.rows_affected()
+        });
+        // The new fact's own row is among the changed ones unless the two are one.
+        Ok(u64::from(old != new && changed > 1))
+    }
+
+    /// Deletes the owner's fact `id`; returns 1 when it was there.
+    async fn delete_known(&mut self, owner: Owner<'_>, id: Uuid) -> Result<u64> {
+        Ok(with_tx!(self, tx => {
+            sqlx::query(DELETE_ONE).bind_owner(owner).bind(id).execute(&mut **tx).await?.rows_affected()
+        }))
     }
 }

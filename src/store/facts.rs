@@ -313,7 +313,8 @@ const UPDATE: &str = concat!(
 );
 
 /// `$4` id.
-const DELETE_ONE: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4";
+pub(super) const DELETE_ONE: &str =
+    "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4";
 
 const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3";
 

@@ -10,9 +10,9 @@
 use uuid::Uuid;
 
 use super::{
-    Result, Store,
+    Result, Store, Tx,
     facts::{BindOwner, FactRow, Owner},
-    with_pool,
+    with_pool, with_tx,
 };
 use crate::domain::{fact::Fact, vector};
 
@@ -63,22 +63,19 @@ impl Store {
         }))
     }
 
-    /// Stores the vector `model` made of `text`, the text of fact `id` (see [`STORE`]).
-    /// Returns whether it was stored.
-    pub async fn store_vector(&self, id: Uuid, text: &str, model: &str, values: &[f32]) -> Result<bool> {
-        let dims = i32::try_from(values.len()).map_err(|_| sqlx::Error::Protocol("vector too long".into()))?;
-        let stored = with_pool!(self, pool => {
-            sqlx::query(STORE)
-                .bind(id)
-                .bind(model)
-                .bind(dims)
-                .bind(vector::to_bytes(values))
-                .bind(text)
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
-        Ok(stored > 0)
+    /// Stores the vectors `model` made of facts' texts, each `(fact id, text, values)`, in
+    /// one transaction (one commit for a whole batch of the backfill). Returns how many
+    /// were stored (see [`STORE`]).
+    pub async fn store_vectors(&self, model: &str, vectors: &[(Uuid, &str, &[f32])]) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let mut stored = 0;
+        for (id, text, values) in vectors {
+            if tx.store_vector(*id, text, model, values).await? {
+                stored += 1;
+            }
+        }
+        tx.commit().await?;
+        Ok(stored)
     }
 
     /// The owner's facts that have a current vector of `model`, with it. At most
@@ -95,5 +92,25 @@ impl Store {
                 Ok((Fact::try_from(row.fact)?, values))
             })
             .collect()
+    }
+}
+
+impl Tx {
+    /// Stores the vector `model` made of `text`, the text of fact `id` (see [`STORE`]).
+    /// Returns whether it was stored.
+    pub async fn store_vector(&mut self, id: Uuid, text: &str, model: &str, values: &[f32]) -> Result<bool> {
+        let dims = i32::try_from(values.len()).map_err(|_| sqlx::Error::Protocol("vector too long".into()))?;
+        let stored = with_tx!(self, tx => {
+            sqlx::query(STORE)
+                .bind(id)
+                .bind(model)
+                .bind(dims)
+                .bind(vector::to_bytes(values))
+                .bind(text)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected()
+        });
+        Ok(stored > 0)
     }
 }

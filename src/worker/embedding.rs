@@ -5,7 +5,7 @@
 //! Its progress is the database itself (facts without a current vector), so it is durable
 //! and resumes after a restart or a crash where it stopped, with nothing to recover. With
 //! several replicas each may embed the same fact; the store writes a vector only for the
-//! text it was made from (see [`Store::store_vector`](crate::store::Store::store_vector)),
+//! text it was made from (see [`Store::store_vectors`](crate::store::Store::store_vectors)),
 //! so a slow embedding never overwrites a newer edit.
 
 use std::time::{Duration, Instant};
@@ -64,17 +64,15 @@ async fn backfill(state: &AppState, model: &str, stop: &watch::Receiver<bool>) -
                 _ => RETRY_DELAY,
             }
         })?;
-        let mut stored = 0u64;
-        for (pending, values) in batch.iter().zip(&vectors) {
-            match state.store.store_vector(pending.id, &pending.fact, model, values).await {
-                Ok(true) => stored += 1,
-                Ok(false) => {}
-                Err(error) => {
-                    tracing::warn!(%error, "a vector was not stored; retrying");
-                    return Err(RETRY_DELAY);
-                }
-            }
-        }
+        let made: Vec<(Uuid, &str, &[f32])> = batch
+            .iter()
+            .zip(&vectors)
+            .map(|(pending, values)| (pending.id, pending.fact.as_str(), &values[..]))
+            .collect();
+        let stored = state.store.store_vectors(model, &made).await.map_err(|error| {
+            tracing::warn!(%error, "vectors were not stored; retrying");
+            RETRY_DELAY
+        })?;
         metrics::counter!("engram_facts_embedded_total").increment(stored);
         tracing::debug!(stored, elapsed_ms = started.elapsed().as_millis() as u64, "facts embedded");
         if batch.len() < BATCH as usize {

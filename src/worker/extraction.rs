@@ -1,14 +1,31 @@
-//! One `extract_facts` job: read the conversation, ask the extractor, keep what passes
-//! the agent's rules, and store it in one transaction fenced by the job's lease.
+//! One `extract_facts` job: read the conversation (and, for an LLM, the user's known facts
+//! it may update or delete), ask the extractor, keep what passes the agent's rules, find
+//! which new facts say again what a stored fact says (near-duplicates, with embeddings
+//! on), and store it all in one transaction fenced by the job's lease.
 
 use std::time::Duration;
 
 use crate::{
-    domain::extracted,
-    extract::{ExtractError, ExtractionRequest, Extractor, Turn},
+    domain::{
+        extracted::{self, Candidate},
+        fact::NewFact,
+        message::Role,
+        near_duplicate::{self, Known},
+        search_query::{MAX_QUERY_CHARS, SearchQuery},
+    },
+    extract::{ExtractError, ExtractionRequest, Extractor, KnownFact, Turn},
     service::AppState,
-    store::job_queue::ClaimedJob,
+    store::{extraction::Found, facts::Owner, job_queue::ClaimedJob},
 };
+
+/// How many of the user's facts an LLM is shown as known, twice: those that match the new
+/// lines best, then the newest. Enough to update what the conversation is about, few
+/// enough to keep the prompt short for small models.
+const KNOWN_FACTS: i64 = 25;
+
+/// Longest the new facts wait for their vectors; past it they are stored without (and
+/// embedded later by the backfill) and only exact duplicates are found.
+const EMBEDDING_LIMIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
@@ -77,18 +94,76 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         from_seq: input.extracted_through_seq,
         instructions: settings.extraction_instructions,
     };
-    let extraction = extractor.extract(&request).await?;
+    let owner = job.owner();
+    let known = if extractor.reads_known_facts() { known_facts(state, owner, &request).await? } else { vec![] };
+    let extraction = extractor.extract(&request, &known).await?;
     let kept = extracted::select(extraction.facts, settings.min_confidence);
     let kept = extracted::best(kept, state.config.max_facts_per_job);
-    match store.store_extracted_facts(job, &kept, state.config.max_facts_per_user).await? {
-        Some(added) => {
-            if added > 0 {
+    let revisions = extracted::revisions(extraction.changes, settings.min_confidence);
+    let (candidates, model) = plan(state, owner, kept).await?;
+    let found = Found { candidates: &candidates, revisions: &revisions, model: model.as_deref() };
+    match store.store_extracted_facts(job, &found, state.config.max_facts_per_user).await? {
+        Some(stored) => {
+            metrics::counter!("engram_facts_refreshed_total").increment(stored.refreshed);
+            metrics::counter!("engram_facts_replaced_total").increment(stored.replaced);
+            metrics::counter!("engram_facts_deleted_by_extraction_total").increment(stored.deleted);
+            if stored != Default::default() {
                 state.facts_changed();
             }
-            Ok(Outcome::Stored(added))
+            Ok(Outcome::Stored(stored.added))
         }
         None => Ok(Outcome::Fenced),
     }
+}
+
+/// The user's facts an LLM extractor is shown (see [`KNOWN_FACTS`]): the current facts
+/// that best match what the user said in the new lines, then the newest.
+async fn known_facts(
+    state: &AppState,
+    owner: Owner<'_>,
+    request: &ExtractionRequest,
+) -> Result<Vec<KnownFact>, Failure> {
+    let said: Vec<&str> = request
+        .turns
+        .iter()
+        .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
+        .map(|turn| turn.text.as_str())
+        .collect();
+    let said: String = said.join(" ").chars().take(MAX_QUERY_CHARS).collect();
+    let query = SearchQuery::parse(&said).ok();
+    let facts = state.store.context_facts(owner, query.as_ref(), KNOWN_FACTS).await?;
+    let mut known: Vec<KnownFact> = Vec::with_capacity(facts.len());
+    for fact in facts {
+        if !known.iter().any(|k| k.id == fact.id) {
+            known.push(KnownFact { id: fact.id, text: fact.fact });
+        }
+    }
+    Ok(known)
+}
+
+/// The new facts as they will be stored. With embeddings ready, each is embedded (one
+/// call) and compared with the user's current facts that have a vector of the same model,
+/// to find the one it repeats in other words ([`near_duplicate::plan`]); returns the
+/// model too. Without embeddings, or when they fail or take too long, facts repeat
+/// nothing and only the exact duplicate rule applies: embedding never fails the job.
+async fn plan(
+    state: &AppState,
+    owner: Owner<'_>,
+    facts: Vec<NewFact>,
+) -> Result<(Vec<Candidate>, Option<String>), Failure> {
+    let texts: Vec<String> = facts.iter().map(|fact| fact.text.text().to_owned()).collect();
+    let embedded = if texts.is_empty() { None } else { state.embed_within(&texts, EMBEDDING_LIMIT).await };
+    let Some((model, vectors)) = embedded else {
+        return Ok((facts.into_iter().map(Candidate::plain).collect(), None));
+    };
+    let stored = state.store.fact_vectors(owner, &model).await?;
+    let known: Vec<Known<'_>> = stored
+        .iter()
+        .filter(|(fact, _)| fact.superseded_by.is_none())
+        .map(|(fact, vector)| Known { id: fact.id, text: &fact.fact, vector })
+        .collect();
+    let planned = near_duplicate::plan(facts.into_iter().zip(vectors.into_iter().map(Some)).collect(), &known);
+    Ok((planned, Some(model)))
 }
 
 /// Ends the job as `cancelled` for `reason`, unless it lost its lease meanwhile.

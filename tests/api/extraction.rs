@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use crate::common::{
+    llm::{openai_reply, spawn_extracting},
+    *,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wiremock::{
@@ -28,28 +31,6 @@ on_both_backends!(
 );
 
 const ALICE_TURNS: [&str; 3] = ["Hi! My name is Alice.", "I live in Paris.", "I prefer tea over coffee, honestly."];
-
-/// Waits until the job reaches one of `states` and returns it.
-async fn job_reaching(app: &TestApp, job_id: &str, states: &[&str], timeout: Duration) -> Value {
-    let token = admin("acme");
-    let found = eventually(timeout, || async {
-        let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &token).await;
-        states.contains(&job["status"].as_str().unwrap_or_default()).then_some(job)
-    })
-    .await;
-    match found {
-        Some(job) => job,
-        None => {
-            let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &token).await;
-            panic!("job never reached {states:?}: {job}")
-        }
-    }
-}
-
-fn job_id(ended: &Value) -> String {
-    assert_eq!(ended["extraction"]["queued"], true, "{ended}");
-    ended["extraction"]["job_id"].as_str().expect("job id").to_string()
-}
 
 async fn facts_of(app: &TestApp, agent_id: &str, user: &str) -> Vec<Value> {
     let (status, page) = app.get(&format!("/api/agents/{agent_id}/users/{}/facts", enc(user)), &agent("acme")).await;
@@ -123,31 +104,11 @@ async fn nothing_is_queued_without_memory_turns_or_consent(backend: Backend) {
     assert_eq!(jobs["items"], json!([]), "no job may be queued");
 }
 
-/// Starts the app with an LLM extractor pointed at `server`, fast retries, and memory on
-/// for the agent `concierge`.
-async fn spawn_extracting(backend: Backend, provider: &str, server: &MockServer, extra: &[&str]) -> TestApp {
-    let fast = ["--llm-timeout-secs", "1", "--job-retry-base-ms", "50", "--job-max-attempts", "3"];
-    let app = llm::spawn_with_llm(backend, provider, server, &[&fast[..], extra].concat()).await;
-    app.enable_memory("acme", "concierge").await;
-    app
-}
-
-fn openai_reply(content: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(json!({
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": "test-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
-    }))
-}
-
 fn facts_json() -> String {
-    json!({"facts": [
-        {"fact": "Name is Alice", "score": 0.95, "tags": ["identity"]},
-        {"fact": "Might like jazz", "score": 0.3},
-        {"fact": "Lives in Paris", "score": 0.9}
+    json!({"operations": [
+        {"op": "add", "fact": "Name is Alice", "score": 0.95, "tags": ["identity"]},
+        {"op": "add", "fact": "Might like jazz", "score": 0.3},
+        {"op": "add", "fact": "Lives in Paris", "score": 0.9}
     ]})
     .to_string()
 }

@@ -44,7 +44,7 @@ fn message(text: &str) -> Value {
 
 /// What the extractor makes of a server answering `response`.
 async fn extraction_from(response: ResponseTemplate) -> Result<Extraction, ExtractError> {
-    extractor(&server_answering(response).await).extract(&request()).await
+    extractor(&server_answering(response).await).extract(&request(), &[]).await
 }
 
 /// An error as the Messages API words it.
@@ -63,7 +63,7 @@ async fn server_answering(response: ResponseTemplate) -> MockServer {
 /// as the configured base URL.
 async fn the_request_sent_to(suffix: &str) -> wiremock::Request {
     let server = server_answering(ResponseTemplate::new(200).set_body_json(message(ANSWER))).await;
-    extractor_at(format!("{}{suffix}", server.uri())).extract(&request()).await.expect("extraction succeeds");
+    extractor_at(format!("{}{suffix}", server.uri())).extract(&request(), &[]).await.expect("extraction succeeds");
     let mut received = server.received_requests().await.expect("recording is on");
     assert_eq!(received.len(), 1);
     received.remove(0)
@@ -162,11 +162,11 @@ async fn server_errors_overload_and_timeouts_are_transient() {
 async fn malformed_model_output_is_malformed_and_never_quoted() {
     for text in [
         "Here are the facts: Name is Alice",
-        r#"{"facts": "Alice"}"#,
-        r#"{"facts": [{"fact": "Name is Alice", "score": 1.5}]}"#,
-        r#"{"facts": [{"fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
+        r#"{"operations": "Alice"}"#,
+        r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 1.5}]}"#,
+        r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
         // Cut short, though not at max_tokens (that one is `Truncated`).
-        r#"{"facts": [{"fact": "Name is Alice", "sco"#,
+        r#"{"operations": [{"op": "add", "fact": "Name is Alice", "sco"#,
     ] {
         let error =
             extraction_from(ResponseTemplate::new(200).set_body_json(message(text))).await.expect_err("malformed");
@@ -184,18 +184,18 @@ async fn the_answer_is_a_forced_tool_call_whose_input_schema_is_its_shape() {
     ]))))
     .await;
 
-    let extraction = extractor(&server).extract(&request()).await.expect("extraction succeeds");
+    let extraction = extractor(&server).extract(&request(), &[]).await.expect("extraction succeeds");
 
     assert_eq!(extraction.facts, expected_facts());
     let sent = first_body(&server).await;
     assert_eq!(sent["tool_choice"], json!({"type": "tool", "name": "record_facts"}));
     assert_eq!(sent["tools"][0]["name"], "record_facts");
-    assert_eq!(sent["tools"][0]["input_schema"]["required"], json!(["facts"]));
+    assert_eq!(sent["tools"][0]["input_schema"]["required"], json!(["operations"]));
 }
 
 #[tokio::test]
 async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
-    let mut body = message(r#"{"facts": [{"fact": "Name is Alice", "sco"#);
+    let mut body = message(r#"{"operations": [{"op": "add", "fact": "Name is Alice", "sco"#);
     body["stop_reason"] = json!("max_tokens");
     let error = extraction_from(ResponseTemplate::new(200).set_body_json(body)).await.expect_err("truncated");
 

@@ -41,7 +41,7 @@ fn completion(content: &str) -> Value {
 
 /// What the extractor makes of a server answering `response`.
 async fn extraction_from(response: ResponseTemplate) -> Result<Extraction, ExtractError> {
-    extractor(&server_answering(response).await).extract(&request()).await
+    extractor(&server_answering(response).await).extract(&request(), &[]).await
 }
 
 /// An error as the OpenAI API words it.
@@ -62,7 +62,7 @@ async fn sends_a_chat_completion_request_in_json_mode() {
     let extractor =
         OpenAi::new(client(), format!("{}/v1/", server.uri()), Some(API_KEY.to_owned()), "gpt-test".to_owned());
 
-    extractor.extract(&request()).await.expect("extraction succeeds");
+    extractor.extract(&request(), &[]).await.expect("extraction succeeds");
 
     let received = server.received_requests().await.expect("recording is on");
     assert_eq!(received.len(), 1);
@@ -89,7 +89,7 @@ async fn sends_no_authorization_header_without_a_key() {
     let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
     let extractor = OpenAi::new(client(), format!("{}/v1", server.uri()), None, "llama3".to_owned());
 
-    extractor.extract(&request()).await.expect("extraction succeeds");
+    extractor.extract(&request(), &[]).await.expect("extraction succeeds");
 
     let received = server.received_requests().await.expect("recording is on");
     assert!(received[0].headers.get("authorization").is_none());
@@ -160,7 +160,7 @@ async fn an_unreachable_server_is_transient() {
     let extractor =
         OpenAi::new(client(), format!("http://127.0.0.1:{port}/v1"), Some(API_KEY.to_owned()), "gpt-test".to_owned());
 
-    let error = extractor.extract(&request()).await.expect_err("nothing listens");
+    let error = extractor.extract(&request(), &[]).await.expect_err("nothing listens");
 
     assert!(matches!(error, ExtractError::Transient(_)), "{error:?}");
 }
@@ -169,12 +169,12 @@ async fn an_unreachable_server_is_transient() {
 async fn malformed_model_output_is_malformed_and_never_quoted() {
     for content in [
         "Name is Alice",
-        r#"{"facts": "Alice"}"#,
-        r#"[{"fact": "Name is Alice", "score": 0.9}]"#,
+        r#"{"operations": "Alice"}"#,
+        r#"[{"op": "add", "fact": "Name is Alice", "score": 0.9}]"#,
         // Not one entry of the right shape.
-        r#"{"facts": [{"fact": "Name is Alice", "score": 1.5}]}"#,
-        r#"{"facts": [{"fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
-        r#"{"facts": [{"fact": "Name is Alice", "score": 0.9}], "note": "Alice"}"#,
+        r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 1.5}]}"#,
+        r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 0.9, "Alice": true}]}"#,
+        r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 0.9}], "note": "Alice"}"#,
     ] {
         let error = extraction_from(ResponseTemplate::new(200).set_body_json(completion(content)))
             .await
@@ -187,7 +187,7 @@ async fn malformed_model_output_is_malformed_and_never_quoted() {
 /// The body an extraction sent with response format `kind`.
 async fn sent_with(kind: ResponseFormatKind) -> Value {
     let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
-    extractor(&server).with_response_format(kind).extract(&request()).await.expect("extraction succeeds");
+    extractor(&server).with_response_format(kind).extract(&request(), &[]).await.expect("extraction succeeds");
     first_body(&server).await
 }
 
@@ -197,10 +197,10 @@ async fn asks_for_the_answer_schema_where_the_server_takes_one() {
     let format = &sent["response_format"];
     assert_eq!(format["type"], "json_schema");
     assert_eq!(format["json_schema"]["strict"], true);
-    assert_eq!(format["json_schema"]["schema"]["required"], json!(["facts"]));
+    assert_eq!(format["json_schema"]["schema"]["required"], json!(["operations"]));
     assert_eq!(
-        format["json_schema"]["schema"]["properties"]["facts"]["items"]["required"],
-        json!(["fact", "score", "tags"])
+        format["json_schema"]["schema"]["properties"]["operations"]["items"]["required"],
+        json!(["op", "id", "fact", "score", "tags"])
     );
 }
 
@@ -227,8 +227,8 @@ async fn a_refused_schema_falls_back_to_json_mode_in_the_same_attempt_and_for_go
         let server = server_refusing_schemas(status).await;
         let extractor = extractor(&server).with_response_format(ResponseFormatKind::JsonSchema);
 
-        let first = extractor.extract(&request()).await.unwrap_or_else(|e| panic!("HTTP {status}: {e}"));
-        let second = extractor.extract(&request()).await.expect("second extraction");
+        let first = extractor.extract(&request(), &[]).await.unwrap_or_else(|e| panic!("HTTP {status}: {e}"));
+        let second = extractor.extract(&request(), &[]).await.expect("second extraction");
 
         assert_eq!(first.facts, expected_facts());
         assert_eq!(second.facts, expected_facts());
@@ -247,16 +247,16 @@ async fn a_refused_schema_falls_back_to_json_mode_in_the_same_attempt_and_for_go
 async fn llama_cpp_gets_the_schema_beside_json_mode() {
     let sent = sent_with(ResponseFormatKind::JsonObjectSchema).await;
     assert_eq!(sent["response_format"]["type"], "json_object");
-    assert_eq!(sent["response_format"]["schema"]["required"], json!(["facts"]));
+    assert_eq!(sent["response_format"]["schema"]["required"], json!(["operations"]));
 }
 
 #[tokio::test]
 async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
-    let mut body = completion(r#"{"facts": [{"fact": "Name is Alice", "sco"#);
+    let mut body = completion(r#"{"operations": [{"op": "add", "fact": "Name is Alice", "sco"#);
     body["choices"][0]["finish_reason"] = json!("length");
     let server = server_answering(ResponseTemplate::new(200).set_body_json(body)).await;
 
-    let error = extractor(&server).extract(&request()).await.expect_err("truncated");
+    let error = extractor(&server).extract(&request(), &[]).await.expect_err("truncated");
 
     assert!(matches!(error, ExtractError::Truncated), "{error:?}");
     assert!(error.to_string().contains("1024"), "{error}");
@@ -266,8 +266,8 @@ async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
 
 #[tokio::test]
 async fn a_partly_wrong_answer_keeps_its_right_facts() {
-    let content = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95}, {"fact": "Prefers tea over coffee", "score": 3},
-        {"fact": "Prefers tea over coffee", "score": 0.8, "tags": null}, {"score": 0.9}]}"#;
+    let content = r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 0.95}, {"op": "add", "fact": "Prefers tea over coffee", "score": 3},
+        {"op": "add", "fact": "Prefers tea over coffee", "score": 0.8, "tags": null}, {"op": "add", "score": 0.9}]}"#;
     let extraction =
         extraction_from(ResponseTemplate::new(200).set_body_json(completion(content))).await.expect("the right facts");
 
@@ -279,11 +279,12 @@ async fn a_partly_wrong_answer_keeps_its_right_facts() {
 async fn facts_the_user_never_stated_are_dropped() {
     // A small model copying an example, and one making a fact up: neither shares a word with
     // what the user said ("My name is Alice and I prefer tea over coffee").
-    let content = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95}, {"fact": "Loves hiking in the Alps", "score": 0.9},
-        {"fact": "Works as a nurse", "score": 0.9}]}"#;
+    let content = r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 0.95}, {"op": "add", "fact": "Loves hiking in the Alps", "score": 0.9},
+        {"op": "add", "fact": "Works as a nurse", "score": 0.9}]}"#;
     let server = server_answering(ResponseTemplate::new(200).set_body_json(completion(content))).await;
 
-    let extraction = engram::extract::Extractor::OpenAi(extractor(&server)).extract(&request()).await.expect("facts");
+    let extraction =
+        engram::extract::Extractor::OpenAi(extractor(&server)).extract(&request(), &[]).await.expect("facts");
 
     let facts: Vec<&str> = extraction.facts.iter().map(|f| f.fact.as_str()).collect();
     assert_eq!(facts, ["Name is Alice"]);
@@ -378,9 +379,9 @@ fn calls_are_counted_by_outcome_with_their_tokens_and_duration() {
             let ok = server_answering(ResponseTemplate::new(200).set_body_json(completion(ANSWER))).await;
             let malformed = server_answering(ResponseTemplate::new(200).set_body_json(completion("not JSON"))).await;
             let limited = server_answering(ResponseTemplate::new(429)).await;
-            extractor(&ok).extract(&request()).await.expect("ok");
-            extractor(&malformed).extract(&request()).await.expect_err("malformed");
-            extractor(&limited).extract(&request()).await.expect_err("rate limited");
+            extractor(&ok).extract(&request(), &[]).await.expect("ok");
+            extractor(&malformed).extract(&request(), &[]).await.expect_err("malformed");
+            extractor(&limited).extract(&request(), &[]).await.expect_err("rate limited");
         });
     });
 

@@ -25,6 +25,7 @@ mod llm_openai;
 mod logs;
 mod mcp;
 mod models_fetch;
+mod operations;
 mod processes;
 mod rgpd;
 mod sanitize;

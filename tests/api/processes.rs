@@ -133,7 +133,7 @@ async fn killed_worker_job_completes_after_lease_expiry_without_duplicates() {
         let reply = json!({
             "id": "c", "object": "chat.completion", "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant",
-                "content": json!({"facts": [{"fact": "Name is Alice", "score": 0.9}, {"fact": "Lives in Paris", "score": 0.9}]}).to_string()},
+                "content": json!({"operations": [{"op": "add", "fact": "Name is Alice", "score": 0.9}, {"op": "add", "fact": "Lives in Paris", "score": 0.9}]}).to_string()},
                 "finish_reason": "stop"}]
         });
         Mock::given(method("POST"))

@@ -26,6 +26,7 @@ on_both_backends!(
     a_failing_embedding_server_never_fails_a_write,
     without_vectors_recall_is_exactly_full_text,
     paraphrases_are_recalled_first_with_the_local_model,
+    paraphrases_of_one_preference_end_as_one_fact,
 );
 
 const DIMS: usize = 16;
@@ -330,4 +331,43 @@ async fn paraphrases_are_recalled_first_with_the_local_model(backend: Backend) {
         .await;
     assert_eq!(status, StatusCode::OK, "{context}");
     assert_eq!(context["facts"][0]["fact"], targets[1], "{context}");
+}
+
+/// Three conversations, each stating one preference in other words: with the local model
+/// the second and third refresh the first fact (score, `updated_at`, conversation) instead
+/// of adding to it; without embeddings they stay three facts, and contradicting or other
+/// facts are never merged.
+async fn paraphrases_of_one_preference_end_as_one_fact(backend: Backend) {
+    let said = ["I like tea.", "I enjoy tea.", "I love drinking tea."];
+    let app = spawn_with_local_model(backend).await;
+    app.enable_memory("acme", "concierge").await;
+    let mut conversations = Vec::new();
+    for line in said {
+        let (conversation, ended) = converse(&app, "concierge", "ann", &["Hi there!", line, "See you."]).await;
+        job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(30)).await;
+        all_embedded_with(&app.db, "local:all-MiniLM-L6-v2").await;
+        conversations.push(conversation);
+    }
+    let (_, page) = app.get(&facts_path("ann"), &agent("acme")).await;
+    assert_eq!(texts(&page["items"]), ["Likes tea"], "{page}");
+    let fact = &page["items"][0];
+    assert_eq!(fact["conversation_id"], conversations[2].as_str(), "the latest conversation that said it");
+    assert!(fact["updated_at"].as_str() > fact["created_at"].as_str(), "{fact}");
+
+    // Not the same fact: a negation, a different drink.
+    for line in ["I don't like tea.", "I like coffee."] {
+        let (_, ended) = converse(&app, "concierge", "ann", &["Hi there!", line, "See you."]).await;
+        job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(30)).await;
+    }
+    let (_, page) = app.get(&facts_path("ann"), &agent("acme")).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(3), "{page}");
+
+    let plain = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
+    plain.enable_memory("acme", "concierge").await;
+    for line in said {
+        let (_, ended) = converse(&plain, "concierge", "ann", &["Hi there!", line, "See you."]).await;
+        job_reaching(&plain, &job_id(&ended), &["succeeded"], Duration::from_secs(30)).await;
+    }
+    let (_, page) = plain.get(&facts_path("ann"), &agent("acme")).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(3), "without embeddings, the exact rule: {page}");
 }

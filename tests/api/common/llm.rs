@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use engram::domain::message::Role;
 use engram::extract::{ExtractError, ExtractedFact, Extraction, ExtractionRequest, Turn};
+use serde_json::json;
 use wiremock::ResponseTemplate;
 
 /// A short timeout, so the slow-server tests stay fast.
@@ -32,7 +33,7 @@ pub fn request() -> ExtractionRequest {
 }
 
 /// The model's answer to [`request`].
-pub const ANSWER: &str = r#"{"facts": [{"fact": "Name is Alice", "score": 0.95, "tags": ["identity"]}, {"fact": "Prefers tea over coffee", "score": 0.8}]}"#;
+pub const ANSWER: &str = r#"{"operations": [{"op": "add", "id": null, "fact": "Name is Alice", "score": 0.95, "tags": ["identity"]}, {"op": "add", "fact": "Prefers tea over coffee", "score": 0.8}]}"#;
 
 /// The facts [`ANSWER`] holds.
 pub fn expected_facts() -> Vec<ExtractedFact> {
@@ -120,4 +121,30 @@ pub async fn spawn_with_llm(
     args.extend_from_slice(&["--llm-api-key", "sk-test-secret-key", "--job-poll-ms", "50"]);
     args.extend_from_slice(extra);
     super::TestApp::spawn_with(backend, &args).await
+}
+
+/// Starts the app with an LLM extractor pointed at `server`, fast retries, and memory on
+/// for the agent `concierge`.
+pub async fn spawn_extracting(
+    backend: super::Backend,
+    provider: &str,
+    server: &wiremock::MockServer,
+    extra: &[&str],
+) -> super::TestApp {
+    let fast = ["--llm-timeout-secs", "1", "--job-retry-base-ms", "50", "--job-max-attempts", "3"];
+    let app = spawn_with_llm(backend, provider, server, &[&fast[..], extra].concat()).await;
+    app.enable_memory("acme", "concierge").await;
+    app
+}
+
+/// A chat completion whose assistant message says `content`.
+pub fn openai_reply(content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "test-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+    }))
 }

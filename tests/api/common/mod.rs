@@ -469,7 +469,7 @@ pub async fn spawn_with_blocking_llm(backend: Backend, extra: &[&str]) -> (TestA
     let reply = json!({
         "id": "c", "object": "chat.completion", "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant",
-            "content": json!({"facts": [{"fact": "Name is Zorblax", "score": 0.9}]}).to_string()}, "finish_reason": "stop"}]
+            "content": json!({"operations": [{"op": "add", "fact": "Name is Zorblax", "score": 0.9}]}).to_string()}, "finish_reason": "stop"}]
     });
     let (received, release) = (llm.received.clone(), llm.release.clone());
     let router = axum::Router::new().route(
@@ -514,4 +514,27 @@ pub async fn converse(app: &TestApp, agent_id: &str, user: &str, turns: &[&str])
     let (status, ended) = app.post(&format!("/api/conversations/{id}/end"), &token, json!({})).await;
     assert_eq!(status, StatusCode::OK, "{ended}");
     (id, ended)
+}
+
+/// Waits until the job reaches one of `states` and returns it.
+pub async fn job_reaching(app: &TestApp, job_id: &str, states: &[&str], timeout: Duration) -> Value {
+    let token = admin("acme");
+    let found = eventually(timeout, || async {
+        let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &token).await;
+        states.contains(&job["status"].as_str().unwrap_or_default()).then_some(job)
+    })
+    .await;
+    match found {
+        Some(job) => job,
+        None => {
+            let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &token).await;
+            panic!("job never reached {states:?}: {job}")
+        }
+    }
+}
+
+/// The id of the extraction job an end queued.
+pub fn job_id(ended: &Value) -> String {
+    assert_eq!(ended["extraction"]["queued"], true, "{ended}");
+    ended["extraction"]["job_id"].as_str().expect("job id").to_string()
 }
