@@ -14,6 +14,7 @@
 
 mod clauses;
 mod lexicon;
+mod mentions;
 mod phrase;
 mod rules;
 mod tokens;
@@ -32,6 +33,7 @@ use tokens::{Tok, split_sentences, tokenize};
 pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
     let mut seen = HashSet::new();
     let mut facts = Vec::new();
+    let mut mentioned = Vec::new();
     let turns = request.turns.iter().filter(|turn| turn.role == Role::User && turn.seq > request.from_seq);
     for turn in turns {
         // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
@@ -44,6 +46,7 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
             if sentence.question || is_question(&tokens[start..]) || is_hypothetical(&tokens[start..]) {
                 continue;
             }
+            mentioned.extend(mentions::kin_and_pets(&tokens[start..]));
             for clause in split_clauses(&tokens) {
                 let (lead, _) = skip_lead(clause, 0);
                 // "I play the guitar and sing in a band": two facts, the second one's "I"
@@ -65,6 +68,14 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
                     }
                 }
             }
+        }
+    }
+    // Relatives and pets named in passing come last, and only those no rule has already
+    // said something about ("Has a dog named Rex" beats "Has a dog").
+    let mut covered: HashSet<&str> = facts.iter().flat_map(|f| mentions::nouns_in(&f.fact)).collect();
+    for mention in mentioned {
+        if covered.insert(mention.noun) && seen.insert(mention.fact.fact.to_lowercase()) {
+            facts.push(mention.fact);
         }
     }
     facts
@@ -195,6 +206,63 @@ mod tests {
     }
 
     #[test]
+    fn relatives_and_pets_named_in_passing() {
+        assert_fact("My twin sister runs marathons too.", "Has a twin sister", "family");
+        assert_fact("i'll probably just walk my two dogs on the beach", "Has two dogs", "pets");
+        assert_fact("Our kids would eat pizza every night", "Has kids", "family");
+        assert_fact("sorry, my older brother's car broke down", "Has an older brother", "family");
+        assert_eq!(facts("my husband and daughter are still asleep"), ["Has a husband", "Has a daughter"]);
+        assert_eq!(facts("my wife and I love it here and my new puppy too"), ["Has a wife", "Has a puppy"]);
+        // A rule that said more wins, wherever the mention was.
+        assert_eq!(facts("My dog is old. I have a dog named Rex."), ["Has a dog named Rex"]);
+        assert_eq!(facts("I have two kids. My kids love the beach."), ["Has two kids"]);
+        assert!(facts("My ex wife lives in Ohio").is_empty());
+        assert!(facts("My late husband loved gardening").is_empty());
+        assert!(facts("My friend's dog is cute").is_empty());
+        assert!(facts("My mom says hi").is_empty());
+        assert!(facts("Do you want to meet my dog?").is_empty());
+        assert!(facts("If I had kids, my kids would be spoiled").is_empty());
+    }
+
+    #[test]
+    fn how_long_things_have_lasted() {
+        assert_fact("I've been divorced twice.", "Has been divorced twice", "family");
+        assert_fact("I have been sober for ten years", "Has been sober for ten years", "health");
+        assert_fact("I've been in the Boy Scouts for 7 years", "Has been in the Boy Scouts for 7 years", "hobby");
+        assert_fact("I have been playing chess for twenty years", "Has been playing chess for twenty years", "hobby");
+        assert_fact("I have lived in Berlin for five years now", "Has lived in Berlin for five years", "hobby");
+        assert_fact("I've had my cat for ten years", "Has had their cat for ten years", "pets");
+        assert!(one("I've been playing a lot since you asked").score < 0.7);
+        assert!(one("I've been busy").score < 0.7);
+        assert!(one("I have worked hard today").score < 0.7);
+    }
+
+    #[test]
+    fn what_one_has_never_done() {
+        assert_fact("I have never been married.", "Has never been married", "family");
+        assert_eq!(one("i have never been on a plane actually").fact, "Has never been on a plane");
+        assert!(one("I have never been on a plane").score < 0.7);
+        assert_eq!(one("I've never even left my home state").fact, "Has never left their home state");
+        assert!(facts("I've never heard of them").is_empty());
+        assert!(facts("I have never thought about that").is_empty());
+        assert!(facts("I've never seen that movie").is_empty());
+    }
+
+    #[test]
+    fn habits_plans_and_ages_in_the_progressive_and_past() {
+        assert_fact("I'm training for a half marathon", "Is training for a half marathon", "hobby");
+        assert_fact("I'm moving to Seattle next month!", "Is moving to Seattle next month", "location");
+        assert_fact("I am taking online classes", "Is taking online classes", "education");
+        assert!(facts("I'm taking a nap").iter().all(|f| f != "Is taking a nap"));
+        assert_fact("I just turned 18 yesterday", "Is 18 years old", "age");
+        assert_fact("I go to the gym every day", "Goes to the gym every day", "hobby");
+        assert_fact("I go to church on Sundays", "Goes to church on Sundays", "hobby");
+        assert!(one("I go to the store later").score < 0.7);
+        assert!(facts("I just got out of class").is_empty());
+        assert!(facts("I got outvoted").is_empty());
+    }
+
+    #[test]
     fn diet_and_health() {
         assert_fact("I'm vegetarian.", "Is vegetarian", "diet");
         assert_fact("I am a vegan", "Is a vegan", "diet");
@@ -317,7 +385,8 @@ mod tests {
         assert!(facts("You like tea.").is_empty());
         assert!(facts("He works at Acme and she loves dogs").is_empty());
         assert!(facts("My friend's name is Bob").is_empty());
-        assert!(facts("My sister lives in Rome").is_empty());
+        // That the user has a sister is theirs; where she lives is not.
+        assert_eq!(facts("My sister lives in Rome"), ["Has a sister"]);
         assert_eq!(facts("You like tea and I like coffee."), vec!["Likes coffee"]);
     }
 

@@ -36,7 +36,12 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
         "am" => match_am(c, rest, greeting),
         "was" => match_was(c, rest),
         "got" | "get" if w.get(rest) == Some(&"married") => Some(fact("Got married", 0.8, &["family"])),
+        // "I got out of class", "I got outvoted": events, not possessions.
+        "got" if w.get(rest).is_some_and(|x| in_list(PARTICLES, x) || x.ends_with("ed")) => None,
         "have" | "has" | "got" => match_have(c, rest),
+        "turned" if w.get(rest).is_some_and(|x| is_number(x)) => {
+            Some(fact(&format!("Is {} years old", c[rest].text), 0.8, &["age"]))
+        }
         "like" => preference(c, rest, "Likes", 0.8, &["preference"]),
         "love" | "adore" => preference(c, rest, "Loves", 0.8, &["preference"]),
         "enjoy" => preference(c, rest, "Enjoys", 0.8, &["preference"]),
@@ -225,7 +230,10 @@ fn match_go(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
         return with_object(c, rest, "Goes", 0.8, &["hobby"]);
     }
     if next == "to" {
-        return with_object(c, rest, "Goes", 0.65, &["hobby"]);
+        // "I go to the gym every day" is a habit; "I go to the store later" an errand.
+        let at = if w.get(rest + 1) == Some(&"the") { rest + 2 } else { rest + 1 };
+        let score = if w.get(at).is_some_and(|x| in_list(REGULAR_DESTINATIONS, x)) { 0.8 } else { 0.65 };
+        return with_object(c, rest, "Goes", score, &["hobby"]);
     }
     None
 }
@@ -279,12 +287,25 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
         return None;
     }
     match next {
-        "to" | "had" | "never" | "not" | "heard" | "seen" | "done" | "tried" | "read" => None,
+        "never" => match_never_done(c, rest + 1),
+        "to" | "not" | "heard" | "seen" | "done" | "tried" | "read" => None,
         "been" => match w.get(rest + 1).copied()? {
-            "married" => with_object(c, rest + 1, "Has been", 0.8, &["family"]),
             d if in_list(DIETS, d) => with_object(c, rest + 1, "Is", 0.85, &["diet"]),
+            s if in_list(LASTING_STATES, s) => with_object(c, rest + 1, "Has been", 0.8, &[lasting_state_tag(s)]),
+            "in" if w.get(rest + 2..).is_some_and(|g| g.iter().take(4).any(|x| in_group(x).is_some())) => {
+                with_object(c, rest + 1, "Has been", 0.8, &["hobby"])
+            }
+            v if v.ends_with("ing") && states_duration(&w[rest..]) => {
+                with_object(c, rest + 1, "Has been", 0.75, &["hobby"])
+            }
             _ => with_object(c, rest + 1, "Has been", 0.6, &["hobby"]),
         },
+        // "I have lived in Berlin for five years", "I've had my dog since 2015": how long
+        // something has lasted says that it lasts.
+        p if is_past_participle(p) && states_duration(&w[rest..]) => {
+            with_object(c, rest, "Has", 0.75, &tags_for(&w[rest..], "hobby"))
+        }
+        "had" => None,
         "wanted" => with_object(c, rest + 1, "Wants", 0.7, &["goal"]),
         "no" => {
             let noun = w.get(rest + 1).copied()?;
@@ -430,6 +451,11 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
             return with_object(c, rest + 1, "Hopes", 0.7, &["goal"]);
         }
         "saving" => return with_object(c, rest, "Is", 0.7, &["goal"]),
+        "training" if after == Some("for") => return with_object(c, rest, "Is", 0.75, &["hobby"]),
+        "moving" if after == Some("to") => return with_object(c, rest, "Is", 0.7, &["location", "goal"]),
+        "taking" if w.get(rest + 1..).is_some_and(|o| o.iter().take(3).any(|x| in_list(COURSES, x))) => {
+            return with_object(c, rest, "Is", 0.75, &["education"]);
+        }
         "going" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
         "trying" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
         "into" => return with_object(c, rest, "Is", 0.75, &["preference"]),
@@ -487,7 +513,7 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
 fn in_group(word: &str) -> Option<&'static str> {
     match word {
         "army" | "navy" | "military" | "marines" | "force" | "guard" | "business" | "industry" => Some("work"),
-        "band" | "choir" | "orchestra" | "club" | "team" | "league" => Some("hobby"),
+        "band" | "choir" | "orchestra" | "club" | "team" | "league" | "scouts" => Some("hobby"),
         "relationship" | "love" => Some("family"),
         "grade" | "class" | "college" | "school" | "university" | "program" => Some("education"),
         _ => None,
@@ -522,4 +548,96 @@ fn match_am_noun(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
         return with_object(c, rest, "Is", 0.85, &["work"]);
     }
     with_object(c, rest, "Is", 0.7, &["identity"])
+}
+
+/// Words after "got" that make it an event ("got out of class", "got back home").
+const PARTICLES: &[&str] = &["out", "off", "back", "home", "up", "in", "into", "to", "over", "through", "away", "lost"];
+
+/// States that "I have been …" keeps true ("I've been divorced twice", "sober for ten years").
+const LASTING_STATES: &[&str] =
+    &["married", "divorced", "widowed", "engaged", "single", "sober", "retired", "unemployed", "clean"];
+
+fn lasting_state_tag(state: &str) -> &'static str {
+    match state {
+        "retired" | "unemployed" => "work",
+        "sober" | "clean" => "health",
+        _ => "family",
+    }
+}
+
+/// Places one goes to as a habit rather than as an errand.
+#[rustfmt::skip]
+const REGULAR_DESTINATIONS: &[&str] = &[
+    "gym", "church", "school", "college", "university", "temple", "mosque", "synagogue", "mass",
+    "therapy", "rehab", "yoga", "pilates", "classes", "class", "practice", "concerts", "camp",
+];
+
+/// What one takes as a course ("I'm taking online classes", "taking piano lessons").
+const COURSES: &[&str] = &["class", "classes", "lessons", "course", "courses"];
+
+/// Past participles "have" takes in a statement of how long something has lasted.
+fn is_past_participle(word: &str) -> bool {
+    (word.len() > 4 && word.ends_with("ed"))
+        || matches!(
+            word,
+            "had"
+                | "known"
+                | "taught"
+                | "done"
+                | "driven"
+                | "ridden"
+                | "grown"
+                | "run"
+                | "sung"
+                | "written"
+                | "left"
+                | "met"
+                | "flown"
+                | "gone"
+                | "eaten"
+                | "broken"
+                | "won"
+                | "taken"
+                | "swum"
+                | "worn"
+        )
+}
+
+/// "for ten years", "for a decade", "since 2015", "since I was a kid": the clause says how
+/// long something has lasted.
+fn states_duration(words: &[&str]) -> bool {
+    words.iter().enumerate().any(|(i, w)| match *w {
+        "since" => words.get(i + 1).is_some_and(|x| {
+            is_number(x) || matches!(*x, "i" | "childhood" | "high" | "college" | "birth" | "forever")
+        }),
+        "for" => words
+            .iter()
+            .skip(i + 1)
+            .take(4)
+            .any(|x| matches!(*x, "years" | "year" | "decades" | "decade" | "months" | "ages" | "life" | "while")),
+        _ => false,
+    })
+}
+
+/// "I have never been married" is a lasting state; "I've never been to a casino", "I've
+/// never left my home state" are true but more often answers to the other person than
+/// what one would say about oneself, so they score below the default threshold. What one
+/// has heard of or thought about is no fact at all.
+fn match_never_done(c: &[Tok], mut at: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    while w.get(at).is_some_and(|x| in_list(ADVERBS, x)) {
+        at += 1;
+    }
+    let verb = *w.get(at)?;
+    let conversational = ["heard", "thought", "seen", "tried", "understood", "noticed", "realized", "said", "done"];
+    if !is_past_participle(verb) && verb != "been" || in_list(&conversational, verb) {
+        return None;
+    }
+    let rest = object(c, at + 1)?;
+    let state = w.get(at + 1).filter(|s| verb == "been" && in_list(LASTING_STATES, s));
+    let (score, tags) = match state {
+        Some(s) => (0.8, vec![lasting_state_tag(s)]),
+        None => (0.65, tags_for(&w[at..], "identity")),
+    };
+    Some(fact(&format!("Has never {verb} {rest}"), score, &tags))
 }
