@@ -37,7 +37,7 @@ const KEPT_MODIFIERS: &[&str] =
     &["twin", "little", "big", "older", "younger", "oldest", "youngest", "elder", "eldest", "baby", "identical"];
 
 /// Modifiers that may stand there but say nothing lasting ("my new puppy" is still a puppy).
-const DROPPED_MODIFIERS: &[&str] = &["new", "only", "two-year-old", "sweet", "beautiful", "lovely", "own"];
+const DROPPED_MODIFIERS: &[&str] = &["a", "an", "new", "only", "two-year-old", "sweet", "beautiful", "lovely", "own"];
 
 /// A noun of [`KIN_AND_PETS`] as it was written, and what it is.
 pub(super) struct Mention {
@@ -46,15 +46,16 @@ pub(super) struct Mention {
     pub(super) fact: ExtractedFact,
 }
 
-/// Each relative or pet the words call "my" or "our", as a fact that the user has them;
-/// "and" carries the "my" on ("my husband and daughter").
+/// Each relative or pet the words call "my" or "our" or say "we have", as a fact that the
+/// user has them; "and" carries the "my" on ("my husband and daughter").
 pub(super) fn kin_and_pets(words: &[Tok]) -> Vec<Mention> {
     let mut out = Vec::new();
     // Where the last mention's noun was, so that "and" right after it starts another.
     let mut last_noun = None;
     for (i, tok) in words.iter().enumerate() {
         let continues = tok.is("and") && last_noun.is_some_and(|n: usize| n + 1 == i);
-        if !(tok.is("my") || tok.is("our") || continues) {
+        let we_have = tok.is("have") && i > 0 && words[i - 1].is("we");
+        if !(tok.is("my") || tok.is("our") || continues || we_have) {
             continue;
         }
         let mut kept: Vec<&str> = Vec::new();

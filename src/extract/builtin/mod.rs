@@ -24,9 +24,9 @@ use std::collections::HashSet;
 
 use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
-use clauses::{is_hypothetical, is_question, skip_lead, split_clauses, verb_coordination};
+use clauses::{is_hypothetical, is_question, skip_lead, split_clauses, statements};
 use rules::match_clause;
-use tokens::{Tok, split_sentences, tokenize};
+use tokens::{split_sentences, tokenize};
 
 /// Extracts facts from the user turns with `seq > from_seq`, in order of appearance,
 /// deduplicated case-insensitively.
@@ -49,19 +49,8 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
             mentioned.extend(mentions::kin_and_pets(&tokens[start..]));
             for clause in split_clauses(&tokens) {
                 let (lead, _) = skip_lead(clause, 0);
-                // "I play the guitar and sing in a band": two facts, the second one's "I"
-                // understood.
-                let joined = verb_coordination(clause, lead).map(|and| {
-                    let mut second = vec![clause[lead].clone()];
-                    second.extend_from_slice(&clause[and + 1..]);
-                    (&clause[..and], second)
-                });
-                let parts: Vec<&[Tok]> = match &joined {
-                    Some((first, second)) => vec![first, second.as_slice()],
-                    None => vec![clause],
-                };
-                for part in parts {
-                    if let Some(fact) = match_clause(part, after_greeting)
+                for part in statements(clause, lead) {
+                    if let Some(fact) = match_clause(&part, after_greeting)
                         && seen.insert(fact.fact.to_lowercase())
                     {
                         facts.push(fact);
@@ -225,6 +214,35 @@ mod tests {
     }
 
     #[test]
+    fn skills_and_what_one_cannot_do() {
+        assert_fact("I can cook enchiladas", "Can cook enchiladas", "hobby");
+        assert_fact("I can swim.", "Can swim", "hobby");
+        assert_fact("funny thing, I can't swim.", "Cannot swim", "hobby");
+        assert_fact("I cannot drive a stick shift", "Cannot drive a stick shift", "hobby");
+        assert!(one("I can get one for the party").score < 0.7);
+        assert!(facts("I can send you the recipe").is_empty());
+        assert!(facts("I can't imagine").is_empty());
+    }
+
+    #[test]
+    fn what_a_relative_clause_adds() {
+        assert_eq!(facts("I'm a teacher who lives in the city."), ["Is a teacher", "Lives in the city"]);
+        assert_eq!(facts("I am a nurse who really loves gardening"), ["Is a nurse", "Loves gardening"]);
+        assert_eq!(facts("I'm a mom who is allergic to cats"), ["Is a mom", "Is allergic to cats"]);
+        assert_eq!(facts("I'm a painter who painted a mural"), ["Is a painter"]);
+        assert_eq!(facts("I like a singer who lives in Paris"), ["Likes a singer"]);
+    }
+
+    #[test]
+    fn retirement_and_households() {
+        assert_fact("I retired a few years ago.", "Is retired", "work");
+        assert!(facts("I retired to bed early").is_empty());
+        assert_eq!(facts("We have a dog and a cat"), ["Has a dog", "Has a cat"]);
+        assert_eq!(facts("we have two kids"), ["Has two kids"]);
+        assert!(facts("We have a lot of dogs around here").is_empty());
+    }
+
+    #[test]
     fn how_long_things_have_lasted() {
         assert_fact("I've been divorced twice.", "Has been divorced twice", "family");
         assert_fact("I have been sober for ten years", "Has been sober for ten years", "health");
@@ -234,6 +252,7 @@ mod tests {
         assert_fact("I've had my cat for ten years", "Has had their cat for ten years", "pets");
         assert!(one("I've been playing a lot since you asked").score < 0.7);
         assert!(one("I've been busy").score < 0.7);
+        assert_fact("I've been a vegetarian for years", "Has been a vegetarian for years", "hobby");
         assert!(one("I have worked hard today").score < 0.7);
     }
 
@@ -276,6 +295,9 @@ mod tests {
         assert_fact("I play tennis on weekends.", "Plays tennis on weekends", "hobby");
         assert_fact("I go hiking every Sunday", "Goes hiking every Sunday", "hobby");
         assert_fact("I collect stamps.", "Collects stamps", "hobby");
+        assert_fact("I do karate three times a week", "Does karate three times a week", "hobby");
+        assert_fact("i do yoga every morning", "Does yoga every morning", "hobby");
+        assert!(one("I do a lot of cleaning").score < 0.7);
         assert_fact("I knit.", "Knits", "hobby");
     }
 

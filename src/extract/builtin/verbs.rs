@@ -106,10 +106,18 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
                 if !in_list(AUXILIARIES, v)
                     && !in_list(&["see", "tell", "imagine", "relate", "understand", "help", "try", "go", "not"], v) =>
             {
-                with_object(c, rest, "Can", 0.6, &["hobby"])
+                // "I can cook enchiladas" is a skill; "I can get you one" an offer.
+                let score = if in_list(SKILL_VERBS, v) { 0.75 } else { 0.6 };
+                with_object(c, rest, "Can", score, &["hobby"]).or_else(|| {
+                    (in_list(SKILL_VERBS, v) && object_end(c, rest + 1) == rest + 1)
+                        .then(|| fact(&format!("Can {v}"), score, &["hobby"]))
+                })
             }
             _ => None,
         },
+        "retired" if !matches!(w.get(rest), Some(&"from" | &"to")) || mentions_job(&w[rest..]) => {
+            Some(fact("Is retired", 0.8, &["work"]))
+        }
         "won" => with_object(c, rest, "Won", 0.7, &["hobby"]),
         "started" | "began" => {
             if mentions_job(&w[rest..]) {
@@ -118,7 +126,10 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
                 with_object(c, rest, "Started", 0.6, &["hobby"])
             }
         }
-        "do" => with_object(c, rest, "Does", 0.6, &["hobby"]),
+        "do" => {
+            let practice = w.get(rest).is_some_and(|x| in_list(PRACTICES, x));
+            with_object(c, rest, "Does", if practice { 0.75 } else { 0.6 }, &["hobby"])
+        }
         "attend" => with_object(c, rest, "Attends", 0.75, &["education"]),
         v if in_list(HOBBY_VERBS, v) => {
             let prefix = third_person(v);
@@ -158,6 +169,17 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         }
         if aux == "can" && w.get(k + 2) == Some(&"stand") {
             return with_object(c, k + 3, "Dislikes", 0.8, &["preference"]);
+        }
+        if aux == "can"
+            && let Some(skill) = w.get(k + 2).filter(|v| in_list(SKILL_VERBS, v))
+        {
+            // "I can't swim": a skill the user lacks.
+            let bare = object_end(c, k + 3) == k + 3;
+            return if bare {
+                Some(fact(&format!("Cannot {skill}"), 0.75, &["hobby"]))
+            } else {
+                with_object(c, k + 3, &format!("Cannot {skill}"), 0.7, &["hobby"])
+            };
         }
         return None;
     }
@@ -295,9 +317,7 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             "in" if w.get(rest + 2..).is_some_and(|g| g.iter().take(4).any(|x| in_group(x).is_some())) => {
                 with_object(c, rest + 1, "Has been", 0.8, &["hobby"])
             }
-            v if v.ends_with("ing") && states_duration(&w[rest..]) => {
-                with_object(c, rest + 1, "Has been", 0.75, &["hobby"])
-            }
+            _ if states_duration(&w[rest..]) => with_object(c, rest + 1, "Has been", 0.75, &["hobby"]),
             _ => with_object(c, rest + 1, "Has been", 0.6, &["hobby"]),
         },
         // "I have lived in Berlin for five years", "I've had my dog since 2015": how long
@@ -641,3 +661,22 @@ fn match_never_done(c: &[Tok], mut at: usize) -> Option<ExtractedFact> {
     };
     Some(fact(&format!("Has never {verb} {rest}"), score, &tags))
 }
+
+/// Skills "I can …" states ("I can cook enchiladas", "I can't swim"), as opposed to what
+/// one can do for the other person right now ("I can send you the link").
+#[rustfmt::skip]
+const SKILL_VERBS: &[&str] = &[
+    "cook", "bake", "sew", "knit", "crochet", "sing", "dance", "swim", "draw", "paint", "play",
+    "fix", "build", "drive", "ride", "juggle", "code", "program", "surf", "ski", "skate",
+    "snowboard", "climb", "lift", "run", "fly", "type", "write", "carve", "weld", "dive", "fish",
+];
+
+/// What one "does" as a sport or practice ("I do karate", "I do yoga every morning"), as
+/// opposed to "I do a lot of cleaning".
+#[rustfmt::skip]
+const PRACTICES: &[&str] = &[
+    "yoga", "karate", "pilates", "judo", "taekwondo", "jiu-jitsu", "crossfit", "ballet",
+    "gymnastics", "archery", "boxing", "kickboxing", "photography", "pottery", "woodworking",
+    "crosswords", "triathlons", "marathons", "aerobics", "zumba", "meditation", "martial",
+    "parkour", "track", "wrestling", "fencing", "mma", "taichi", "calligraphy",
+];
