@@ -214,6 +214,22 @@ mod tests {
     }
 
     #[test]
+    fn facts_inside_longer_sentences() {
+        assert_fact("i'm from india and the traffic there taught me to fear bikes", "Is from india", "location");
+        assert_fact("I live in Rome but my family lives in Milan", "Lives in Rome", "location");
+        assert_fact("I don't like cold weather at all", "Dislikes cold weather", "preference");
+        assert_fact("I have a fear of heights, even boats scare me", "Has a fear of heights", "personality");
+        assert_eq!(facts("I was a marine, so I like adrenaline"), ["Was a marine", "Likes adrenaline"]);
+        assert_fact("I was a nurse for ten years", "Was a nurse for ten years", "work");
+        assert!(one("I was a mess yesterday").score < 0.7);
+        assert_fact("I want to go to college in New York", "Wants to go to college in New York", "goal");
+        assert!(one("I want to go to the movies").score < 0.7);
+        assert!(facts("my job is a lot quieter than yours").is_empty());
+        assert_eq!(facts("me and my wife are taking the boys to Mexico"), ["Has a wife"]);
+        assert!(one("I've been up since four").score < 0.7);
+    }
+
+    #[test]
     fn skills_and_what_one_cannot_do() {
         assert_fact("I can cook enchiladas", "Can cook enchiladas", "hobby");
         assert_fact("I can swim.", "Can swim", "hobby");

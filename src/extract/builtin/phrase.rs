@@ -186,7 +186,9 @@ pub(super) fn with_object(c: &[Tok], start: usize, prefix: &str, score: f64, tag
 }
 
 /// A preference for "the colors" or "the feeling of it" points at something in the
-/// conversation; "The Beatles" (capitalised) is a name and stands alone.
+/// conversation; "The Beatles" (capitalised) is a name and stands alone. ("I love the
+/// beach" stays below the threshold too: on spc-valid such facts never matched a persona
+/// line, being small talk about a place as often as a taste.)
 fn definite_reference(obj: &str) -> bool {
     obj.strip_prefix("the ").is_some_and(|rest| rest.starts_with(|c: char| c.is_lowercase()))
 }

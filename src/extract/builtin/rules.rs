@@ -170,7 +170,8 @@ fn match_my(c: &[Tok]) -> Option<ExtractedFact> {
             let at = if w.get(3) == Some(&"on") { 4 } else { 3 };
             return with_object(c, at, "Birthday is", 0.9, &["age"]);
         }
-        ("job" | "profession" | "occupation" | "career", "is") => {
+        // "My job is a lot quieter" compares; it does not say what the job is.
+        ("job" | "profession" | "occupation" | "career", "is") if !compares(&w[3..]) => {
             return with_object(c, 3, &format!("{second} is"), 0.8, &["work"]);
         }
         ("goal" | "dream" | "plan" | "ambition", "is") => {
@@ -201,8 +202,17 @@ fn match_my(c: &[Tok]) -> Option<ExtractedFact> {
             fact(&format!("{noun}'s name is {name}"), 0.8, &["family"])
         });
     }
-    if relative && !possessive && matches!(third, "is" | "are") && w.get(3).is_none_or(|x| *x != "not") {
+    // "me and my wife are taking the boys": a plural verb after a singular noun has a
+    // longer subject than the relative.
+    let agrees = third == "is" || noun.ends_with('s') || noun == "children";
+    if relative && !possessive && agrees && matches!(third, "is" | "are") && w.get(3).is_none_or(|x| *x != "not") {
         return with_object(c, 3, &format!("{noun} {third}"), 0.7, &["family"]);
     }
     None
+}
+
+/// "a lot quieter", "much better than mine", "way more fun": a comparison.
+fn compares(words: &[&str]) -> bool {
+    words.contains(&"than")
+        || matches!(words, ["a", "lot" | "bit" | "little", ..] | ["much" | "way" | "even" | "more" | "less", ..])
 }

@@ -49,7 +49,7 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
         "dislike" => preference(c, rest, "Dislikes", 0.8, &["preference"]),
         "prefer" => preference(c, rest, "Prefers", 0.8, &["preference"]),
         "live" | "reside" => match_live(c, rest),
-        "come" if w.get(rest) == Some(&"from") => with_object(c, rest + 1, "Is from", 0.85, &["location"]),
+        "come" if w.get(rest) == Some(&"from") => with_object(place(c), rest + 1, "Is from", 0.85, &["location"]),
         "grew" if w.get(rest) == Some(&"up") => {
             let at = if w.get(rest + 1).is_some_and(|p| matches!(*p, "in" | "on" | "near" | "outside")) {
                 rest + 1
@@ -213,7 +213,7 @@ fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     match w.get(rest).copied() {
         Some("in" | "on" | "near" | "at" | "by" | "outside" | "downtown") => {
-            with_object(c, rest, "Lives", 0.85, &["location"])
+            with_object(place(c), rest, "Lives", 0.85, &["location"])
         }
         Some("with") => with_object(c, rest, "Lives", 0.75, &["family"]),
         Some("alone" | "abroad") => Some(fact(&format!("Lives {}", w[rest]), 0.8, &["location"])),
@@ -267,7 +267,11 @@ fn match_want(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
             "know", "hear", "see", "say", "ask", "tell", "thank", "talk", "chat", "try", "check", "read", "share",
             "make", "go", "let", "get", "do",
         ];
-        if w.get(rest + 1).is_some_and(|v| in_list(&conversational, v)) {
+        // "I want to go to college in New York" is a goal; "I want to go" is not.
+        let schooling = w.get(rest + 1..rest + 4).is_some_and(|g| {
+            matches!(g, ["go", "to" | "back", x] if in_list(&["college", "school", "university", "grad", "law", "med"], x))
+        });
+        if w.get(rest + 1).is_some_and(|v| in_list(&conversational, v)) && !schooling {
             return with_object(c, rest, "Wants", 0.6, &["goal"]);
         }
         return with_object(c, rest, "Wants", 0.75, &["goal"]);
@@ -317,7 +321,10 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             "in" if w.get(rest + 2..).is_some_and(|g| g.iter().take(4).any(|x| in_group(x).is_some())) => {
                 with_object(c, rest + 1, "Has been", 0.8, &["hobby"])
             }
-            _ if states_duration(&w[rest..]) => with_object(c, rest + 1, "Has been", 0.75, &["hobby"]),
+            // "I've been up since four" is about today.
+            m if states_duration(&w[rest..]) && !in_list(AWAKE_OR_AWAY, m) => {
+                with_object(c, rest + 1, "Has been", 0.75, &["hobby"])
+            }
             _ => with_object(c, rest + 1, "Has been", 0.6, &["hobby"]),
         },
         // "I have lived in Berlin for five years", "I've had my dog since 2015": how long
@@ -355,7 +362,12 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             if mentions_job(&words[..end.min(words.len())]) {
                 return Some(fact(&format!("Has {obj}"), 0.75, &["work"]));
             }
-            let tags = tags_for(&words[..end.min(words.len())], "possession");
+            let span = &words[..end.min(words.len())];
+            // "I have a fear of heights": a trait, not a possession.
+            if span.iter().take(3).any(|x| matches!(*x, "fear" | "phobia")) {
+                return Some(fact(&format!("Has {obj}"), 0.8, &["personality"]));
+            }
+            let tags = tags_for(span, "possession");
             let score = match tags[0] {
                 "pets" | "family" => 0.85,
                 "device" | "vehicle" | "health" => 0.8,
@@ -374,6 +386,10 @@ fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
         }
         ("born", Some("on")) => with_object(c, rest + 2, "Birthday is", 0.85, &["age"]),
         ("born" | "raised", Some("in" | "and")) => with_object(c, rest, "Was", 0.85, &["location"]),
+        // "I was a marine": a past occupation is part of one's story.
+        ("a" | "an", _) if w[rest..].iter().take(4).any(|x| in_list(OCCUPATIONS, x)) => {
+            with_object(c, rest, "Was", 0.75, &["work"])
+        }
         ("a" | "an", _) => with_object(c, rest, "Was", 0.6, &["identity"]),
         _ => None,
     }
@@ -396,7 +412,7 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         };
     }
     match next {
-        "from" => return with_object(c, rest + 1, "Is from", 0.85, &["location"]),
+        "from" => return with_object(place(c), rest + 1, "Is from", 0.85, &["location"]),
         "living" | "based" | "located" | "staying"
             if after.is_some_and(|p| matches!(p, "in" | "on" | "near" | "outside")) =>
         {
@@ -680,3 +696,16 @@ const PRACTICES: &[&str] = &[
     "crosswords", "triathlons", "marathons", "aerobics", "zumba", "meditation", "martial",
     "parkour", "track", "wrestling", "fencing", "mma", "taichi", "calligraphy",
 ];
+
+/// Words that start what comes after a place ("I'm from india and the traffic there …"):
+/// "and" or "but" before one of them opens a new clause rather than naming a second place.
+const CLAUSE_OPENERS: &[&str] = &["the", "a", "an", "my", "our", "his", "her", "their", "everyone", "people"];
+
+/// The clause up to where a place named in it ends.
+fn place(c: &[Tok]) -> &[Tok] {
+    let cut = c.windows(2).position(|p| (p[0].is("and") || p[0].is("but")) && in_list(CLAUSE_OPENERS, &p[1].lower));
+    &c[..cut.unwrap_or(c.len())]
+}
+
+/// Where one "has been since …" today rather than for a stretch of life.
+const AWAKE_OR_AWAY: &[&str] = &["up", "awake", "busy", "here", "there", "away", "out", "home", "sick", "tired"];
