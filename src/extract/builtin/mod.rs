@@ -230,6 +230,24 @@ mod tests {
     }
 
     #[test]
+    fn facts_after_a_setting_phrase() {
+        assert_fact("During the summer I work as a lifeguard at the lake.", "Works as a lifeguard at the lake", "work");
+        assert_fact("for my hobby i like to do canning", "Likes doing canning", "preference");
+        assert_fact("in my free time i paint", "Paints", "hobby");
+        assert!(facts("on sunday she said i was rude").is_empty());
+        assert!(facts("at the moment I'm tired").is_empty());
+        assert_fact("hunting is one of my favorite hobbies", "Likes hunting", "preference");
+    }
+
+    #[test]
+    fn work_and_routines_said_as_habits() {
+        assert_fact("i just sell cars lol", "Sells cars", "work");
+        assert_fact("I fix bikes for a living", "Fixes bikes for a living", "work");
+        assert_fact("I wake up at 4 am every day", "Wakes up at 4 am every day", "habit");
+        assert!(facts("I wake up and it's raining").is_empty());
+    }
+
+    #[test]
     fn skills_and_what_one_cannot_do() {
         assert_fact("I can cook enchiladas", "Can cook enchiladas", "hobby");
         assert_fact("I can swim.", "Can swim", "hobby");

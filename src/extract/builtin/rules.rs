@@ -26,6 +26,9 @@ pub(super) fn match_clause(clause: &[Tok], after_greeting: bool) -> Option<Extra
     if no_longer_true {
         return None;
     }
+    if let Some(i) = after_setting(&w) {
+        return match_i(&c[i..], greeting);
+    }
     match first {
         "i" => match_i(c, greeting),
         "my" => match_my(c),
@@ -46,15 +49,19 @@ fn match_other(c: &[Tok]) -> Option<ExtractedFact> {
         return name_fact(c, p + 2, 0.85);
     }
     let copula = w.iter().position(|&x| x == "is" || x == "are")?;
-    if copula == 0 || copula > 5 || w.get(copula + 1) != Some(&"my") {
+    // "Hunting is one of my favorite hobbies" says as much as "… is my favorite hobby".
+    let one_of = w.get(copula + 1..copula + 3) == Some(&["one", "of"]);
+    let my = if one_of { copula + 3 } else { copula + 1 };
+    if copula == 0 || copula > 5 || w.get(my) != Some(&"my") {
         return None;
     }
     if in_list(CONTEXTUAL_STARTS, w[0]) || in_list(SUBJECT_PRONOUNS, w[0]) {
         return None;
     }
     let subject = render(&c[..copula], false);
-    let what = w.get(copula + 2)?;
+    let what = w.get(my + 1)?;
     match *what {
+        "favorite" | "favourite" if one_of => Some(fact(&format!("Likes {subject}"), 0.8, &["preference"])),
         "favorite" | "favourite" => {
             let end = object_end(c, copula + 3);
             if end > copula + 3 && end - (copula + 3) <= 3 {
@@ -215,4 +222,24 @@ fn match_my(c: &[Tok]) -> Option<ExtractedFact> {
 fn compares(words: &[&str]) -> bool {
     words.contains(&"than")
         || matches!(words, ["a", "lot" | "bit" | "little", ..] | ["much" | "way" | "even" | "more" | "less", ..])
+}
+
+/// Words that open a phrase saying when or how often, before the user says what they do:
+/// "During the summer I work as a lifeguard", "for my hobby I like to do canning".
+#[rustfmt::skip]
+const SETTING_OPENERS: &[&str] = &[
+    "in", "on", "at", "during", "for", "every", "most", "these", "nowadays", "lately", "around",
+    "outside", "besides", "over", "weekdays", "weekends", "mornings", "evenings", "nights",
+];
+
+/// Where "I" starts after a short setting phrase ("in my free time I paint" -> at "I"),
+/// if the clause opens with one. The phrase may hold no other subject ("on Sunday she
+/// said I …" is about her).
+fn after_setting(w: &[&str]) -> Option<usize> {
+    if !in_list(SETTING_OPENERS, w.first()?) {
+        return None;
+    }
+    let i = w.iter().take(7).position(|x| *x == "i")?;
+    let others = w[..i].iter().any(|x| *x != "my" && in_list(SUBJECT_PRONOUNS, x));
+    (!others).then_some(i)
 }

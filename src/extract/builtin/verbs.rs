@@ -138,6 +138,11 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
             }
             with_object(c, rest, &prefix, 0.75, &["hobby"])
         }
+        // "I sell cars", "I fix bikes": what one does for a living, said as a habit.
+        "sell" | "fix" | "repair" | "tutor" | "babysit" => with_object(c, rest, &third_person(verb), 0.75, &["work"]),
+        "wake" if w.get(rest) == Some(&"up") && w.get(rest + 1).is_some_and(|x| *x == "at" || *x == "every") => {
+            with_object(c, rest, "Wakes", 0.75, &["habit"])
+        }
         _ => None,
     }
 }
