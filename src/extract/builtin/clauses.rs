@@ -141,13 +141,21 @@ const ACTION_VERBS: &[&str] = &[
 /// read as its own clause. `start` is where the clause's words begin (after lead words).
 fn verb_coordination(clause: &[Tok], start: usize) -> Option<usize> {
     let words = clause.get(start..)?;
-    if !words.first()?.is("i") || !ACTION_VERBS.contains(&words.get(1)?.lower.as_str()) {
+    let first = words.get(1)?.lower.as_str();
+    // "I'm 25 and live with my parents", "I'm a nurse and have two kids": after "am" the
+    // second verb may also be one of having or liking.
+    let described = first == "am";
+    if !words.first()?.is("i") || !(described || ACTION_VERBS.contains(&first)) {
         return None;
     }
     let at = words.iter().skip(2).position(|t| t.is("and"))? + 2;
-    let next = words.get(at + 1)?;
-    (next.word && ACTION_VERBS.contains(&next.lower.as_str())).then_some(start + at)
+    let next = words.get(at + 1)?.lower.as_str();
+    let second = ACTION_VERBS.contains(&next) || (described && SECOND_PREDICATES.contains(&next));
+    second.then_some(start + at)
 }
+
+/// Verbs that after "I am … and" start a second statement about the user.
+const SECOND_PREDICATES: &[&str] = &["have", "own", "like", "love", "enjoy", "hate"];
 
 /// A clause as the rules read it, cut into the statements it joins: "I play the guitar and
 /// sing in a band" and "I'm a nurse who loves gardening" each state two facts. (Lists of

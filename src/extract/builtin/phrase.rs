@@ -45,6 +45,13 @@ pub(super) fn object_end(c: &[Tok], start: usize) -> usize {
             if tok.is("and") && (next == "then" || next == "now" || next == "also") {
                 break;
             }
+            // Run-on chat: "my favorite band is the beatles what about you", "i love pizza
+            // do you".
+            let asks_back = matches!(next, "you" | "u" | "about")
+                && matches!(tok.lower.as_str(), "what" | "how" | "do" | "did" | "are" | "have" | "and");
+            if asks_back {
+                break;
+            }
             // "I'm an engineer and own a studio": a second predicate, not part of the object.
             if tok.is("and") && in_list(PREDICATE_VERBS, next) {
                 break;

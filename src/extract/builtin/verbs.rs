@@ -119,6 +119,14 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
             Some(fact("Is retired", 0.8, &["work"]))
         }
         "won" => with_object(c, rest, "Won", 0.7, &["hobby"]),
+        // "I played football in college": a sport in one's history, not last night's game.
+        "played"
+            if w[rest..]
+                .windows(2)
+                .any(|p| matches!(p, ["in" | "for" | "at", "college" | "high" | "school" | "university"])) =>
+        {
+            with_object(c, rest, "Played", 0.75, &["hobby"])
+        }
         "started" | "began" => {
             if mentions_job(&w[rest..]) {
                 with_object(c, rest, "Started", 0.75, &["work"])
@@ -409,8 +417,8 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
     let after = w.get(rest + 1).copied();
     if is_number(next) {
         return match (after, w.get(rest + 2).copied()) {
-            (Some("years" | "year" | "yrs"), Some("old")) | (None, _) => {
-                let score = if after.is_some() { 0.9 } else { 0.8 };
+            (Some("years" | "year" | "yrs"), Some("old")) | (None | Some("and" | "but" | ","), _) => {
+                let score = if matches!(after, Some("years" | "year" | "yrs")) { 0.9 } else { 0.8 };
                 Some(fact(&format!("Is {} years old", c[rest].text), score, &["age"]))
             }
             _ => None,
@@ -447,6 +455,10 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         }
         "working" if matches!(after, Some("as" | "at" | "for" | "in")) => {
             return with_object(c, rest + 1, "Works", 0.8, &["work"]);
+        }
+        // "I'm working on my masters degree": a long piece of work, not a task of the day.
+        "working" if after == Some("on") && w[rest + 2..].iter().take(3).any(|x| in_list(LONG_WORKS, x)) => {
+            return with_object(c, rest, "Is", 0.75, &["education"]);
         }
         "studying" | "majoring" => {
             return with_object(
@@ -714,3 +726,10 @@ fn place(c: &[Tok]) -> &[Tok] {
 
 /// Where one "has been since …" today rather than for a stretch of life.
 const AWAKE_OR_AWAY: &[&str] = &["up", "awake", "busy", "here", "there", "away", "out", "home", "sick", "tired"];
+
+/// What one works on for months or years.
+#[rustfmt::skip]
+const LONG_WORKS: &[&str] = &[
+    "masters", "master's", "phd", "degree", "doctorate", "thesis", "dissertation", "novel",
+    "book", "album", "diploma", "certification", "mba",
+];
