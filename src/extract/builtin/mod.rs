@@ -248,6 +248,18 @@ mod tests {
     }
 
     #[test]
+    fn households_habits_and_history() {
+        assert_fact("I don't drive.", "Does not drive", "vehicle");
+        assert!(facts("I don't drive to work").is_empty());
+        assert_fact("we live on a farm", "Lives on a farm", "location");
+        assert!(facts("we live and learn").is_empty());
+        assert_fact("sadly i lost my job", "Lost their job", "work");
+        assert!(facts("I lost my keys").is_empty());
+        assert_fact("i was raised by my grandmother", "Was raised by their grandmother", "family");
+        assert_fact("I drink a lot of coffee", "Drinks a lot of coffee", "diet");
+    }
+
+    #[test]
     fn facts_after_a_setting_phrase() {
         assert_fact("During the summer I work as a lifeguard at the lake.", "Works as a lifeguard at the lake", "work");
         assert_fact("for my hobby i like to do canning", "Likes doing canning", "preference");

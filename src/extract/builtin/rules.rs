@@ -6,7 +6,7 @@ use super::clauses::skip_lead;
 use super::lexicon::*;
 use super::phrase::{fact, lower_words, object_end, render, with_object};
 use super::tokens::Tok;
-use super::verbs::match_i;
+use super::verbs::{match_i, match_live};
 use crate::extract::ExtractedFact;
 
 /// The fact one clause states about the user, if any. `after_greeting` says the sentence
@@ -31,6 +31,8 @@ pub(super) fn match_clause(clause: &[Tok], after_greeting: bool) -> Option<Extra
     }
     match first {
         "i" => match_i(c, greeting),
+        // "We live on a farm": the user's household lives there, and so do they.
+        "we" if w.get(1) == Some(&"live") => match_live(c, 2),
         "my" => match_my(c),
         _ => match_other(c),
     }

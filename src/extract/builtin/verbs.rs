@@ -94,7 +94,10 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
             with_object(c, rest, "Plays", 0.8, &["hobby"])
         }
         "go" => match_go(c, rest),
-        "eat" | "drink" => with_object(c, rest, &third_person(verb), 0.65, &["diet"]),
+        "eat" | "drink" => with_object(c, rest, &third_person(verb), 0.7, &["diet"]),
+        "lost" if matches!(w.get(rest..rest + 2), Some(["my", "job" | "jobs"])) => {
+            Some(fact("Lost their job", 0.75, &["work"]))
+        }
         "plan" if matches!(w.get(rest), Some(&"to" | &"on")) => with_object(c, rest, "Plans", 0.8, &["goal"]),
         "intend" if w.get(rest) == Some(&"to") => with_object(c, rest, "Intends", 0.75, &["goal"]),
         "want" => match_want(c, rest),
@@ -205,6 +208,11 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         "eat" => with_object(c, v + 1, "Does not eat", 0.8, &["diet"]),
         "drink" => with_object(c, v + 1, "Does not drink", 0.8, &["diet"]),
         "smoke" if object_end(c, v + 1) == v + 1 => Some(fact("Does not smoke", 0.8, &["health"])),
+        // "I don't drive": a habit stated plainly, with nothing after it.
+        habit @ ("drive" | "swim" | "cook") if object_end(c, v + 1) == v + 1 => {
+            let tag = if habit == "drive" { "vehicle" } else { "hobby" };
+            Some(fact(&format!("Does not {habit}"), 0.75, &[tag]))
+        }
         "have" => {
             // "I don't have any pets" / "a car": a possession the person lacks, said plainly.
             let article = w.get(v + 1).is_some_and(|a| matches!(*a, "any" | "a" | "an"));
@@ -222,7 +230,7 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     }
 }
 
-fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+pub(super) fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     match w.get(rest).copied() {
         Some("in" | "on" | "near" | "at" | "by" | "outside" | "downtown") => {
@@ -399,6 +407,7 @@ fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
         }
         ("born", Some("on")) => with_object(c, rest + 2, "Birthday is", 0.85, &["age"]),
         ("born" | "raised", Some("in" | "and")) => with_object(c, rest, "Was", 0.85, &["location"]),
+        ("raised", Some("by")) => with_object(c, rest, "Was", 0.8, &["family"]),
         // "I was a marine": a past occupation is part of one's story.
         ("a" | "an", _) if w[rest..].iter().take(4).any(|x| in_list(OCCUPATIONS, x)) => {
             with_object(c, rest, "Was", 0.75, &["work"])
