@@ -142,19 +142,19 @@ const ACTION_VERBS: &[&str] = &[
 fn verb_coordination(clause: &[Tok], start: usize) -> Option<usize> {
     let words = clause.get(start..)?;
     let first = words.get(1)?.lower.as_str();
-    // "I'm 25 and live with my parents", "I'm a nurse and have two kids": after "am" the
-    // second verb may also be one of having or liking.
-    let described = first == "am";
-    if !words.first()?.is("i") || !(described || ACTION_VERBS.contains(&first)) {
+    // "I'm 25 and live with my parents", "I'm a nurse and have two kids", "I play tennis
+    // and have a dog": the first verb may also be "am", the second one of having or liking.
+    if !words.first()?.is("i") || !(first == "am" || ACTION_VERBS.contains(&first)) {
         return None;
     }
     let at = words.iter().skip(2).position(|t| t.is("and"))? + 2;
     let next = words.get(at + 1)?.lower.as_str();
-    let second = ACTION_VERBS.contains(&next) || (described && SECOND_PREDICATES.contains(&next));
+    let second = ACTION_VERBS.contains(&next) || SECOND_PREDICATES.contains(&next);
     second.then_some(start + at)
 }
 
-/// Verbs that after "I am … and" start a second statement about the user.
+/// Verbs of having or liking that after "I am … and" or "I play … and" start a second
+/// statement about the user.
 const SECOND_PREDICATES: &[&str] = &["have", "own", "like", "love", "enjoy", "hate"];
 
 /// A clause as the rules read it, cut into the statements it joins: "I play the guitar and

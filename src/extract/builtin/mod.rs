@@ -209,6 +209,8 @@ mod tests {
         assert!(facts("My late husband loved gardening").is_empty());
         assert!(facts("My friend's dog is cute").is_empty());
         assert!(facts("My mom says hi").is_empty());
+        // Only an "and" right after a relative carries the "my" on.
+        assert!(facts("I walked the dog and kittens followed").is_empty());
         assert!(facts("Do you want to meet my dog?").is_empty());
         assert!(facts("If I had kids, my kids would be spoiled").is_empty());
     }
@@ -225,6 +227,8 @@ mod tests {
         assert_fact("I want to go to college in New York", "Wants to go to college in New York", "goal");
         assert!(one("I want to go to the movies").score < 0.7);
         assert!(facts("my job is a lot quieter than yours").is_empty());
+        assert!(facts("my job is a lot quieter").is_empty());
+        assert_eq!(facts("My job is nursing"), ["Job is nursing"]);
         assert_eq!(facts("me and my wife are taking the boys to Mexico"), ["Has a wife"]);
         assert!(one("I've been up since four").score < 0.7);
     }
@@ -236,6 +240,7 @@ mod tests {
         assert_fact("i like hiking how about you", "Likes hiking", "preference");
         assert_eq!(facts("i'm 25 and live with my parents"), ["Is 25 years old", "Lives with their parents"]);
         assert_eq!(facts("I'm a nurse and have two kids"), ["Is a nurse", "Has two kids"]);
+        assert_eq!(facts("I play tennis and have a dog"), ["Plays tennis", "Has a dog"]);
         assert!(facts("I am tired and want to sleep").is_empty());
     }
 
@@ -265,6 +270,8 @@ mod tests {
         assert_fact("for my hobby i like to do canning", "Likes doing canning", "preference");
         assert_fact("in my free time i paint", "Paints", "hobby");
         assert!(facts("on sunday she said i was rude").is_empty());
+        // Someone else's words about the user are not the user's.
+        assert!(facts("at work she thinks i play golf").is_empty());
         assert!(facts("at the moment I'm tired").is_empty());
         assert_fact("hunting is one of my favorite hobbies", "Likes hunting", "preference");
     }
@@ -327,6 +334,8 @@ mod tests {
         assert!(one("I have never been on a plane").score < 0.7);
         assert_eq!(one("I've never even left my home state").fact, "Has never left their home state");
         assert!(facts("I've never heard of them").is_empty());
+        assert!(facts("I have never heard of Fortnite").is_empty());
+        assert!(facts("I have never noticed the difference").is_empty());
         assert!(facts("I have never thought about that").is_empty());
         assert!(facts("I've never seen that movie").is_empty());
     }

@@ -691,7 +691,9 @@ fn match_never_done(c: &[Tok], mut at: usize) -> Option<ExtractedFact> {
         at += 1;
     }
     let verb = *w.get(at)?;
-    let conversational = ["heard", "thought", "seen", "tried", "understood", "noticed", "realized", "said", "done"];
+    // Participles of noticing and trying: "heard", "seen" and "thought" are no past
+    // participles to `is_past_participle` and never get this far.
+    let conversational = ["tried", "noticed", "realized", "considered", "imagined", "wondered", "asked", "done"];
     if !is_past_participle(verb) && verb != "been" || in_list(&conversational, verb) {
         return None;
     }
