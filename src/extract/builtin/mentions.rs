@@ -39,7 +39,7 @@ const KEPT_MODIFIERS: &[&str] =
 /// Modifiers that may stand there but say nothing lasting ("my new puppy" is still a puppy).
 const DROPPED_MODIFIERS: &[&str] = &["a", "an", "new", "only", "two-year-old", "sweet", "beautiful", "lovely", "own"];
 
-/// A noun of [`KIN_AND_PETS`] as it was written, and what it is.
+/// A relative or pet the user has, and the fact that says so.
 pub(super) struct Mention {
     /// The singular, which identifies the mention for deduplication.
     pub(super) noun: &'static str,
@@ -79,7 +79,6 @@ pub(super) fn kin_and_pets(words: &[Tok]) -> Vec<Mention> {
             continue;
         };
         last_noun = Some(j);
-        let noun = if word == singular && count.is_none() { singular } else { word };
         let mut phrase: Vec<&str> = Vec::new();
         match count {
             Some(n) => phrase.push(n),
@@ -89,7 +88,7 @@ pub(super) fn kin_and_pets(words: &[Tok]) -> Vec<Mention> {
             None => {}
         }
         phrase.extend(&kept);
-        phrase.push(noun);
+        phrase.push(word);
         out.push(Mention { noun: singular, fact: fact(&format!("Has {}", phrase.join(" ")), 0.75, &[tag]) });
     }
     out
@@ -98,7 +97,7 @@ pub(super) fn kin_and_pets(words: &[Tok]) -> Vec<Mention> {
 /// The singular of each relative or pet a fact's text names, so that a mention adds
 /// nothing when a rule already said more ("Has a dog named Rex").
 pub(super) fn nouns_in(text: &str) -> impl Iterator<Item = &'static str> + '_ {
-    text.split(|c: char| !c.is_alphanumeric() && c != 'é').filter_map(|w| {
+    text.split(|c: char| !c.is_alphanumeric()).filter_map(|w| {
         let w = w.to_lowercase();
         KIN_AND_PETS.iter().find(|(s, p, _)| *s == w || *p == w).map(|(s, _, _)| *s)
     })
