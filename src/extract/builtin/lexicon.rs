@@ -86,6 +86,7 @@ pub(super) const TAIL_FILLERS: &[&[&str]] = &[
     &["all", "the", "time"],
     &["by", "the", "way"],
     &["of", "course"],
+    &["at", "all"],
     &["to", "be", "honest"],
     &["honestly"],
     &["btw"],

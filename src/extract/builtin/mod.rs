@@ -14,6 +14,7 @@
 
 mod clauses;
 mod lexicon;
+mod mentions;
 mod phrase;
 mod rules;
 mod tokens;
@@ -23,15 +24,16 @@ use std::collections::HashSet;
 
 use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
-use clauses::{is_hypothetical, is_question, skip_lead, split_clauses, verb_coordination};
+use clauses::{is_hypothetical, is_question, skip_lead, split_clauses, statements};
 use rules::match_clause;
-use tokens::{Tok, split_sentences, tokenize};
+use tokens::{split_sentences, tokenize};
 
 /// Extracts facts from the user turns with `seq > from_seq`, in order of appearance,
 /// deduplicated case-insensitively.
 pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
     let mut seen = HashSet::new();
     let mut facts = Vec::new();
+    let mut mentioned = Vec::new();
     let turns = request.turns.iter().filter(|turn| turn.role == Role::User && turn.seq > request.from_seq);
     for turn in turns {
         // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
@@ -44,27 +46,25 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
             if sentence.question || is_question(&tokens[start..]) || is_hypothetical(&tokens[start..]) {
                 continue;
             }
+            mentioned.extend(mentions::kin_and_pets(&tokens[start..]));
             for clause in split_clauses(&tokens) {
                 let (lead, _) = skip_lead(clause, 0);
-                // "I play the guitar and sing in a band": two facts, the second one's "I"
-                // understood.
-                let joined = verb_coordination(clause, lead).map(|and| {
-                    let mut second = vec![clause[lead].clone()];
-                    second.extend_from_slice(&clause[and + 1..]);
-                    (&clause[..and], second)
-                });
-                let parts: Vec<&[Tok]> = match &joined {
-                    Some((first, second)) => vec![first, second.as_slice()],
-                    None => vec![clause],
-                };
-                for part in parts {
-                    if let Some(fact) = match_clause(part, after_greeting)
+                for part in statements(clause, lead) {
+                    if let Some(fact) = match_clause(&part, after_greeting)
                         && seen.insert(fact.fact.to_lowercase())
                     {
                         facts.push(fact);
                     }
                 }
             }
+        }
+    }
+    // Relatives and pets named in passing come last, and only those no rule has already
+    // said something about ("Has a dog named Rex" beats "Has a dog").
+    let mut covered: HashSet<&str> = facts.iter().flat_map(|f| mentions::nouns_in(&f.fact)).collect();
+    for mention in mentioned {
+        if covered.insert(mention.noun) && seen.insert(mention.fact.fact.to_lowercase()) {
+            facts.push(mention.fact);
         }
     }
     facts
@@ -195,6 +195,166 @@ mod tests {
     }
 
     #[test]
+    fn relatives_and_pets_named_in_passing() {
+        assert_fact("My twin sister runs marathons too.", "Has a twin sister", "family");
+        assert_fact("i'll probably just walk my two dogs on the beach", "Has two dogs", "pets");
+        assert_fact("Our kids would eat pizza every night", "Has kids", "family");
+        assert_fact("sorry, my older brother's car broke down", "Has an older brother", "family");
+        assert_eq!(facts("my husband and daughter are still asleep"), ["Has a husband", "Has a daughter"]);
+        assert_eq!(facts("my wife and I love it here and my new puppy too"), ["Has a wife", "Has a puppy"]);
+        // A rule that said more wins, wherever the mention was.
+        assert_eq!(facts("My dog is old. I have a dog named Rex."), ["Has a dog named Rex"]);
+        assert_eq!(facts("I have two kids. My kids love the beach."), ["Has two kids"]);
+        assert!(facts("My ex wife lives in Ohio").is_empty());
+        assert!(facts("My late husband loved gardening").is_empty());
+        assert!(facts("My friend's dog is cute").is_empty());
+        assert!(facts("My mom says hi").is_empty());
+        // Only an "and" right after a relative carries the "my" on.
+        assert!(facts("I walked the dog and kittens followed").is_empty());
+        assert!(facts("Do you want to meet my dog?").is_empty());
+        assert!(facts("If I had kids, my kids would be spoiled").is_empty());
+    }
+
+    #[test]
+    fn facts_inside_longer_sentences() {
+        assert_fact("i'm from india and the traffic there taught me to fear bikes", "Is from india", "location");
+        assert_fact("I live in Rome but my family lives in Milan", "Lives in Rome", "location");
+        assert_fact("I don't like cold weather at all", "Dislikes cold weather", "preference");
+        assert_fact("I have a fear of heights, even boats scare me", "Has a fear of heights", "personality");
+        assert_eq!(facts("I was a marine, so I like adrenaline"), ["Was a marine", "Likes adrenaline"]);
+        assert_fact("I was a nurse for ten years", "Was a nurse for ten years", "work");
+        assert!(one("I was a mess yesterday").score < 0.7);
+        assert_fact("I want to go to college in New York", "Wants to go to college in New York", "goal");
+        assert!(one("I want to go to the movies").score < 0.7);
+        assert!(facts("my job is a lot quieter than yours").is_empty());
+        assert!(facts("my job is a lot quieter").is_empty());
+        assert_eq!(facts("My job is nursing"), ["Job is nursing"]);
+        assert_eq!(facts("me and my wife are taking the boys to Mexico"), ["Has a wife"]);
+        assert!(one("I've been up since four").score < 0.7);
+    }
+
+    #[test]
+    fn run_on_chat() {
+        assert_fact("my favorite band is the beatles what about you", "Favorite band is the beatles", "preference");
+        assert_fact("i love pizza do you", "Loves pizza", "preference");
+        assert_fact("i like hiking how about you", "Likes hiking", "preference");
+        assert_eq!(facts("i'm 25 and live with my parents"), ["Is 25 years old", "Lives with their parents"]);
+        assert_eq!(facts("I'm a nurse and have two kids"), ["Is a nurse", "Has two kids"]);
+        assert_eq!(facts("I play tennis and have a dog"), ["Plays tennis", "Has a dog"]);
+        assert!(facts("I am tired and want to sleep").is_empty());
+    }
+
+    #[test]
+    fn work_and_school_in_ones_history() {
+        assert_fact("i'm currently working on my masters degree", "Is working on their masters degree", "education");
+        assert!(facts("I'm working on dinner").is_empty());
+        assert_fact("i played football in college", "Played football in college", "hobby");
+        assert!(facts("I played games last night").is_empty());
+    }
+
+    #[test]
+    fn households_habits_and_history() {
+        assert_fact("I don't drive.", "Does not drive", "vehicle");
+        assert!(facts("I don't drive to work").is_empty());
+        assert_fact("we live on a farm", "Lives on a farm", "location");
+        assert!(facts("we live and learn").is_empty());
+        assert_fact("sadly i lost my job", "Lost their job", "work");
+        assert!(facts("I lost my keys").is_empty());
+        assert_fact("i was raised by my grandmother", "Was raised by their grandmother", "family");
+        assert_fact("I drink a lot of coffee", "Drinks a lot of coffee", "diet");
+    }
+
+    #[test]
+    fn facts_after_a_setting_phrase() {
+        assert_fact("During the summer I work as a lifeguard at the lake.", "Works as a lifeguard at the lake", "work");
+        assert_fact("for my hobby i like to do canning", "Likes doing canning", "preference");
+        assert_fact("in my free time i paint", "Paints", "hobby");
+        assert!(facts("on sunday she said i was rude").is_empty());
+        // Someone else's words about the user are not the user's.
+        assert!(facts("at work she thinks i play golf").is_empty());
+        assert!(facts("at the moment I'm tired").is_empty());
+        assert_fact("hunting is one of my favorite hobbies", "Likes hunting", "preference");
+    }
+
+    #[test]
+    fn work_and_routines_said_as_habits() {
+        assert_fact("i just sell cars lol", "Sells cars", "work");
+        assert_fact("I fix bikes for a living", "Fixes bikes for a living", "work");
+        assert_fact("I wake up at 4 am every day", "Wakes up at 4 am every day", "habit");
+        assert!(facts("I wake up and it's raining").is_empty());
+    }
+
+    #[test]
+    fn skills_and_what_one_cannot_do() {
+        assert_fact("I can cook enchiladas", "Can cook enchiladas", "hobby");
+        assert_fact("I can swim.", "Can swim", "hobby");
+        assert_fact("funny thing, I can't swim.", "Cannot swim", "hobby");
+        assert_fact("I cannot drive a stick shift", "Cannot drive a stick shift", "hobby");
+        assert!(one("I can get one for the party").score < 0.7);
+        assert!(facts("I can send you the recipe").is_empty());
+        assert!(facts("I can't imagine").is_empty());
+    }
+
+    #[test]
+    fn what_a_relative_clause_adds() {
+        assert_eq!(facts("I'm a teacher who lives in the city."), ["Is a teacher", "Lives in the city"]);
+        assert_eq!(facts("I am a nurse who really loves gardening"), ["Is a nurse", "Loves gardening"]);
+        assert_eq!(facts("I'm a mom who is allergic to cats"), ["Is a mom", "Is allergic to cats"]);
+        assert_eq!(facts("I'm a painter who painted a mural"), ["Is a painter"]);
+        assert_eq!(facts("I like a singer who lives in Paris"), ["Likes a singer"]);
+    }
+
+    #[test]
+    fn retirement_and_households() {
+        assert_fact("I retired a few years ago.", "Is retired", "work");
+        assert!(facts("I retired to bed early").is_empty());
+        assert_eq!(facts("We have a dog and a cat"), ["Has a dog", "Has a cat"]);
+        assert_eq!(facts("we have two kids"), ["Has two kids"]);
+        assert!(facts("We have a lot of dogs around here").is_empty());
+    }
+
+    #[test]
+    fn how_long_things_have_lasted() {
+        assert_fact("I've been divorced twice.", "Has been divorced twice", "family");
+        assert_fact("I have been sober for ten years", "Has been sober for ten years", "health");
+        assert_fact("I've been in the Boy Scouts for 7 years", "Has been in the Boy Scouts for 7 years", "hobby");
+        assert_fact("I have been playing chess for twenty years", "Has been playing chess for twenty years", "hobby");
+        assert_fact("I have lived in Berlin for five years now", "Has lived in Berlin for five years", "hobby");
+        assert_fact("I've had my cat for ten years", "Has had their cat for ten years", "pets");
+        assert!(one("I've been playing a lot since you asked").score < 0.7);
+        assert!(one("I've been busy").score < 0.7);
+        assert_fact("I've been a vegetarian for years", "Has been a vegetarian for years", "hobby");
+        assert!(one("I have worked hard today").score < 0.7);
+    }
+
+    #[test]
+    fn what_one_has_never_done() {
+        assert_fact("I have never been married.", "Has never been married", "family");
+        assert_eq!(one("i have never been on a plane actually").fact, "Has never been on a plane");
+        assert!(one("I have never been on a plane").score < 0.7);
+        assert_eq!(one("I've never even left my home state").fact, "Has never left their home state");
+        assert!(facts("I've never heard of them").is_empty());
+        assert!(facts("I have never heard of Fortnite").is_empty());
+        assert!(facts("I have never noticed the difference").is_empty());
+        assert!(facts("I have never thought about that").is_empty());
+        assert!(facts("I've never seen that movie").is_empty());
+    }
+
+    #[test]
+    fn habits_plans_and_ages_in_the_progressive_and_past() {
+        assert_fact("I'm training for a half marathon", "Is training for a half marathon", "hobby");
+        assert_fact("I'm moving to Seattle next month!", "Is moving to Seattle next month", "location");
+        assert_fact("I am taking online classes", "Is taking online classes", "education");
+        assert!(facts("I'm taking a nap").iter().all(|f| f != "Is taking a nap"));
+        assert_fact("I just turned 18 yesterday", "Is 18 years old", "age");
+        assert_fact("I go to the gym every day", "Goes to the gym every day", "hobby");
+        assert_fact("I go to church on Sundays", "Goes to church on Sundays", "hobby");
+        assert!(one("I go to the store later").score < 0.7);
+        assert!(facts("I just got out of class").is_empty());
+        assert!(facts("I got outvoted").is_empty());
+    }
+
+    #[test]
     fn diet_and_health() {
         assert_fact("I'm vegetarian.", "Is vegetarian", "diet");
         assert_fact("I am a vegan", "Is a vegan", "diet");
@@ -208,6 +368,9 @@ mod tests {
         assert_fact("I play tennis on weekends.", "Plays tennis on weekends", "hobby");
         assert_fact("I go hiking every Sunday", "Goes hiking every Sunday", "hobby");
         assert_fact("I collect stamps.", "Collects stamps", "hobby");
+        assert_fact("I do karate three times a week", "Does karate three times a week", "hobby");
+        assert_fact("i do yoga every morning", "Does yoga every morning", "hobby");
+        assert!(one("I do a lot of cleaning").score < 0.7);
         assert_fact("I knit.", "Knits", "hobby");
     }
 
@@ -274,7 +437,7 @@ mod tests {
         assert_fact("I love Kendrick Lamar and J. Cole", "Loves Kendrick Lamar and J. Cole", "preference");
         assert_fact("My favorite band is The Who.", "Favorite band is The Who", "preference");
         assert_fact("I'm from the U.S. now", "Is from the U.S.", "location");
-        assert_fact("I'm an engineer and own a studio", "Is an engineer", "work");
+        assert_eq!(facts("I'm an engineer and own a studio"), ["Is an engineer", "Owns a studio"]);
         assert!(one("I love the colors").score < 0.7);
         assert_fact("I just got a new job as a nurse", "Has a new job as a nurse", "work");
         assert_fact("I've always wanted a pet turtle", "Wants a pet turtle", "goal");
@@ -317,7 +480,8 @@ mod tests {
         assert!(facts("You like tea.").is_empty());
         assert!(facts("He works at Acme and she loves dogs").is_empty());
         assert!(facts("My friend's name is Bob").is_empty());
-        assert!(facts("My sister lives in Rome").is_empty());
+        // That the user has a sister is theirs; where she lives is not.
+        assert_eq!(facts("My sister lives in Rome"), ["Has a sister"]);
         assert_eq!(facts("You like tea and I like coffee."), vec!["Likes coffee"]);
     }
 

@@ -45,6 +45,13 @@ pub(super) fn object_end(c: &[Tok], start: usize) -> usize {
             if tok.is("and") && (next == "then" || next == "now" || next == "also") {
                 break;
             }
+            // Run-on chat: "my favorite band is the beatles what about you", "i love pizza
+            // do you".
+            let asks_back = matches!(next, "you" | "u" | "about")
+                && matches!(tok.lower.as_str(), "what" | "how" | "do" | "did" | "are" | "have" | "and");
+            if asks_back {
+                break;
+            }
             // "I'm an engineer and own a studio": a second predicate, not part of the object.
             if tok.is("and") && in_list(PREDICATE_VERBS, next) {
                 break;
@@ -186,7 +193,9 @@ pub(super) fn with_object(c: &[Tok], start: usize, prefix: &str, score: f64, tag
 }
 
 /// A preference for "the colors" or "the feeling of it" points at something in the
-/// conversation; "The Beatles" (capitalised) is a name and stands alone.
+/// conversation; "The Beatles" (capitalised) is a name and stands alone. ("I love the
+/// beach" stays below the threshold too: on spc-valid such facts never matched a persona
+/// line, being small talk about a place as often as a taste.)
 fn definite_reference(obj: &str) -> bool {
     obj.strip_prefix("the ").is_some_and(|rest| rest.starts_with(|c: char| c.is_lowercase()))
 }

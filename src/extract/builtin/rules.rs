@@ -6,7 +6,7 @@ use super::clauses::skip_lead;
 use super::lexicon::*;
 use super::phrase::{fact, lower_words, object_end, render, with_object};
 use super::tokens::Tok;
-use super::verbs::match_i;
+use super::verbs::{match_i, match_live};
 use crate::extract::ExtractedFact;
 
 /// The fact one clause states about the user, if any. `after_greeting` says the sentence
@@ -26,8 +26,13 @@ pub(super) fn match_clause(clause: &[Tok], after_greeting: bool) -> Option<Extra
     if no_longer_true {
         return None;
     }
+    if let Some(i) = after_setting(&w) {
+        return match_i(&c[i..], greeting);
+    }
     match first {
         "i" => match_i(c, greeting),
+        // "We live on a farm": the user's household lives there, and so do they.
+        "we" if w.get(1) == Some(&"live") => match_live(c, 2),
         "my" => match_my(c),
         _ => match_other(c),
     }
@@ -46,15 +51,19 @@ fn match_other(c: &[Tok]) -> Option<ExtractedFact> {
         return name_fact(c, p + 2, 0.85);
     }
     let copula = w.iter().position(|&x| x == "is" || x == "are")?;
-    if copula == 0 || copula > 5 || w.get(copula + 1) != Some(&"my") {
+    // "Hunting is one of my favorite hobbies" says as much as "… is my favorite hobby".
+    let one_of = w.get(copula + 1..copula + 3) == Some(&["one", "of"]);
+    let my = if one_of { copula + 3 } else { copula + 1 };
+    if copula == 0 || copula > 5 || w.get(my) != Some(&"my") {
         return None;
     }
     if in_list(CONTEXTUAL_STARTS, w[0]) || in_list(SUBJECT_PRONOUNS, w[0]) {
         return None;
     }
     let subject = render(&c[..copula], false);
-    let what = w.get(copula + 2)?;
+    let what = w.get(my + 1)?;
     match *what {
+        "favorite" | "favourite" if one_of => Some(fact(&format!("Likes {subject}"), 0.8, &["preference"])),
         "favorite" | "favourite" => {
             let end = object_end(c, copula + 3);
             if end > copula + 3 && end - (copula + 3) <= 3 {
@@ -170,7 +179,8 @@ fn match_my(c: &[Tok]) -> Option<ExtractedFact> {
             let at = if w.get(3) == Some(&"on") { 4 } else { 3 };
             return with_object(c, at, "Birthday is", 0.9, &["age"]);
         }
-        ("job" | "profession" | "occupation" | "career", "is") => {
+        // "My job is a lot quieter" compares; it does not say what the job is.
+        ("job" | "profession" | "occupation" | "career", "is") if !compares(&w[3..]) => {
             return with_object(c, 3, &format!("{second} is"), 0.8, &["work"]);
         }
         ("goal" | "dream" | "plan" | "ambition", "is") => {
@@ -201,8 +211,37 @@ fn match_my(c: &[Tok]) -> Option<ExtractedFact> {
             fact(&format!("{noun}'s name is {name}"), 0.8, &["family"])
         });
     }
-    if relative && !possessive && matches!(third, "is" | "are") && w.get(3).is_none_or(|x| *x != "not") {
+    // "me and my wife are taking the boys": a plural verb after a singular noun has a
+    // longer subject than the relative.
+    let agrees = third == "is" || noun.ends_with('s') || noun == "children";
+    if relative && !possessive && agrees && matches!(third, "is" | "are") && w.get(3).is_none_or(|x| *x != "not") {
         return with_object(c, 3, &format!("{noun} {third}"), 0.7, &["family"]);
     }
     None
+}
+
+/// "a lot quieter", "much better than mine", "way more fun": a comparison.
+fn compares(words: &[&str]) -> bool {
+    words.contains(&"than")
+        || matches!(words, ["a", "lot" | "bit" | "little", ..] | ["much" | "way" | "even" | "more" | "less", ..])
+}
+
+/// Words that open a phrase saying when or how often, before the user says what they do:
+/// "During the summer I work as a lifeguard", "for my hobby I like to do canning".
+#[rustfmt::skip]
+const SETTING_OPENERS: &[&str] = &[
+    "in", "on", "at", "during", "for", "every", "most", "these", "nowadays", "lately", "around",
+    "outside", "besides", "over", "weekdays", "weekends", "mornings", "evenings", "nights",
+];
+
+/// Where "I" starts after a short setting phrase ("in my free time I paint" -> at "I"),
+/// if the clause opens with one. The phrase may hold no other subject ("on Sunday she
+/// said I …" is about her).
+fn after_setting(w: &[&str]) -> Option<usize> {
+    if !in_list(SETTING_OPENERS, w.first()?) {
+        return None;
+    }
+    let i = w.iter().take(7).position(|x| *x == "i")?;
+    let others = w[..i].iter().any(|x| *x != "my" && in_list(SUBJECT_PRONOUNS, x));
+    (!others).then_some(i)
 }

@@ -36,7 +36,12 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
         "am" => match_am(c, rest, greeting),
         "was" => match_was(c, rest),
         "got" | "get" if w.get(rest) == Some(&"married") => Some(fact("Got married", 0.8, &["family"])),
+        // "I got out of class", "I got outvoted": events, not possessions.
+        "got" if w.get(rest).is_some_and(|x| in_list(PARTICLES, x) || x.ends_with("ed")) => None,
         "have" | "has" | "got" => match_have(c, rest),
+        "turned" if w.get(rest).is_some_and(|x| is_number(x)) => {
+            Some(fact(&format!("Is {} years old", c[rest].text), 0.8, &["age"]))
+        }
         "like" => preference(c, rest, "Likes", 0.8, &["preference"]),
         "love" | "adore" => preference(c, rest, "Loves", 0.8, &["preference"]),
         "enjoy" => preference(c, rest, "Enjoys", 0.8, &["preference"]),
@@ -44,7 +49,7 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
         "dislike" => preference(c, rest, "Dislikes", 0.8, &["preference"]),
         "prefer" => preference(c, rest, "Prefers", 0.8, &["preference"]),
         "live" | "reside" => match_live(c, rest),
-        "come" if w.get(rest) == Some(&"from") => with_object(c, rest + 1, "Is from", 0.85, &["location"]),
+        "come" if w.get(rest) == Some(&"from") => with_object(place(c), rest + 1, "Is from", 0.85, &["location"]),
         "grew" if w.get(rest) == Some(&"up") => {
             let at = if w.get(rest + 1).is_some_and(|p| matches!(*p, "in" | "on" | "near" | "outside")) {
                 rest + 1
@@ -89,7 +94,10 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
             with_object(c, rest, "Plays", 0.8, &["hobby"])
         }
         "go" => match_go(c, rest),
-        "eat" | "drink" => with_object(c, rest, &third_person(verb), 0.65, &["diet"]),
+        "eat" | "drink" => with_object(c, rest, &third_person(verb), 0.7, &["diet"]),
+        "lost" if matches!(w.get(rest..rest + 2), Some(["my", "job" | "jobs"])) => {
+            Some(fact("Lost their job", 0.75, &["work"]))
+        }
         "plan" if matches!(w.get(rest), Some(&"to" | &"on")) => with_object(c, rest, "Plans", 0.8, &["goal"]),
         "intend" if w.get(rest) == Some(&"to") => with_object(c, rest, "Intends", 0.75, &["goal"]),
         "want" => match_want(c, rest),
@@ -101,11 +109,27 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
                 if !in_list(AUXILIARIES, v)
                     && !in_list(&["see", "tell", "imagine", "relate", "understand", "help", "try", "go", "not"], v) =>
             {
-                with_object(c, rest, "Can", 0.6, &["hobby"])
+                // "I can cook enchiladas" is a skill; "I can get you one" an offer.
+                let score = if in_list(SKILL_VERBS, v) { 0.75 } else { 0.6 };
+                with_object(c, rest, "Can", score, &["hobby"]).or_else(|| {
+                    (in_list(SKILL_VERBS, v) && object_end(c, rest + 1) == rest + 1)
+                        .then(|| fact(&format!("Can {v}"), score, &["hobby"]))
+                })
             }
             _ => None,
         },
+        "retired" if !matches!(w.get(rest), Some(&"from" | &"to")) || mentions_job(&w[rest..]) => {
+            Some(fact("Is retired", 0.8, &["work"]))
+        }
         "won" => with_object(c, rest, "Won", 0.7, &["hobby"]),
+        // "I played football in college": a sport in one's history, not last night's game.
+        "played"
+            if w[rest..]
+                .windows(2)
+                .any(|p| matches!(p, ["in" | "for" | "at", "college" | "high" | "school" | "university"])) =>
+        {
+            with_object(c, rest, "Played", 0.75, &["hobby"])
+        }
         "started" | "began" => {
             if mentions_job(&w[rest..]) {
                 with_object(c, rest, "Started", 0.75, &["work"])
@@ -113,7 +137,10 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
                 with_object(c, rest, "Started", 0.6, &["hobby"])
             }
         }
-        "do" => with_object(c, rest, "Does", 0.6, &["hobby"]),
+        "do" => {
+            let practice = w.get(rest).is_some_and(|x| in_list(PRACTICES, x));
+            with_object(c, rest, "Does", if practice { 0.75 } else { 0.6 }, &["hobby"])
+        }
         "attend" => with_object(c, rest, "Attends", 0.75, &["education"]),
         v if in_list(HOBBY_VERBS, v) => {
             let prefix = third_person(v);
@@ -121,6 +148,11 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
                 return in_list(BARE_HOBBIES, v).then(|| fact(&prefix, 0.7, &["hobby"]));
             }
             with_object(c, rest, &prefix, 0.75, &["hobby"])
+        }
+        // "I sell cars", "I fix bikes": what one does for a living, said as a habit.
+        "sell" | "fix" | "repair" | "tutor" | "babysit" => with_object(c, rest, &third_person(verb), 0.75, &["work"]),
+        "wake" if w.get(rest) == Some(&"up") && w.get(rest + 1).is_some_and(|x| *x == "at" || *x == "every") => {
+            with_object(c, rest, "Wakes", 0.75, &["habit"])
         }
         _ => None,
     }
@@ -154,6 +186,17 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         if aux == "can" && w.get(k + 2) == Some(&"stand") {
             return with_object(c, k + 3, "Dislikes", 0.8, &["preference"]);
         }
+        if aux == "can"
+            && let Some(skill) = w.get(k + 2).filter(|v| in_list(SKILL_VERBS, v))
+        {
+            // "I can't swim": a skill the user lacks.
+            let bare = object_end(c, k + 3) == k + 3;
+            return if bare {
+                Some(fact(&format!("Cannot {skill}"), 0.75, &["hobby"]))
+            } else {
+                with_object(c, k + 3, &format!("Cannot {skill}"), 0.7, &["hobby"])
+            };
+        }
         return None;
     }
     let mut v = k + 2;
@@ -165,6 +208,11 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         "eat" => with_object(c, v + 1, "Does not eat", 0.8, &["diet"]),
         "drink" => with_object(c, v + 1, "Does not drink", 0.8, &["diet"]),
         "smoke" if object_end(c, v + 1) == v + 1 => Some(fact("Does not smoke", 0.8, &["health"])),
+        // "I don't drive": a habit stated plainly, with nothing after it.
+        habit @ ("drive" | "swim" | "cook") if object_end(c, v + 1) == v + 1 => {
+            let tag = if habit == "drive" { "vehicle" } else { "hobby" };
+            Some(fact(&format!("Does not {habit}"), 0.75, &[tag]))
+        }
         "have" => {
             // "I don't have any pets" / "a car": a possession the person lacks, said plainly.
             let article = w.get(v + 1).is_some_and(|a| matches!(*a, "any" | "a" | "an"));
@@ -182,11 +230,11 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     }
 }
 
-fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+pub(super) fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     match w.get(rest).copied() {
         Some("in" | "on" | "near" | "at" | "by" | "outside" | "downtown") => {
-            with_object(c, rest, "Lives", 0.85, &["location"])
+            with_object(place(c), rest, "Lives", 0.85, &["location"])
         }
         Some("with") => with_object(c, rest, "Lives", 0.75, &["family"]),
         Some("alone" | "abroad") => Some(fact(&format!("Lives {}", w[rest]), 0.8, &["location"])),
@@ -225,7 +273,10 @@ fn match_go(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
         return with_object(c, rest, "Goes", 0.8, &["hobby"]);
     }
     if next == "to" {
-        return with_object(c, rest, "Goes", 0.65, &["hobby"]);
+        // "I go to the gym every day" is a habit; "I go to the store later" an errand.
+        let at = if w.get(rest + 1) == Some(&"the") { rest + 2 } else { rest + 1 };
+        let score = if w.get(at).is_some_and(|x| in_list(REGULAR_DESTINATIONS, x)) { 0.8 } else { 0.65 };
+        return with_object(c, rest, "Goes", score, &["hobby"]);
     }
     None
 }
@@ -237,7 +288,11 @@ fn match_want(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
             "know", "hear", "see", "say", "ask", "tell", "thank", "talk", "chat", "try", "check", "read", "share",
             "make", "go", "let", "get", "do",
         ];
-        if w.get(rest + 1).is_some_and(|v| in_list(&conversational, v)) {
+        // "I want to go to college in New York" is a goal; "I want to go" is not.
+        let schooling = w.get(rest + 1..rest + 4).is_some_and(|g| {
+            matches!(g, ["go", "to" | "back", x] if in_list(&["college", "school", "university", "grad", "law", "med"], x))
+        });
+        if w.get(rest + 1).is_some_and(|v| in_list(&conversational, v)) && !schooling {
             return with_object(c, rest, "Wants", 0.6, &["goal"]);
         }
         return with_object(c, rest, "Wants", 0.75, &["goal"]);
@@ -279,12 +334,26 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
         return None;
     }
     match next {
-        "to" | "had" | "never" | "not" | "heard" | "seen" | "done" | "tried" | "read" => None,
+        "never" => match_never_done(c, rest + 1),
+        "to" | "not" | "heard" | "seen" | "done" | "tried" | "read" => None,
         "been" => match w.get(rest + 1).copied()? {
-            "married" => with_object(c, rest + 1, "Has been", 0.8, &["family"]),
             d if in_list(DIETS, d) => with_object(c, rest + 1, "Is", 0.85, &["diet"]),
+            s if in_list(LASTING_STATES, s) => with_object(c, rest + 1, "Has been", 0.8, &[lasting_state_tag(s)]),
+            "in" if w.get(rest + 2..).is_some_and(|g| g.iter().take(4).any(|x| in_group(x).is_some())) => {
+                with_object(c, rest + 1, "Has been", 0.8, &["hobby"])
+            }
+            // "I've been up since four" is about today.
+            m if states_duration(&w[rest..]) && !in_list(AWAKE_OR_AWAY, m) => {
+                with_object(c, rest + 1, "Has been", 0.75, &["hobby"])
+            }
             _ => with_object(c, rest + 1, "Has been", 0.6, &["hobby"]),
         },
+        // "I have lived in Berlin for five years", "I've had my dog since 2015": how long
+        // something has lasted says that it lasts.
+        p if is_past_participle(p) && states_duration(&w[rest..]) => {
+            with_object(c, rest, "Has", 0.75, &tags_for(&w[rest..], "hobby"))
+        }
+        "had" => None,
         "wanted" => with_object(c, rest + 1, "Wants", 0.7, &["goal"]),
         "no" => {
             let noun = w.get(rest + 1).copied()?;
@@ -314,7 +383,12 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             if mentions_job(&words[..end.min(words.len())]) {
                 return Some(fact(&format!("Has {obj}"), 0.75, &["work"]));
             }
-            let tags = tags_for(&words[..end.min(words.len())], "possession");
+            let span = &words[..end.min(words.len())];
+            // "I have a fear of heights": a trait, not a possession.
+            if span.iter().take(3).any(|x| matches!(*x, "fear" | "phobia")) {
+                return Some(fact(&format!("Has {obj}"), 0.8, &["personality"]));
+            }
+            let tags = tags_for(span, "possession");
             let score = match tags[0] {
                 "pets" | "family" => 0.85,
                 "device" | "vehicle" | "health" => 0.8,
@@ -333,6 +407,11 @@ fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
         }
         ("born", Some("on")) => with_object(c, rest + 2, "Birthday is", 0.85, &["age"]),
         ("born" | "raised", Some("in" | "and")) => with_object(c, rest, "Was", 0.85, &["location"]),
+        ("raised", Some("by")) => with_object(c, rest, "Was", 0.8, &["family"]),
+        // "I was a marine": a past occupation is part of one's story.
+        ("a" | "an", _) if w[rest..].iter().take(4).any(|x| in_list(OCCUPATIONS, x)) => {
+            with_object(c, rest, "Was", 0.75, &["work"])
+        }
         ("a" | "an", _) => with_object(c, rest, "Was", 0.6, &["identity"]),
         _ => None,
     }
@@ -347,15 +426,15 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
     let after = w.get(rest + 1).copied();
     if is_number(next) {
         return match (after, w.get(rest + 2).copied()) {
-            (Some("years" | "year" | "yrs"), Some("old")) | (None, _) => {
-                let score = if after.is_some() { 0.9 } else { 0.8 };
+            (Some("years" | "year" | "yrs"), Some("old")) | (None | Some("and" | "but" | ","), _) => {
+                let score = if matches!(after, Some("years" | "year" | "yrs")) { 0.9 } else { 0.8 };
                 Some(fact(&format!("Is {} years old", c[rest].text), score, &["age"]))
             }
             _ => None,
         };
     }
     match next {
-        "from" => return with_object(c, rest + 1, "Is from", 0.85, &["location"]),
+        "from" => return with_object(place(c), rest + 1, "Is from", 0.85, &["location"]),
         "living" | "based" | "located" | "staying"
             if after.is_some_and(|p| matches!(p, "in" | "on" | "near" | "outside")) =>
         {
@@ -385,6 +464,10 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         }
         "working" if matches!(after, Some("as" | "at" | "for" | "in")) => {
             return with_object(c, rest + 1, "Works", 0.8, &["work"]);
+        }
+        // "I'm working on my masters degree": a long piece of work, not a task of the day.
+        "working" if after == Some("on") && w[rest + 2..].iter().take(3).any(|x| in_list(LONG_WORKS, x)) => {
+            return with_object(c, rest, "Is", 0.75, &["education"]);
         }
         "studying" | "majoring" => {
             return with_object(
@@ -430,6 +513,11 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
             return with_object(c, rest + 1, "Hopes", 0.7, &["goal"]);
         }
         "saving" => return with_object(c, rest, "Is", 0.7, &["goal"]),
+        "training" if after == Some("for") => return with_object(c, rest, "Is", 0.75, &["hobby"]),
+        "moving" if after == Some("to") => return with_object(c, rest, "Is", 0.7, &["location", "goal"]),
+        "taking" if w.get(rest + 1..).is_some_and(|o| o.iter().take(3).any(|x| in_list(COURSES, x))) => {
+            return with_object(c, rest, "Is", 0.75, &["education"]);
+        }
         "going" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
         "trying" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
         "into" => return with_object(c, rest, "Is", 0.75, &["preference"]),
@@ -487,7 +575,7 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
 fn in_group(word: &str) -> Option<&'static str> {
     match word {
         "army" | "navy" | "military" | "marines" | "force" | "guard" | "business" | "industry" => Some("work"),
-        "band" | "choir" | "orchestra" | "club" | "team" | "league" => Some("hobby"),
+        "band" | "choir" | "orchestra" | "club" | "team" | "league" | "scouts" => Some("hobby"),
         "relationship" | "love" => Some("family"),
         "grade" | "class" | "college" | "school" | "university" | "program" => Some("education"),
         _ => None,
@@ -523,3 +611,136 @@ fn match_am_noun(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     }
     with_object(c, rest, "Is", 0.7, &["identity"])
 }
+
+/// Words after "got" that make it an event ("got out of class", "got back home").
+const PARTICLES: &[&str] = &["out", "off", "back", "home", "up", "in", "into", "to", "over", "through", "away", "lost"];
+
+/// States that "I have been …" keeps true ("I've been divorced twice", "sober for ten years").
+const LASTING_STATES: &[&str] =
+    &["married", "divorced", "widowed", "engaged", "single", "sober", "retired", "unemployed", "clean"];
+
+fn lasting_state_tag(state: &str) -> &'static str {
+    match state {
+        "retired" | "unemployed" => "work",
+        "sober" | "clean" => "health",
+        _ => "family",
+    }
+}
+
+/// Places one goes to as a habit rather than as an errand.
+#[rustfmt::skip]
+const REGULAR_DESTINATIONS: &[&str] = &[
+    "gym", "church", "school", "college", "university", "temple", "mosque", "synagogue", "mass",
+    "therapy", "rehab", "yoga", "pilates", "classes", "class", "practice", "concerts", "camp",
+];
+
+/// What one takes as a course ("I'm taking online classes", "taking piano lessons").
+const COURSES: &[&str] = &["class", "classes", "lessons", "course", "courses"];
+
+/// Past participles "have" takes in a statement of how long something has lasted.
+fn is_past_participle(word: &str) -> bool {
+    (word.len() > 4 && word.ends_with("ed"))
+        || matches!(
+            word,
+            "had"
+                | "known"
+                | "taught"
+                | "done"
+                | "driven"
+                | "ridden"
+                | "grown"
+                | "run"
+                | "sung"
+                | "written"
+                | "left"
+                | "met"
+                | "flown"
+                | "gone"
+                | "eaten"
+                | "broken"
+                | "won"
+                | "taken"
+                | "swum"
+                | "worn"
+        )
+}
+
+/// "for ten years", "for a decade", "since 2015", "since I was a kid": the clause says how
+/// long something has lasted.
+fn states_duration(words: &[&str]) -> bool {
+    words.iter().enumerate().any(|(i, w)| match *w {
+        "since" => words.get(i + 1).is_some_and(|x| {
+            is_number(x) || matches!(*x, "i" | "childhood" | "high" | "college" | "birth" | "forever")
+        }),
+        "for" => words
+            .iter()
+            .skip(i + 1)
+            .take(4)
+            .any(|x| matches!(*x, "years" | "year" | "decades" | "decade" | "months" | "ages" | "life" | "while")),
+        _ => false,
+    })
+}
+
+/// "I have never been married" is a lasting state; "I've never been to a casino", "I've
+/// never left my home state" are true but more often answers to the other person than
+/// what one would say about oneself, so they score below the default threshold. What one
+/// has heard of or thought about is no fact at all.
+fn match_never_done(c: &[Tok], mut at: usize) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    while w.get(at).is_some_and(|x| in_list(ADVERBS, x)) {
+        at += 1;
+    }
+    let verb = *w.get(at)?;
+    // Participles of noticing and trying: "heard", "seen" and "thought" are no past
+    // participles to `is_past_participle` and never get this far.
+    let conversational = ["tried", "noticed", "realized", "considered", "imagined", "wondered", "asked", "done"];
+    if !is_past_participle(verb) && verb != "been" || in_list(&conversational, verb) {
+        return None;
+    }
+    let rest = object(c, at + 1)?;
+    let state = w.get(at + 1).filter(|s| verb == "been" && in_list(LASTING_STATES, s));
+    let (score, tags) = match state {
+        Some(s) => (0.8, vec![lasting_state_tag(s)]),
+        None => (0.65, tags_for(&w[at..], "identity")),
+    };
+    Some(fact(&format!("Has never {verb} {rest}"), score, &tags))
+}
+
+/// Skills "I can …" states ("I can cook enchiladas", "I can't swim"), as opposed to what
+/// one can do for the other person right now ("I can send you the link").
+#[rustfmt::skip]
+const SKILL_VERBS: &[&str] = &[
+    "cook", "bake", "sew", "knit", "crochet", "sing", "dance", "swim", "draw", "paint", "play",
+    "fix", "build", "drive", "ride", "juggle", "code", "program", "surf", "ski", "skate",
+    "snowboard", "climb", "lift", "run", "fly", "type", "write", "carve", "weld", "dive", "fish",
+];
+
+/// What one "does" as a sport or practice ("I do karate", "I do yoga every morning"), as
+/// opposed to "I do a lot of cleaning".
+#[rustfmt::skip]
+const PRACTICES: &[&str] = &[
+    "yoga", "karate", "pilates", "judo", "taekwondo", "jiu-jitsu", "crossfit", "ballet",
+    "gymnastics", "archery", "boxing", "kickboxing", "photography", "pottery", "woodworking",
+    "crosswords", "triathlons", "marathons", "aerobics", "zumba", "meditation", "martial",
+    "parkour", "track", "wrestling", "fencing", "mma", "taichi", "calligraphy",
+];
+
+/// Words that start what comes after a place ("I'm from india and the traffic there …"):
+/// "and" or "but" before one of them opens a new clause rather than naming a second place.
+const CLAUSE_OPENERS: &[&str] = &["the", "a", "an", "my", "our", "his", "her", "their", "everyone", "people"];
+
+/// The clause up to where a place named in it ends.
+fn place(c: &[Tok]) -> &[Tok] {
+    let cut = c.windows(2).position(|p| (p[0].is("and") || p[0].is("but")) && in_list(CLAUSE_OPENERS, &p[1].lower));
+    &c[..cut.unwrap_or(c.len())]
+}
+
+/// Where one "has been since …" today rather than for a stretch of life.
+const AWAKE_OR_AWAY: &[&str] = &["up", "awake", "busy", "here", "there", "away", "out", "home", "sick", "tired"];
+
+/// What one works on for months or years.
+#[rustfmt::skip]
+const LONG_WORKS: &[&str] = &[
+    "masters", "master's", "phd", "degree", "doctorate", "thesis", "dissertation", "novel",
+    "book", "album", "diploma", "certification", "mba",
+];

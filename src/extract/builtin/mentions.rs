@@ -1,0 +1,104 @@
+//! Facts stated in passing: people and animals the user calls theirs anywhere in a sentence
+//! ("my twin sister runs marathons", "walking my two dogs") say that the user has them,
+//! even when the sentence is about something else. In chat this is how family and pets
+//! come up far more often than "I have a sister".
+
+use super::lexicon::{in_list, is_number};
+use super::phrase::fact;
+use super::tokens::Tok;
+use crate::extract::ExtractedFact;
+
+/// Relatives one has or not (everyone has parents, so "my mom" states nothing), the people
+/// one lives with, and pets. Nouns as often used for something else ("lab", "mouse",
+/// "baby" as an endearment) are left out.
+#[rustfmt::skip]
+const KIN_AND_PETS: &[(&str, &str, &str)] = &[
+    // (singular, plural, tag)
+    ("husband", "husbands", "family"), ("wife", "wives", "family"),
+    ("boyfriend", "boyfriends", "family"), ("girlfriend", "girlfriends", "family"),
+    ("fiance", "fiances", "family"), ("fiancee", "fiancees", "family"), ("fiancé", "fiancés", "family"),
+    ("son", "sons", "family"), ("daughter", "daughters", "family"), ("kid", "kids", "family"),
+    ("child", "children", "family"), ("brother", "brothers", "family"), ("sister", "sisters", "family"),
+    ("sibling", "siblings", "family"), ("grandson", "grandsons", "family"),
+    ("granddaughter", "granddaughters", "family"), ("grandchild", "grandchildren", "family"),
+    ("grandkid", "grandkids", "family"), ("stepson", "stepsons", "family"),
+    ("stepdaughter", "stepdaughters", "family"), ("roommate", "roommates", "family"),
+    ("dog", "dogs", "pets"), ("cat", "cats", "pets"), ("puppy", "puppies", "pets"),
+    ("kitten", "kittens", "pets"), ("horse", "horses", "pets"), ("rabbit", "rabbits", "pets"),
+    ("bunny", "bunnies", "pets"), ("hamster", "hamsters", "pets"), ("parrot", "parrots", "pets"),
+    ("turtle", "turtles", "pets"), ("snake", "snakes", "pets"), ("lizard", "lizards", "pets"),
+    ("goldfish", "goldfish", "pets"), ("ferret", "ferrets", "pets"), ("pony", "ponies", "pets"),
+];
+
+/// Words that may stand between "my" and the noun and are kept in the fact ("my twin
+/// sister"); a count ("my two cats") is kept too. Anything else ("my ex wife", "my late
+/// husband", "my friend's dog") ends the match.
+const KEPT_MODIFIERS: &[&str] =
+    &["twin", "little", "big", "older", "younger", "oldest", "youngest", "elder", "eldest", "baby", "identical"];
+
+/// Modifiers that may stand there but say nothing lasting ("my new puppy" is still a puppy).
+const DROPPED_MODIFIERS: &[&str] = &["a", "an", "new", "only", "two-year-old", "sweet", "beautiful", "lovely", "own"];
+
+/// A relative or pet the user has, and the fact that says so.
+pub(super) struct Mention {
+    /// The singular, which identifies the mention for deduplication.
+    pub(super) noun: &'static str,
+    pub(super) fact: ExtractedFact,
+}
+
+/// Each relative or pet the words call "my" or "our" or say "we have", as a fact that the
+/// user has them; "and" carries the "my" on ("my husband and daughter").
+pub(super) fn kin_and_pets(words: &[Tok]) -> Vec<Mention> {
+    let mut out = Vec::new();
+    // Where the last mention's noun was, so that "and" right after it starts another.
+    let mut last_noun = None;
+    for (i, tok) in words.iter().enumerate() {
+        let continues = tok.is("and") && last_noun.is_some_and(|n: usize| n + 1 == i);
+        let we_have = tok.is("have") && i > 0 && words[i - 1].is("we");
+        if !(tok.is("my") || tok.is("our") || continues || we_have) {
+            continue;
+        }
+        let mut kept: Vec<&str> = Vec::new();
+        let mut count = None;
+        let mut j = i + 1;
+        // At most three words between "my" and the noun, so the scan stays linear.
+        while let Some(next) = words.get(j).filter(|_| j <= i + 3) {
+            let word = next.lower.as_str();
+            if is_number(word) && count.is_none() && kept.is_empty() {
+                count = Some(next.text.as_str());
+            } else if in_list(KEPT_MODIFIERS, word) {
+                kept.push(word);
+            } else if !in_list(DROPPED_MODIFIERS, word) {
+                break;
+            }
+            j += 1;
+        }
+        let Some(word) = words.get(j).map(|t| t.lower.as_str()) else { continue };
+        let word = word.strip_suffix("'s").unwrap_or(word);
+        let Some(&(singular, _, tag)) = KIN_AND_PETS.iter().find(|(s, p, _)| *s == word || *p == word) else {
+            continue;
+        };
+        last_noun = Some(j);
+        let mut phrase: Vec<&str> = Vec::new();
+        match count {
+            Some(n) => phrase.push(n),
+            None if word == singular => {
+                phrase.push(if kept.first().is_some_and(|m| m.starts_with(['o', 'e', 'i'])) { "an" } else { "a" })
+            }
+            None => {}
+        }
+        phrase.extend(&kept);
+        phrase.push(word);
+        out.push(Mention { noun: singular, fact: fact(&format!("Has {}", phrase.join(" ")), 0.75, &[tag]) });
+    }
+    out
+}
+
+/// The singular of each relative or pet a fact's text names, so that a mention adds
+/// nothing when a rule already said more ("Has a dog named Rex").
+pub(super) fn nouns_in(text: &str) -> impl Iterator<Item = &'static str> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter_map(|w| {
+        let w = w.to_lowercase();
+        KIN_AND_PETS.iter().find(|(s, p, _)| *s == w || *p == w).map(|(s, _, _)| *s)
+    })
+}
