@@ -2,15 +2,19 @@
 //!
 //! Each observation of a sample becomes a fact of that sample's user (through the store's
 //! bulk import, on PostgreSQL or SQLite), remembered here with the dialogue ids it cites;
-//! each question of categories 1–5 goes to `Store::search_facts`, the statement behind
-//! `GET …/facts/search`. A question's recall at k is LoCoMo's `recall_acc`: the share of
+//! then an Engram is started on that database, in this process, and each question of
+//! categories 1–5 goes to its facts search (`AppState::search_facts`, what
+//! `GET …/facts/search` calls): full text, or with `--embedding-model-dir` full text fused
+//! with the local model's vectors, once every fact is embedded. A question's recall at k is LoCoMo's `recall_acc`: the share of
 //! its evidence ids that the first k facts cite (no evidence counts 1). BM25 (k1 = 1.2,
 //! b = 0.75) ranks the same facts of the same user with the same words, in this process.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::time::Instant;
 
 use clap::Args;
+use engram::app::App;
 use engram::domain::{
     fact::{FactInput, FactText, NewFact, Origin},
     ids::{AgentId, ExternalRef, TenantId},
@@ -20,7 +24,7 @@ use engram::store::facts::{FactFilter, Owner};
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
 
-use crate::{Database, write_json};
+use crate::{Database, Embeddings, scale::backfilled, serve_config, write_json};
 
 const KS: [usize; 3] = [5, 10, 25];
 
@@ -31,6 +35,8 @@ pub struct LocomoArgs {
     data: PathBuf,
     #[command(flatten)]
     database: Database,
+    #[command(flatten)]
+    embeddings: Embeddings,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -59,8 +65,8 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
     let tenant = TenantId::parse("bench".into()).map_err(anyhow::Error::msg)?;
     let agent = AgentId::parse("locomo".into()).map_err(anyhow::Error::msg)?;
     let words = Words::new();
-    let mut engram: BTreeMap<u64, Recall> = BTreeMap::new();
-    let mut bm25: BTreeMap<u64, Recall> = BTreeMap::new();
+    // Per sample: its user, which dialogue ids each stored fact cites, and BM25 over them.
+    let mut loaded = Vec::new();
     let mut fact_count = 0;
     for sample in &samples {
         let user = ExternalRef::parse(sample.user.clone()).map_err(anyhow::Error::msg)?;
@@ -78,12 +84,34 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
             }
             entry.extend(evidence.iter().cloned());
         }
-        store.import_facts(owner, &new_facts, Origin::Manual).await?;
-        fact_count += new_facts.len();
+        fact_count += store.import_facts(owner, &new_facts, Origin::Manual).await?;
         let index = Bm25::new(&words, new_facts.iter().map(|f| f.text.text().to_owned()).collect());
+        loaded.push((user, cites, index));
+    }
+    let backend = store.backend();
+    store.close().await;
+
+    let serve = serve_config(&[scratch.serve_args("127.0.0.1:0"), args.embeddings.serve_args()].concat())?;
+    let started = Instant::now();
+    let app = App::build(serve).await?;
+    let base = format!("http://{}", app.local_addr()?);
+    let state = app.state().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run(async move {
+        let _ = stopped.await;
+    }));
+    if args.embeddings.on() {
+        let total = usize::try_from(fact_count)?;
+        let rate = backfilled(&reqwest::Client::new(), &base, total, started).await?;
+        println!("locomo: {fact_count} facts embedded, {rate:.1} facts/s");
+    }
+    let mut engram: BTreeMap<u64, Recall> = BTreeMap::new();
+    let mut bm25: BTreeMap<u64, Recall> = BTreeMap::new();
+    for (sample, (user, cites, index)) in samples.iter().zip(&loaded) {
+        let owner = Owner { tenant: &tenant, agent: &agent, user };
         for (question, category, evidence) in &sample.questions {
             let Ok(query) = SearchQuery::parse(question) else { continue };
-            let hits = store.search_facts(owner, &query, FactFilter::CURRENT, 25).await?;
+            let hits = state.search_facts(owner, &query, FactFilter::CURRENT, 25).await?;
             let found: Vec<&HashSet<String>> = hits.iter().filter_map(|h| cites.get(&h.fact.fact)).collect();
             let ranked: Vec<&HashSet<String>> =
                 index.rank(&words, question, 25).into_iter().filter_map(|i| cites.get(&index.texts[i])).collect();
@@ -102,7 +130,7 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
         "locomo: {} ({} samples, {fact_count} facts), backend {}; evidence recall (recall_acc) in %",
         args.data.display(),
         samples.len(),
-        store.backend()
+        backend
     );
     println!("{:<10} {:>9} {:>22} {:>22}", "category", "questions", "search @5/@10/@25", "BM25 @5/@10/@25");
     let mut rows = Vec::new();
@@ -119,12 +147,12 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
             "bm25": KS.iter().enumerate().map(|(slot, k)| (format!("recall@{k}"), json!(share(baseline, slot)))).collect::<serde_json::Map<_, _>>(),
         }));
     }
-    let backend = store.backend();
-    store.close().await;
+    let _ = stop.send(());
+    server.await??;
     scratch.remove().await?;
     write_json(
         args.json.as_deref(),
-        &json!({"command": "locomo", "backend": backend, "facts": fact_count, "rows": rows}),
+        &json!({"command": "locomo", "backend": backend, "facts": fact_count, "embeddings": args.embeddings.on(), "rows": rows}),
     )
 }
 

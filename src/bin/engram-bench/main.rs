@@ -72,6 +72,35 @@ struct Database {
     database_url: Option<String>,
 }
 
+/// Whether the Engram a benchmark starts recalls by meaning.
+#[derive(Args)]
+struct Embeddings {
+    /// Run with local embeddings, all-MiniLM-L6-v2's files read from DIR (never fetched);
+    /// without it, embeddings are off and recall is full text.
+    #[arg(long, value_name = "DIR")]
+    embedding_model_dir: Option<PathBuf>,
+}
+
+impl Embeddings {
+    fn on(&self) -> bool {
+        self.embedding_model_dir.is_some()
+    }
+
+    /// The server's embedding settings.
+    fn serve_args(&self) -> Vec<String> {
+        match &self.embedding_model_dir {
+            Some(dir) => {
+                ["--embeddings", "local", "--embedding-index-url", "http://127.0.0.1:9/", "--embedding-model-dir"]
+                    .map(str::to_owned)
+                    .into_iter()
+                    .chain([dir.display().to_string()])
+                    .collect()
+            }
+            None => ["--embeddings", "off"].map(str::to_owned).to_vec(),
+        }
+    }
+}
+
 /// A benchmark's database, with what it takes to remove it.
 struct Scratch {
     url: String,

@@ -6,6 +6,11 @@
 //! 100 for a million), plus one user holding 1 000 facts (the default cap), all
 //! bulk-loaded through the store's import. Then, per scenario, `--requests` GETs at
 //! `--concurrency`: p50, p99, requests per second and errors.
+//!
+//! Recall is full text (`--embeddings off`) unless `--embedding-model-dir` names the
+//! local model's files: then the server embeds every loaded fact first (the backfill,
+//! timed: facts per second) and the scenarios with a query recall by meaning too, the
+//! query's embedding included in their latency.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,7 +28,7 @@ use engram::{
 use serde_json::json;
 
 use crate::drive::{Budget, Outcome, drive, succeeds};
-use crate::{Database, serve_config, write_json};
+use crate::{Database, Embeddings, serve_config, write_json};
 
 const TENANT: &str = "bench";
 const AGENT: &str = "bench-bot";
@@ -47,6 +52,8 @@ pub struct ScaleArgs {
     concurrency: usize,
     #[command(flatten)]
     database: Database,
+    #[command(flatten)]
+    embeddings: Embeddings,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -73,7 +80,8 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let backend = store.backend();
     store.close().await;
 
-    let serve = serve_config(&scratch.serve_args("127.0.0.1:0"))?;
+    let serve = serve_config(&[scratch.serve_args("127.0.0.1:0"), args.embeddings.serve_args()].concat())?;
+    let started = Instant::now();
     let app = App::build(serve).await?;
     let base = format!("http://{}", app.local_addr()?);
     let token: Arc<str> =
@@ -91,6 +99,7 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         .await?
         .status();
     anyhow::ensure!(status.is_success(), "enabling memory failed: {status}");
+    let backfill = if args.embeddings.on() { Some(backfilled(&client, &base, total, started).await?) } else { None };
 
     let users = args.users.max(1);
     let user = move |i: usize| format!("/api/agents/{AGENT}/users/user-{}", (i * 7919) % users);
@@ -130,6 +139,9 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
             json!({"scenario": label, "p50_ms": p50, "p99_ms": p99, "requests_per_s": rate, "errors": outcome.errors}),
         );
     }
+    if let Some(rate) = backfill {
+        println!("embedding backfill: {rate:.1} facts/s (from the server's start, model load included)");
+    }
     let _ = stop.send(());
     server.await??;
     scratch.remove().await?;
@@ -138,8 +150,33 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         &json!({
             "command": "scale", "backend": backend, "facts": total, "users": args.users,
             "facts_per_user": args.facts_per_user, "concurrency": args.concurrency, "rows": rows,
+            "embeddings": args.embeddings.on(), "backfill_facts_per_s": backfill,
         }),
     )
+}
+
+/// Waits until the server has embedded `total` facts (its `engram_facts_embedded_total`
+/// counter, read every 100 ms); returns facts per second since `started`.
+pub(crate) async fn backfilled(
+    client: &reqwest::Client,
+    base: &str,
+    total: usize,
+    started: Instant,
+) -> anyhow::Result<f64> {
+    let deadline = started + Duration::from_secs(3600);
+    loop {
+        let metrics = client.get(format!("{base}/metrics")).send().await?.text().await?;
+        let embedded = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("engram_facts_embedded_total "))
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if embedded >= total as f64 {
+            return Ok(embedded / started.elapsed().as_secs_f64());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the backfill did not finish within an hour ({embedded} facts)");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Sends `count` GETs over `concurrency` tasks.
