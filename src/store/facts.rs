@@ -226,10 +226,12 @@ const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total}
 ///
 /// PostgreSQL: `$4` is the query's words as quoted tsquery text
 /// ([`SearchQuery::tsquery_terms`]), the same words FTS5 gets; read as a document it
-/// gives their lexemes, and as a query (`to_tsquery`, empty: NULL, which matches
-/// nothing) the `matching` facts, those holding any of them, read once: through GIN
-/// index `facts_search` when the words are rare or the owner's index (bounded by the
-/// cap) when they are common; the planner sees the query's value and can tell which.
+/// gives their lexemes, and as a query (`to_tsquery`; empty: NULL, which matches nothing)
+/// the `matching` facts, those holding any of them, read once: through GIN index
+/// `facts_search` or the owner's index (bounded by the cap). Both are made once, in `q`:
+/// written in the filter itself, the query was parsed and stemmed again for every fact
+/// tested as soon as the prepared statement ran with a generic plan (from its sixth run
+/// on), 30 ms for 20 words over 1 000 facts instead of 5.
 /// A fact's words are its lexemes that are query words. SQLite reads the hits from
 /// `facts` by key instead (`{matching}`).
 ///
@@ -250,10 +252,11 @@ struct Dialect {
 
 const POSTGRES: Dialect = Dialect {
     has_tag: "tags ? $5",
-    words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words), \
+    words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words, \
+         to_tsquery('english', NULLIF($4, '')) AS query), \
        matching AS MATERIALIZED (SELECT {columns}, search FROM facts \
          WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
-           AND ($7 OR superseded_by IS NULL) AND search @@ to_tsquery('english', NULLIF($4, ''))), ",
+           AND ($7 OR superseded_by IS NULL) AND search @@ (SELECT query FROM q)), ",
     pairs: "SELECT matching.id AS fact_id, lexeme.word FROM matching \
        CROSS JOIN LATERAL unnest(tsvector_to_array(matching.search)) AS lexeme(word) \
        WHERE lexeme.word = ANY ((SELECT words FROM q)::text[])",
