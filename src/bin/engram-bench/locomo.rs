@@ -11,10 +11,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::time::Instant;
 
 use clap::Args;
-use engram::app::App;
 use engram::domain::{
     fact::{FactInput, FactText, NewFact, Origin},
     ids::{AgentId, ExternalRef, TenantId},
@@ -24,7 +22,7 @@ use engram::store::facts::{FactFilter, Owner};
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
 
-use crate::{Database, Embeddings, scale::backfilled, serve_config, write_json};
+use crate::{Database, Embeddings, write_json};
 
 const KS: [usize; 3] = [5, 10, 25];
 
@@ -91,18 +89,9 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
     let backend = store.backend();
     store.close().await;
 
-    let serve = serve_config(&[scratch.serve_args("127.0.0.1:0"), args.embeddings.serve_args()].concat())?;
-    let started = Instant::now();
-    let app = App::build(serve).await?;
-    let base = format!("http://{}", app.local_addr()?);
-    let state = app.state().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(app.run(async move {
-        let _ = stopped.await;
-    }));
+    let server = scratch.serve(&args.embeddings).await?;
     if args.embeddings.on() {
-        let total = usize::try_from(fact_count)?;
-        let rate = backfilled(&reqwest::Client::new(), &base, total, started).await?;
+        let rate = server.backfilled(usize::try_from(fact_count)?).await?;
         println!("locomo: {fact_count} facts embedded, {rate:.1} facts/s");
     }
     let mut engram: BTreeMap<u64, Recall> = BTreeMap::new();
@@ -111,7 +100,7 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
         let owner = Owner { tenant: &tenant, agent: &agent, user };
         for (question, category, evidence) in &sample.questions {
             let Ok(query) = SearchQuery::parse(question) else { continue };
-            let hits = state.search_facts(owner, &query, FactFilter::CURRENT, 25).await?;
+            let hits = server.state.search_facts(owner, &query, FactFilter::CURRENT, 25).await?;
             let found: Vec<&HashSet<String>> = hits.iter().filter_map(|h| cites.get(&h.fact.fact)).collect();
             let ranked: Vec<&HashSet<String>> =
                 index.rank(&words, question, 25).into_iter().filter_map(|i| cites.get(&index.texts[i])).collect();
@@ -147,8 +136,7 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
             "bm25": KS.iter().enumerate().map(|(slot, k)| (format!("recall@{k}"), json!(share(baseline, slot)))).collect::<serde_json::Map<_, _>>(),
         }));
     }
-    let _ = stop.send(());
-    server.await??;
+    server.stop().await?;
     scratch.remove().await?;
     write_json(
         args.json.as_deref(),

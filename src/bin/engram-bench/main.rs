@@ -173,6 +173,60 @@ impl Scratch {
     }
 }
 
+/// An Engram started in this process on a benchmark's database, on a free port.
+struct Server {
+    base: String,
+    state: engram::service::AppState,
+    /// When it was built: the backfill's rate counts from here, model load included.
+    started: Instant,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Scratch {
+    /// Starts an Engram on this database, with `embeddings`.
+    async fn serve(&self, embeddings: &Embeddings) -> anyhow::Result<Server> {
+        let config = serve_config(&[self.serve_args("127.0.0.1:0"), embeddings.serve_args()].concat())?;
+        let started = Instant::now();
+        let app = engram::app::App::build(config).await?;
+        let base = format!("http://{}", app.local_addr()?);
+        let state = app.state().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(app.run(async move {
+            let _ = stopped.await;
+        }));
+        Ok(Server { base, state, started, stop, task })
+    }
+}
+
+impl Server {
+    /// Waits until the server has embedded `total` facts (its `engram_facts_embedded_total`
+    /// counter, read every 100 ms); returns facts per second since it was started.
+    async fn backfilled(&self, total: usize) -> anyhow::Result<f64> {
+        let client = reqwest::Client::new();
+        let deadline = self.started + Duration::from_secs(3600);
+        loop {
+            let metrics = client.get(format!("{}/metrics", self.base)).send().await?.text().await?;
+            let embedded = metrics
+                .lines()
+                .find_map(|line| line.strip_prefix("engram_facts_embedded_total "))
+                .and_then(|n| n.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if embedded >= total as f64 {
+                return Ok(embedded / self.started.elapsed().as_secs_f64());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "the backfill did not finish within an hour ({embedded} facts)");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Shuts the server down and waits for it.
+    async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await?
+    }
+}
+
 /// Writes a command's results to `--json FILE`, when given.
 fn write_json(path: Option<&Path>, value: &serde_json::Value) -> anyhow::Result<()> {
     if let Some(path) = path {

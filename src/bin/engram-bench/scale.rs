@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use engram::{
-    app::App,
     domain::{
         fact::{FactInput, NewFact, Origin},
         ids::{AgentId, ExternalRef, TenantId},
@@ -28,7 +27,7 @@ use engram::{
 use serde_json::json;
 
 use crate::drive::{Budget, Outcome, drive, succeeds};
-use crate::{Database, Embeddings, serve_config, write_json};
+use crate::{Database, Embeddings, write_json};
 
 const TENANT: &str = "bench";
 const AGENT: &str = "bench-bot";
@@ -80,16 +79,10 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let backend = store.backend();
     store.close().await;
 
-    let serve = serve_config(&[scratch.serve_args("127.0.0.1:0"), args.embeddings.serve_args()].concat())?;
-    let started = Instant::now();
-    let app = App::build(serve).await?;
-    let base = format!("http://{}", app.local_addr()?);
+    let server = scratch.serve(&args.embeddings).await?;
+    let base = server.base.clone();
     let token: Arc<str> =
-        app.state().guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?.into();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(app.run(async move {
-        let _ = stopped.await;
-    }));
+        server.state.guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?.into();
     let client = reqwest::Client::new();
     let status = client
         .put(format!("{base}/api/agents-config/{AGENT}"))
@@ -99,7 +92,7 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         .await?
         .status();
     anyhow::ensure!(status.is_success(), "enabling memory failed: {status}");
-    let backfill = if args.embeddings.on() { Some(backfilled(&client, &base, total, started).await?) } else { None };
+    let backfill = if args.embeddings.on() { Some(server.backfilled(total).await?) } else { None };
 
     let users = args.users.max(1);
     let user = move |i: usize| format!("/api/agents/{AGENT}/users/user-{}", (i * 7919) % users);
@@ -142,8 +135,7 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     if let Some(rate) = backfill {
         println!("embedding backfill: {rate:.1} facts/s (from the server's start, model load included)");
     }
-    let _ = stop.send(());
-    server.await??;
+    server.stop().await?;
     scratch.remove().await?;
     write_json(
         args.json.as_deref(),
@@ -153,30 +145,6 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
             "embeddings": args.embeddings.on(), "backfill_facts_per_s": backfill,
         }),
     )
-}
-
-/// Waits until the server has embedded `total` facts (its `engram_facts_embedded_total`
-/// counter, read every 100 ms); returns facts per second since `started`.
-pub(crate) async fn backfilled(
-    client: &reqwest::Client,
-    base: &str,
-    total: usize,
-    started: Instant,
-) -> anyhow::Result<f64> {
-    let deadline = started + Duration::from_secs(3600);
-    loop {
-        let metrics = client.get(format!("{base}/metrics")).send().await?.text().await?;
-        let embedded = metrics
-            .lines()
-            .find_map(|line| line.strip_prefix("engram_facts_embedded_total "))
-            .and_then(|n| n.trim().parse::<f64>().ok())
-            .unwrap_or(0.0);
-        if embedded >= total as f64 {
-            return Ok(embedded / started.elapsed().as_secs_f64());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "the backfill did not finish within an hour ({embedded} facts)");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Sends `count` GETs over `concurrency` tasks.
