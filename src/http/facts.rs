@@ -86,10 +86,12 @@ pub(super) struct ScoredFact {
     #[serde(flatten)]
     fact: Fact,
     /// How well the fact answers the query, in [0, 1]; higher is more relevant. Without
-    /// embeddings: the share of the query's words (after stemming, stop words ignored) the
-    /// fact contains. With them: 0.4 × that share relative to the best full-text hit,
-    /// plus 0.6 × the cosine similarity of the fact's and the query's vectors relative to
-    /// the most similar fact (similarities under 0.25 count as 0).
+    /// embeddings (or when no fact is close in meaning): the share of the query's words
+    /// (after stemming, stop words ignored) the fact contains. With them: 0.6 × the rarity
+    /// of the query words the fact contains (the sum over them of 1 / the number of the
+    /// user's matching facts holding the word) relative to the best full-text hit's, plus
+    /// 0.4 × the cosine similarity of the fact's and the query's vectors above 0.25,
+    /// relative to the most similar fact's (similarities under 0.25 count as 0).
     relevance: f64,
 }
 

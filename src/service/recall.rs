@@ -63,7 +63,6 @@ impl AppState {
             return Ok(hits);
         };
         let mut facts: Vec<Fact> = hits.iter().map(|hit| hit.fact.clone()).collect();
-        let text: Vec<_> = hits.iter().map(|hit| (hit.fact.id, hit.relevance)).collect();
         let vectors: Vec<_> = self
             .store
             .fact_vectors(owner, &model)
@@ -81,12 +80,17 @@ impl AppState {
             .collect();
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let nearest = vector::nearest(&query_vector, &vectors, limit);
+        if nearest.is_empty() {
+            return Ok(hits);
+        }
+        let text: Vec<_> = hits.iter().map(|hit| (hit.fact.id, hit.rarity)).collect();
         Ok(vector::fuse(&text, &nearest)
             .into_iter()
             .take(limit)
             .filter_map(|(id, relevance)| {
                 let fact = facts.iter().find(|f| f.id == id)?.clone();
-                Some(Hit { fact, relevance })
+                let rarity = hits.iter().find(|hit| hit.fact.id == id).map_or(0.0, |hit| hit.rarity);
+                Some(Hit { fact, relevance, rarity })
             })
             .collect())
     }

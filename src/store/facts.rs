@@ -111,6 +111,10 @@ impl FactFilter<'_> {
 pub struct Hit {
     pub fact: Fact,
     pub relevance: f64,
+    /// How rare the query words it matches are: the sum, over them, of one over the number
+    /// of the owner's matching facts that hold the word (see `SCORED`). Full text ranks by
+    /// it after the count of words; recall by meaning weighs full-text hits by it.
+    pub rarity: f64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -158,6 +162,7 @@ struct ScoredRow {
     matched: i64,
     /// Distinct query words.
     total: i64,
+    rarity: f64,
 }
 
 impl TryFrom<ScoredRow> for Hit {
@@ -165,7 +170,7 @@ impl TryFrom<ScoredRow> for Hit {
     fn try_from(row: ScoredRow) -> Result<Hit> {
         // Word counts are tiny: the conversion is exact.
         let relevance = if row.total > 0 { row.matched as f64 / row.total as f64 } else { 0.0 };
-        Ok(Hit { fact: row.fact.try_into()?, relevance })
+        Ok(Hit { fact: row.fact.try_into()?, relevance, rarity: row.rarity })
     }
 }
 
@@ -205,17 +210,17 @@ const SCORED: &str = "WITH {words}pairs AS MATERIALIZED ({pairs}), \
        FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id) ";
 
 /// The `$6` best matches: most query words first, then rarest words, then newest.
-const SEARCH: &str = "{scored}SELECT {columns}, matched, {total} AS total \
+const SEARCH: &str = "{scored}SELECT {columns}, matched, {total} AS total, CAST(rarity AS DOUBLE PRECISION) AS rarity \
      FROM scored JOIN {matching} AS facts ON facts.id = scored.fact_id \
      ORDER BY matched DESC, rarity DESC, id DESC LIMIT $6";
 
 /// The memory context's candidates in one round trip: the `$6` best matches (`$5` is
 /// NULL: no tag filter), then the `$6` newest facts, which may repeat a match (the
 /// caller drops repeats).
-const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total} AS total, rarity, 0 AS part \
+const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total} AS total, CAST(rarity AS DOUBLE PRECISION) AS rarity, 0 AS part \
        FROM scored JOIN {matching} AS facts ON facts.id = scored.fact_id \
        ORDER BY matched DESC, rarity DESC, id DESC LIMIT $6) AS hits \
-     UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, 0, 1 FROM facts \
+     UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, CAST(0 AS DOUBLE PRECISION), 1 FROM facts \
        WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND superseded_by IS NULL \
        ORDER BY id DESC LIMIT $6) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";

@@ -25,6 +25,7 @@ on_both_backends!(
     erasure_and_deletion_leave_no_vector,
     a_failing_embedding_server_never_fails_a_write,
     without_vectors_recall_is_exactly_full_text,
+    a_rare_word_outweighs_a_common_name,
     paraphrases_are_recalled_first_with_the_local_model,
     paraphrases_of_one_preference_end_as_one_fact,
 );
@@ -276,6 +277,25 @@ async fn without_vectors_recall_is_exactly_full_text(backend: Backend) {
     }
     assert!(!std::path::Path::new(&missing).join("model.safetensors").exists());
     assert_eq!(answers[0], answers[1], "the missing model answers as embeddings off");
+}
+
+/// A question that names someone who appears in many facts, and a rare word only one fact
+/// holds: every fact matches one of the two words, so word counts tie, and the vectors
+/// (bags of words) favour the short facts about the name. The rare word decides.
+async fn a_rare_word_outweighs_a_common_name(backend: Backend) {
+    let fake = FakeEmbeddings::start().await;
+    let args = fake.args("fake-1");
+    let app = TestApp::spawn_with(backend, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let rare = "Ran the Berlin marathon with their colleagues last spring";
+    let common = ["Maya cooks", "Maya sings", "Maya paints", "Maya swims", "Maya gardens"];
+    for fact in common.iter().chain([&rare]) {
+        remember(&app, "ann", fact).await;
+    }
+    assert_eq!(all_embedded_with(&app.db, "openai:fake-1").await, common.len() + 1);
+    let found = search(&app, "ann", "Maya marathon").await;
+    assert_eq!(found.len(), common.len() + 1, "{found:?}");
+    assert_eq!(found[0].0, rare, "{found:?}");
+    assert!(found.iter().all(|(_, r)| (0.0..=1.0).contains(r)), "{found:?}");
 }
 
 /// The real model's directory: `ENGRAM_TEST_MODEL_DIR`, or where `scripts/test` puts it.
