@@ -4,12 +4,13 @@
 //!
 //! Its files come from a directory ([`MODEL_FILES`]); until they are there and loaded, the
 //! embedder answers [`EmbedError::Unavailable`] and recall is full text only. Inference is
-//! CPU-bound for milliseconds per text, so it runs on tokio's blocking threads, at most one
-//! batch per core at once, never on the async workers that serve requests.
+//! CPU-bound for milliseconds per text, so it never runs on the async workers that serve
+//! requests: each batch runs alone on one core's own thread ([`Cores`]), at most one batch
+//! per core at once.
 
 use std::{
     path::{Path, PathBuf},
-    sync::{Arc, OnceLock},
+    sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
 
@@ -17,7 +18,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{EmbedError, normalised};
 
@@ -47,15 +48,77 @@ struct Model {
 pub struct Local {
     dir: PathBuf,
     model: OnceLock<Arc<Model>>,
-    /// One permit per core: batches beyond that wait here instead of piling onto the
-    /// blocking pool, where they would all slow down together.
-    cores: Arc<Semaphore>,
+    cores: Cores,
+}
+
+/// Where inference runs: one single-threaded rayon pool per core, each lent to one batch
+/// at a time. Batches beyond the number of cores wait for a free one instead of piling
+/// up, where they would all slow down together.
+///
+/// Single-threaded on purpose: candle's matrix products (and candle-nn's softmax) split
+/// their work over the rayon pool they run in, by default the global one with a thread
+/// per core. A batch run from outside any pool would then spread over every core, and two
+/// concurrent batches oversubscribe them. Measured on 2 cores (all-MiniLM-L6-v2, a
+/// 10-token query): one batch alone takes about as long on one thread as on two (a matrix
+/// product of 10 rows is faster on one), and 4 concurrent callers see a p99 of about 35 ms
+/// this way against 50 ms with the global pool and 75 ms with one batch at a time on
+/// every core. The cost: the backfill, one batch at a time, runs on one core (about 150
+/// facts/s instead of 200 in `engram-bench scale`). The thread count is set here, in
+/// code, rather than through `RAYON_NUM_THREADS`, which would change every other user of
+/// rayon too.
+struct Cores {
+    pools: Arc<[rayon::ThreadPool]>,
+    /// The indexes of the pools no batch holds.
+    free: Arc<Mutex<Vec<usize>>>,
+    /// One permit per free pool: what a batch waits on.
+    permits: Arc<Semaphore>,
+}
+
+/// A pool lent to one batch; given back when dropped.
+struct Lent {
+    index: usize,
+    free: Arc<Mutex<Vec<usize>>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        // Given back before the permit is released (fields drop after this body).
+        self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(self.index);
+    }
+}
+
+impl Cores {
+    fn new() -> anyhow::Result<Cores> {
+        let count = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let pools = (0..count)
+            .map(|core| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .thread_name(move |_| format!("engram-embed-{core}"))
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("cannot start the embedding threads: {e}"))
+            })
+            .collect::<anyhow::Result<Arc<[_]>>>()?;
+        Ok(Cores { pools, free: Arc::new(Mutex::new((0..count).collect())), permits: Arc::new(Semaphore::new(count)) })
+    }
+
+    /// Waits for a free pool, at most [`QUEUE_LIMIT`].
+    async fn lend(&self) -> Result<Lent, EmbedError> {
+        let permit = tokio::time::timeout(QUEUE_LIMIT, self.permits.clone().acquire_owned())
+            .await
+            .map_err(|_| EmbedError::Transient("every core is busy embedding".into()))?
+            .map_err(|_| EmbedError::Unavailable)?;
+        let index = self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        // A permit is only ever held with a pool, so one is free.
+        let index = index.ok_or(EmbedError::Unavailable)?;
+        Ok(Lent { index, free: self.free.clone(), _permit: permit })
+    }
 }
 
 impl Local {
-    pub fn new(dir: PathBuf) -> Local {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Local { dir, model: OnceLock::new(), cores: Arc::new(Semaphore::new(cores)) }
+    pub fn new(dir: PathBuf) -> anyhow::Result<Local> {
+        Ok(Local { dir, model: OnceLock::new(), cores: Cores::new()? })
     }
 
     /// Where the model's files are read from (`ENGRAM_EMBEDDING_MODEL_DIR`).
@@ -88,14 +151,13 @@ impl Local {
 
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model = self.model.get().cloned().ok_or(EmbedError::Unavailable)?;
-        let permit = tokio::time::timeout(QUEUE_LIMIT, self.cores.clone().acquire_owned())
-            .await
-            .map_err(|_| EmbedError::Transient("every core is busy embedding".into()))?
-            .map_err(|_| EmbedError::Unavailable)?;
+        let lent = self.cores.lend().await?;
+        let pools = self.cores.pools.clone();
         let texts = texts.to_vec();
+        // The blocking thread only waits for the pool's (a panic comes back through it).
         let vectors = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            run(&model, &texts)
+            let lent = lent;
+            pools[lent.index].install(|| run(&model, &texts))
         })
         .await
         .map_err(|_| EmbedError::Fatal("the model failed".into()))?;

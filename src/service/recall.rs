@@ -7,7 +7,9 @@
 //! off, the model not ready, the embedder failing, no fact embedded yet) the answer is
 //! exactly the store's full-text answer.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
+
+use uuid::Uuid;
 
 use super::AppState;
 use crate::{
@@ -51,6 +53,11 @@ impl AppState {
     }
 
     /// Facts search: the full-text hits fused with the facts nearest in meaning.
+    ///
+    /// The full-text search, the query's embedding and the read of the candidate vectors
+    /// need nothing from each other, so they run at once: the answer takes as long as the
+    /// slowest of them (the embedding, milliseconds of CPU), not their sum. Only the
+    /// nearest facts that full text did not find are read afterwards, by id.
     pub async fn search_facts(
         &self,
         owner: Owner<'_>,
@@ -58,38 +65,34 @@ impl AppState {
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let hits = self.store.search_facts(owner, query, filter, limit).await?;
-        let Some((model, query_vector)) = self.query_vector(query).await else {
+        let Some(model) = self.embedder.model_tag().filter(|_| self.embedder.is_ready()) else {
+            return self.store.search_facts(owner, query, filter, limit).await;
+        };
+        let (hits, query_vector, vectors) = tokio::join!(
+            self.store.search_facts(owner, query, filter, limit),
+            self.query_vector(query),
+            self.store.candidate_vectors(owner, &model, filter),
+        );
+        let hits = hits?;
+        let Some((_, query_vector)) = query_vector else {
             return Ok(hits);
         };
-        let mut facts: Vec<Fact> = hits.iter().map(|hit| hit.fact.clone()).collect();
-        let vectors: Vec<_> = self
-            .store
-            .fact_vectors(owner, &model)
-            .await?
-            .into_iter()
-            .filter(|(fact, _)| filter.tag.is_none_or(|tag| fact.tags.iter().any(|t| t == tag)))
-            .filter(|(fact, _)| filter.superseded || fact.superseded_by.is_none())
-            .map(|(fact, values)| {
-                let id = fact.id;
-                if !facts.iter().any(|f| f.id == id) {
-                    facts.push(fact);
-                }
-                (id, values)
-            })
-            .collect();
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let nearest = vector::nearest(&query_vector, &vectors, limit);
+        let size = usize::try_from(limit).unwrap_or(usize::MAX);
+        let nearest = vector::nearest(&query_vector, &vectors?, size);
         if nearest.is_empty() {
             return Ok(hits);
         }
         let text: Vec<_> = hits.iter().map(|hit| (hit.fact.id, hit.rarity)).collect();
+        // Each fact with its full-text rarity (0 for a fact found by meaning alone).
+        let mut found: HashMap<Uuid, (Fact, f64)> =
+            hits.into_iter().map(|hit| (hit.fact.id, (hit.fact, hit.rarity))).collect();
+        let missing: Vec<Uuid> = nearest.iter().map(|(id, _)| *id).filter(|id| !found.contains_key(id)).collect();
+        found.extend(self.store.facts_by_id(owner, &missing).await?.into_iter().map(|fact| (fact.id, (fact, 0.0))));
         Ok(vector::fuse(&text, &nearest)
             .into_iter()
-            .take(limit)
+            .take(size)
             .filter_map(|(id, relevance)| {
-                let fact = facts.iter().find(|f| f.id == id)?.clone();
-                let rarity = hits.iter().find(|hit| hit.fact.id == id).map_or(0.0, |hit| hit.rarity);
+                let (fact, rarity) = found.remove(&id)?;
                 Some(Hit { fact, relevance, rarity })
             })
             .collect())
@@ -104,13 +107,11 @@ impl AppState {
         if self.embedder.model_tag().is_none() || !self.embedder.is_ready() {
             return self.store.context_facts(owner, Some(query), limit).await;
         }
-        let mut candidates: Vec<Fact> = self
-            .search_facts(owner, query, FactFilter::CURRENT, limit)
-            .await?
-            .into_iter()
-            .map(|hit| hit.fact)
-            .collect();
-        candidates.extend(self.store.list_facts(owner, FactFilter::CURRENT, None, limit).await?);
-        Ok(candidates)
+        // The newest facts do not depend on the matches: both are read at once.
+        let (hits, newest) = tokio::try_join!(
+            self.search_facts(owner, query, FactFilter::CURRENT, limit),
+            self.store.list_facts(owner, FactFilter::CURRENT, None, limit),
+        )?;
+        Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
     }
 }

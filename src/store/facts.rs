@@ -225,6 +225,10 @@ const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total}
        ORDER BY id DESC LIMIT $6) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";
 
+/// The owner's facts whose ids are in `$4` (see `{ids}` in [`Dialect`]), in no order.
+const BY_ID: &str = "SELECT {columns} FROM facts \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id IN ({ids})";
+
 /// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
 /// PostgreSQL, a scan of the JSON array on SQLite), the query's words and the
 /// (fact, word) pairs.
@@ -247,8 +251,13 @@ const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total}
 /// the array. FTS5's own
 /// `bm25()` would weigh words by their frequency across every owner's facts, which
 /// PostgreSQL has no way to reproduce, so both count per owner instead.
+///
+/// Both: `{ids}` reads the ids of `$4`, a JSON array of hyphenated ids, as the column
+/// stores them (`uuid` on PostgreSQL, 16-byte BLOB on SQLite), so a read of a few facts by
+/// id is one statement whatever their number.
 struct Dialect {
     has_tag: &'static str,
+    ids: &'static str,
     words: &'static str,
     pairs: &'static str,
     matching: &'static str,
@@ -257,6 +266,7 @@ struct Dialect {
 
 const POSTGRES: Dialect = Dialect {
     has_tag: "tags ? $5",
+    ids: "SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json))",
     words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words, \
          to_tsquery('english', NULLIF($4, '')) AS query), \
        matching AS MATERIALIZED (SELECT {columns}, search FROM facts \
@@ -271,6 +281,7 @@ const POSTGRES: Dialect = Dialect {
 
 const SQLITE: Dialect = Dialect {
     has_tag: "EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5)",
+    ids: "SELECT unhex(value, '-') FROM json_each($4)",
     words: "",
     matching: "facts",
     pairs: "SELECT facts.id AS fact_id, terms.key AS word FROM json_each($4) AS terms \
@@ -287,6 +298,7 @@ struct Reads {
     list: String,
     search: String,
     context: String,
+    by_id: String,
 }
 
 impl Reads {
@@ -300,9 +312,17 @@ impl Reads {
                 .replace("{columns}", fact_columns!())
                 .replace("{has_tag}", dialect.has_tag)
                 .replace("{total}", dialect.total)
+                .replace("{ids}", dialect.ids)
         };
-        Reads { list: fill(LIST), search: fill(SEARCH), context: fill(CONTEXT) }
+        Reads { list: fill(LIST), search: fill(SEARCH), context: fill(CONTEXT), by_id: fill(BY_ID) }
     }
+}
+
+/// `template` with `{has_tag}` filled for PostgreSQL and for SQLite, in that order: the
+/// statements of other store modules that filter facts by tag `$5` test it as the fact
+/// reads do.
+pub(super) fn with_tag_test(template: &str) -> (String, String) {
+    (template.replace("{has_tag}", POSTGRES.has_tag), template.replace("{has_tag}", SQLITE.has_tag))
 }
 
 static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES));
@@ -457,6 +477,18 @@ impl Store {
                 .await?
         });
         rows.into_iter().map(Hit::try_from).collect()
+    }
+
+    /// The owner's facts among `ids` (another owner's are not found), in no order.
+    pub async fn facts_by_id(&self, owner: Owner<'_>, ids: &[Uuid]) -> Result<Vec<Fact>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = serde_json::Value::from(ids.iter().map(Uuid::to_string).collect::<Vec<_>>()).to_string();
+        let rows: Vec<FactRow> = with_pool!(self, pool => {
+            sqlx::query_as(self.reads().by_id.as_str()).bind_owner(owner).bind(ids).fetch_all(pool).await?
+        });
+        facts(rows)
     }
 
     /// The database's plan for [`Store::search_facts`] (10 hits, no tag), one line per
@@ -664,7 +696,7 @@ mod tests {
     #[test]
     fn every_hole_of_the_reads_is_filled() {
         for reads in [Reads::new(&POSTGRES), Reads::new(&SQLITE)] {
-            for sql in [&reads.list, &reads.search, &reads.context] {
+            for sql in [&reads.list, &reads.search, &reads.context, &reads.by_id] {
                 assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
             }
         }

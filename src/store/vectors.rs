@@ -1,5 +1,6 @@
 //! Vectors of facts (`fact_vectors`, migration 0005): the embedding worker's reads and
-//! writes, and the one read recall needs, a user's current vectors with their facts.
+//! writes, a user's current vectors with their facts (extraction compares new facts'
+//! texts and vectors with them), and recall's lighter read of the vectors alone.
 //!
 //! A vector is *current* while its model is the configured one and its `fact_updated_at`
 //! equals the fact's `updated_at` (copied from the fact row by the same statement that
@@ -7,11 +8,13 @@
 //! its vector (`ON DELETE CASCADE`), so erasure, forget-all, eviction and delete need no
 //! statement here.
 
+use std::sync::LazyLock;
+
 use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{BindOwner, FactRow, Owner},
+    facts::{self, BindOwner, FactFilter, FactRow, Owner},
     with_pool, with_tx,
 };
 use crate::domain::{fact::Fact, vector};
@@ -45,6 +48,24 @@ const STORE: &str = "INSERT INTO fact_vectors (fact_id, model, dims, vector, fac
      SELECT id, $2, $3, $4, updated_at FROM facts WHERE id = $1 AND fact = $5 \
      ON CONFLICT (fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, \
      vector = excluded.vector, fact_updated_at = excluded.fact_updated_at";
+
+#[derive(sqlx::FromRow)]
+struct CandidateRow {
+    fact_id: Uuid,
+    dims: i32,
+    vector: Vec<u8>,
+}
+
+/// Recall's candidates: the owner's current vectors whose facts the filter takes, without
+/// the facts (recall reads only the few it keeps). $1 tenant, $2 agent, $3 user, $4
+/// model, $5 tag (or NULL), $6 whether superseded facts are included.
+const CANDIDATES: &str = "SELECT v.fact_id, v.dims, v.vector FROM facts JOIN fact_vectors v ON v.fact_id = facts.id \
+     WHERE facts.tenant_id = $1 AND facts.agent_id = $2 AND facts.external_ref = $3 \
+     AND v.model = $4 AND v.fact_updated_at = facts.updated_at \
+     AND ($5 IS NULL OR {has_tag}) AND ($6 OR facts.superseded_by IS NULL)";
+
+/// [`CANDIDATES`] for PostgreSQL and SQLite, built once.
+static CANDIDATES_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::with_tag_test(CANDIDATES));
 
 /// $1 tenant, $2 agent, $3 user, $4 model
 const OWNER_VECTORS: &str = "SELECT f.id, f.agent_id, f.external_ref, f.fact, f.tags, f.score, f.source, \
@@ -84,15 +105,36 @@ impl Store {
         let rows: Vec<VectorRow> = with_pool!(self, pool => {
             sqlx::query_as(OWNER_VECTORS).bind_owner(owner).bind(model).fetch_all(pool).await?
         });
-        rows.into_iter()
-            .map(|row| {
-                let dims = usize::try_from(row.dims).unwrap_or(0);
-                let values = vector::from_bytes(&row.vector, dims)
-                    .ok_or_else(|| sqlx::Error::Decode("a stored vector does not match its dimensions".into()))?;
-                Ok((Fact::try_from(row.fact)?, values))
-            })
-            .collect()
+        rows.into_iter().map(|row| Ok((Fact::try_from(row.fact)?, values(&row.vector, row.dims)?))).collect()
     }
+
+    /// The vectors of `model` that recall compares with a query: the owner's current ones
+    /// whose facts `filter` takes, each with its fact's id. At most
+    /// `ENGRAM_MAX_FACTS_PER_USER` rows, and no fact is read: 1 000 vectors are 1.5 MB.
+    pub async fn candidate_vectors(
+        &self,
+        owner: Owner<'_>,
+        model: &str,
+        filter: FactFilter<'_>,
+    ) -> Result<Vec<(Uuid, Vec<f32>)>> {
+        let sql = self.dialect(&CANDIDATES_SQL.0, &CANDIDATES_SQL.1).as_str();
+        let rows: Vec<CandidateRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind_owner(owner)
+                .bind(model)
+                .bind(filter.tag)
+                .bind(filter.superseded)
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(|row| Ok((row.fact_id, values(&row.vector, row.dims)?))).collect()
+    }
+}
+
+/// A stored vector's values; an error when they do not match its dimensions.
+fn values(bytes: &[u8], dims: i32) -> Result<Vec<f32>> {
+    vector::from_bytes(bytes, usize::try_from(dims).unwrap_or(0))
+        .ok_or_else(|| sqlx::Error::Decode("a stored vector does not match its dimensions".into()))
 }
 
 impl Tx {

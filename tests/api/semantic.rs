@@ -28,6 +28,7 @@ on_both_backends!(
     a_rare_word_outweighs_a_common_name,
     paraphrases_are_recalled_first_with_the_local_model,
     paraphrases_of_one_preference_end_as_one_fact,
+    facts_found_by_meaning_only_follow_the_tag_and_superseded_filters,
 );
 
 const DIMS: usize = 16;
@@ -144,7 +145,12 @@ async fn remember(app: &TestApp, user: &str, fact: &str) -> Value {
 }
 
 async fn search(app: &TestApp, user: &str, q: &str) -> Vec<(String, f64)> {
-    let (status, found) = app.get(&format!("{}/search?q={}", facts_path(user), enc(q)), &agent("acme")).await;
+    search_with(app, user, q, "").await
+}
+
+/// [`search`] with more parameters (`&tag=…`).
+async fn search_with(app: &TestApp, user: &str, q: &str, more: &str) -> Vec<(String, f64)> {
+    let (status, found) = app.get(&format!("{}/search?q={}{more}", facts_path(user), enc(q)), &agent("acme")).await;
     assert_eq!(status, StatusCode::OK, "{found}");
     found["items"]
         .as_array()
@@ -351,6 +357,31 @@ async fn paraphrases_are_recalled_first_with_the_local_model(backend: Backend) {
         .await;
     assert_eq!(status, StatusCode::OK, "{context}");
     assert_eq!(context["facts"][0]["fact"], targets[1], "{context}");
+}
+
+/// Found by meaning alone (no word of the query in the fact), a fact still has to pass the
+/// search's filters: its tag, and being current unless superseded facts are asked for.
+async fn facts_found_by_meaning_only_follow_the_tag_and_superseded_filters(backend: Backend) {
+    let app = spawn_with_local_model(backend).await;
+    let (status, body) = app
+        .post(&facts_path("ann"), &agent("acme"), json!({"fact": "Has a daughter named Emma", "tags": ["family"]}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // The second fills the same slot (home): the first is superseded.
+    for fact in ["Lives in Lyon", "Lives in Paris", "Works as a nurse", "Drives a red car"] {
+        remember(&app, "ann", fact).await;
+    }
+    all_embedded_with(&app.db, "local:all-MiniLM-L6-v2").await;
+    let texts = |found: Vec<(String, f64)>| found.into_iter().map(|(fact, _)| fact).collect::<Vec<_>>();
+
+    assert_eq!(texts(search_with(&app, "ann", "my kid", "&tag=family").await), ["Has a daughter named Emma"]);
+    assert_eq!(texts(search_with(&app, "ann", "my kid", "&tag=work").await), Vec::<String>::new());
+
+    let current = texts(search(&app, "ann", "my hometown").await);
+    assert!(current.contains(&"Lives in Paris".to_owned()), "{current:?}");
+    assert!(!current.contains(&"Lives in Lyon".to_owned()), "a superseded fact is not recalled: {current:?}");
+    let all = texts(search_with(&app, "ann", "my hometown", "&include_superseded=true").await);
+    assert!(all.contains(&"Lives in Lyon".to_owned()), "{all:?}");
 }
 
 /// Three conversations, each stating one preference in other words: with the local model
