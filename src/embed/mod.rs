@@ -108,6 +108,12 @@ impl Embedder {
         }
     }
 
+    /// The tag of the model [`embed`](Self::embed) answers with, when it can answer now:
+    /// `None` when embeddings are off or the local model is not loaded yet.
+    pub fn ready_model(&self) -> Option<String> {
+        self.model_tag().filter(|_| self.is_ready())
+    }
+
     /// Whether [`embed`](Self::embed) can answer now: false when off or while the local
     /// model's files are missing.
     pub fn is_ready(&self) -> bool {

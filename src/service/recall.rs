@@ -25,16 +25,16 @@ use crate::{
 const QUERY_EMBEDDING_LIMIT: Duration = Duration::from_secs(2);
 
 impl AppState {
-    /// The query's vector and its model's tag, when the embedder can make one in time.
-    async fn query_vector(&self, query: &SearchQuery) -> Option<(String, Vec<f32>)> {
-        let (model, mut vectors) = self.embed_within(&[query.text().to_owned()], QUERY_EMBEDDING_LIMIT).await?;
-        vectors.pop().map(|v| (model, v))
+    /// The query's vector, when the embedder can make one in time.
+    async fn query_vector(&self, query: &SearchQuery) -> Option<Vec<f32>> {
+        let (_, mut vectors) = self.embed_within(&[query.text().to_owned()], QUERY_EMBEDDING_LIMIT).await?;
+        vectors.pop()
     }
 
     /// The vectors of `texts` (one each) and their model's tag, when the embedder is ready
     /// and makes them within `limit`; `None` otherwise, and the caller goes on without.
     pub async fn embed_within(&self, texts: &[String], limit: Duration) -> Option<(String, Vec<Vec<f32>>)> {
-        let model = self.embedder.model_tag().filter(|_| self.embedder.is_ready())?;
+        let model = self.embedder.ready_model()?;
         match tokio::time::timeout(limit, self.embedder.embed(texts)).await {
             Ok(Ok(vectors)) if vectors.len() == texts.len() => Some((model, vectors)),
             Ok(Ok(_)) => {
@@ -65,20 +65,21 @@ impl AppState {
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let Some(model) = self.embedder.model_tag().filter(|_| self.embedder.is_ready()) else {
+        let Some(model) = self.embedder.ready_model() else {
             return self.store.search_facts(owner, query, filter, limit).await;
         };
         let (hits, query_vector, vectors) = tokio::join!(
             self.store.search_facts(owner, query, filter, limit),
             self.query_vector(query),
-            self.store.candidate_vectors(owner, &model, filter),
+            self.store.fact_vectors(owner, &model, filter),
         );
         let hits = hits?;
-        let Some((_, query_vector)) = query_vector else {
+        let Some(query_vector) = query_vector else {
             return Ok(hits);
         };
         let size = usize::try_from(limit).unwrap_or(usize::MAX);
-        let nearest = vector::nearest(&query_vector, &vectors?, size);
+        let vectors: Vec<(Uuid, Vec<f32>)> = vectors?.into_iter().map(|v| (v.id, v.values)).collect();
+        let nearest = vector::nearest(&query_vector, &vectors, size);
         if nearest.is_empty() {
             return Ok(hits);
         }
@@ -104,7 +105,7 @@ impl AppState {
         let Some(query) = query else {
             return self.store.context_facts(owner, None, limit).await;
         };
-        if self.embedder.model_tag().is_none() || !self.embedder.is_ready() {
+        if self.embedder.ready_model().is_none() {
             return self.store.context_facts(owner, Some(query), limit).await;
         }
         // The newest facts do not depend on the matches: both are read at once.

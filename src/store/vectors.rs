@@ -1,6 +1,6 @@
 //! Vectors of facts (`fact_vectors`, migration 0005): the embedding worker's reads and
-//! writes, a user's current vectors with their facts (extraction compares new facts'
-//! texts and vectors with them), and recall's lighter read of the vectors alone.
+//! writes, and the one read of a user's current vectors, with their facts' ids and texts,
+//! that recall (to compare with a query) and extraction (to find near-duplicates) share.
 //!
 //! A vector is *current* while its model is the configured one and its `fact_updated_at`
 //! equals the fact's `updated_at` (copied from the fact row by the same statement that
@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{self, BindOwner, FactFilter, FactRow, Owner},
+    facts::{self, BindOwner, FactFilter, Owner},
     with_pool, with_tx,
 };
-use crate::domain::{fact::Fact, vector};
+use crate::domain::vector;
 
 /// A fact whose vector is missing or stale.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -25,14 +25,6 @@ pub struct Pending {
     pub id: Uuid,
     /// The text to embed; personal data, never logged.
     pub fact: String,
-}
-
-#[derive(sqlx::FromRow)]
-struct VectorRow {
-    #[sqlx(flatten)]
-    fact: FactRow,
-    dims: i32,
-    vector: Vec<u8>,
 }
 
 /// $1 model, $2 after (fact id), $3 limit
@@ -49,30 +41,33 @@ const STORE: &str = "INSERT INTO fact_vectors (fact_id, model, dims, vector, fac
      ON CONFLICT (fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, \
      vector = excluded.vector, fact_updated_at = excluded.fact_updated_at";
 
+/// A fact's current vector, with the fact's id and text (and nothing else of the fact: a
+/// reader keeps few of them, and reads those it keeps by id).
+#[derive(Debug)]
+pub struct FactVector {
+    pub id: Uuid,
+    /// Personal data, never logged.
+    pub fact: String,
+    pub values: Vec<f32>,
+}
+
 #[derive(sqlx::FromRow)]
-struct CandidateRow {
-    fact_id: Uuid,
+struct VectorRow {
+    id: Uuid,
+    fact: String,
     dims: i32,
     vector: Vec<u8>,
 }
 
-/// Recall's candidates: the owner's current vectors whose facts the filter takes, without
-/// the facts (recall reads only the few it keeps). $1 tenant, $2 agent, $3 user, $4
-/// model, $5 tag (or NULL), $6 whether superseded facts are included.
-const CANDIDATES: &str = "SELECT v.fact_id, v.dims, v.vector FROM facts JOIN fact_vectors v ON v.fact_id = facts.id \
+/// The owner's current vectors whose facts the filter takes. $1 tenant, $2 agent, $3 user,
+/// $4 model, $5 tag (or NULL), $6 whether superseded facts are included.
+const OWNER_VECTORS: &str = "SELECT facts.id, facts.fact, v.dims, v.vector FROM facts JOIN fact_vectors v ON v.fact_id = facts.id \
      WHERE facts.tenant_id = $1 AND facts.agent_id = $2 AND facts.external_ref = $3 \
      AND v.model = $4 AND v.fact_updated_at = facts.updated_at \
      AND ($5 IS NULL OR {has_tag}) AND ($6 OR facts.superseded_by IS NULL)";
 
-/// [`CANDIDATES`] for PostgreSQL and SQLite, built once.
-static CANDIDATES_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::with_tag_test(CANDIDATES));
-
-/// $1 tenant, $2 agent, $3 user, $4 model
-const OWNER_VECTORS: &str = "SELECT f.id, f.agent_id, f.external_ref, f.fact, f.tags, f.score, f.source, \
-     f.conversation_id, f.created_at, f.updated_at, f.superseded_by, f.superseded_at, v.dims, v.vector \
-     FROM facts f JOIN fact_vectors v ON v.fact_id = f.id \
-     WHERE f.tenant_id = $1 AND f.agent_id = $2 AND f.external_ref = $3 \
-     AND v.model = $4 AND v.fact_updated_at = f.updated_at";
+/// [`OWNER_VECTORS`] for PostgreSQL and SQLite, built once.
+static OWNER_VECTORS_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::with_tag_test(OWNER_VECTORS));
 
 impl Store {
     /// Up to `limit` facts, of any owner, in id order after `after`, whose vector of
@@ -99,26 +94,13 @@ impl Store {
         Ok(stored)
     }
 
-    /// The owner's facts that have a current vector of `model`, with it. At most
-    /// `ENGRAM_MAX_FACTS_PER_USER` rows (one per fact), so the memory it takes is bounded.
-    pub async fn fact_vectors(&self, owner: Owner<'_>, model: &str) -> Result<Vec<(Fact, Vec<f32>)>> {
+    /// The owner's current vectors of `model` whose facts `filter` takes: what recall
+    /// compares with a query, and extraction with new facts. At most
+    /// `ENGRAM_MAX_FACTS_PER_USER` rows (1 000 vectors are 1.5 MB), and of each fact only
+    /// its id and text.
+    pub async fn fact_vectors(&self, owner: Owner<'_>, model: &str, filter: FactFilter<'_>) -> Result<Vec<FactVector>> {
+        let sql = self.dialect(&OWNER_VECTORS_SQL.0, &OWNER_VECTORS_SQL.1).as_str();
         let rows: Vec<VectorRow> = with_pool!(self, pool => {
-            sqlx::query_as(OWNER_VECTORS).bind_owner(owner).bind(model).fetch_all(pool).await?
-        });
-        rows.into_iter().map(|row| Ok((Fact::try_from(row.fact)?, values(&row.vector, row.dims)?))).collect()
-    }
-
-    /// The vectors of `model` that recall compares with a query: the owner's current ones
-    /// whose facts `filter` takes, each with its fact's id. At most
-    /// `ENGRAM_MAX_FACTS_PER_USER` rows, and no fact is read: 1 000 vectors are 1.5 MB.
-    pub async fn candidate_vectors(
-        &self,
-        owner: Owner<'_>,
-        model: &str,
-        filter: FactFilter<'_>,
-    ) -> Result<Vec<(Uuid, Vec<f32>)>> {
-        let sql = self.dialect(&CANDIDATES_SQL.0, &CANDIDATES_SQL.1).as_str();
-        let rows: Vec<CandidateRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
                 .bind_owner(owner)
                 .bind(model)
@@ -127,7 +109,9 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
-        rows.into_iter().map(|row| Ok((row.fact_id, values(&row.vector, row.dims)?))).collect()
+        rows.into_iter()
+            .map(|row| Ok(FactVector { values: values(&row.vector, row.dims)?, id: row.id, fact: row.fact }))
+            .collect()
     }
 }
 

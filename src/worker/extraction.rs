@@ -15,7 +15,11 @@ use crate::{
     },
     extract::{ExtractError, ExtractionRequest, Extractor, KnownFact, Turn},
     service::AppState,
-    store::{extraction::Found, facts::Owner, job_queue::ClaimedJob},
+    store::{
+        extraction::Found,
+        facts::{FactFilter, Owner},
+        job_queue::ClaimedJob,
+    },
 };
 
 /// How many of the user's facts an LLM is shown as known, twice: those that match the new
@@ -156,12 +160,8 @@ async fn plan(
     let Some((model, vectors)) = embedded else {
         return Ok((facts.into_iter().map(Candidate::plain).collect(), None));
     };
-    let stored = state.store.fact_vectors(owner, &model).await?;
-    let known: Vec<Known<'_>> = stored
-        .iter()
-        .filter(|(fact, _)| fact.superseded_by.is_none())
-        .map(|(fact, vector)| Known { id: fact.id, text: &fact.fact, vector })
-        .collect();
+    let stored = state.store.fact_vectors(owner, &model, FactFilter::CURRENT).await?;
+    let known: Vec<Known<'_>> = stored.iter().map(|v| Known { id: v.id, text: &v.fact, vector: &v.values }).collect();
     let planned = near_duplicate::plan(facts.into_iter().zip(vectors.into_iter().map(Some)).collect(), &known);
     Ok((planned, Some(model)))
 }
