@@ -6,6 +6,16 @@
 //! insert, import) can apply them before touching storage, and so that the
 //! dedup key can be recomputed from stored text at any time.
 
+/// The English words for the whole numbers one to ninety (hyphenated ones, "twenty-one",
+/// are made of them): the builtin extractor reads ages and counts with them, and
+/// near-duplicates compare the numbers facts hold.
+#[rustfmt::skip]
+pub const NUMBER_WORDS: [&str; 27] = [
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+
 /// Characters that render as a dot/comma-like sentence ending. A fact that
 /// differs from another only by how it was punctuated at the end says the same
 /// thing, so these are stripped from the duplicate key.

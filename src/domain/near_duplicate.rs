@@ -21,7 +21,7 @@
 
 use uuid::Uuid;
 
-use super::{extracted::Candidate, fact::NewFact, slot::Slot, vector};
+use super::{extracted::Candidate, fact::NewFact, fact_text::NUMBER_WORDS, slot::Slot, vector};
 
 /// Cosine similarity (all-MiniLM-L6-v2, L2-normalised) from which two facts that pass the
 /// guards are the same fact. Measured on that model: paraphrases score 0.85 to 0.98
@@ -43,42 +43,8 @@ const DISLIKES: &[&str] = &[
     "avoids",
 ];
 
-/// Number words, compared like digits.
-const NUMBER_WORDS: &[&str] = &[
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-    "thirty",
-    "forty",
-    "fifty",
-    "sixty",
-    "seventy",
-    "eighty",
-    "ninety",
-    "hundred",
-    "thousand",
-    "once",
-    "twice",
-    "both",
-];
+/// Words that count besides [`NUMBER_WORDS`], compared like digits too.
+const OTHER_COUNTS: &[&str] = &["zero", "hundred", "thousand", "once", "twice", "both"];
 
 /// What the guards compare of a fact: its polarity and its numbers. Linear in its length.
 #[derive(Debug, PartialEq, Eq)]
@@ -114,7 +80,7 @@ fn shape(words: &[String]) -> Shape {
     let dislike = words.iter().any(|w| DISLIKES.contains(w));
     let mut numbers: Vec<String> = words
         .iter()
-        .filter(|w| w.chars().any(|c| c.is_ascii_digit()) || NUMBER_WORDS.contains(w))
+        .filter(|w| w.chars().any(|c| c.is_ascii_digit()) || NUMBER_WORDS.contains(w) || OTHER_COUNTS.contains(w))
         .map(|w| (*w).to_owned())
         .collect();
     numbers.sort();

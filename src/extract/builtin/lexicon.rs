@@ -1,6 +1,8 @@
 //! Word lists: the vocabulary the rules match against, and the two lookups over it. Kept
 //! apart from the rules so that widening a category is an edit to a list, not to a rule.
 
+use crate::domain::fact_text::NUMBER_WORDS;
+
 /// Adverbs that may sit between "I" and the verb without changing the fact.
 #[rustfmt::skip]
 pub(super) const ADVERBS: &[&str] = &[
@@ -233,13 +235,6 @@ pub(super) const MOMENTARY: &[&str] = &[
     "certain", "totally", "also", "more", "less", "like", "pumped", "stoked", "proud", "relieved",
     "blessed", "home", "awesome", "fantastic", "wonderful", "jk", "serious", "agreed", "that",
     "too", "hoping", "planning", "glad", "appreciative", "touched",
-];
-
-#[rustfmt::skip]
-const NUMBER_WORDS: &[&str] = &[
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-    "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
-    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
 ];
 
 pub(super) fn is_number(word: &str) -> bool {
