@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+mod bert;
 pub mod fetch;
 pub mod local;
 pub mod openai;

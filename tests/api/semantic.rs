@@ -422,3 +422,57 @@ async fn paraphrases_of_one_preference_end_as_one_fact(backend: Backend) {
     let (_, page) = plain.get(&facts_path("ann"), &agent("acme")).await;
     assert_eq!(page["items"].as_array().map(Vec::len), Some(3), "without embeddings, the exact rule: {page}");
 }
+
+/// Vectors of all-MiniLM-L6-v2 made by candle-transformers' `BertModel` (the encoder the
+/// local embedder had before its own), for texts 0–3: their first six dimensions, and the
+/// cosine of pairs (0, 1), (0, 2), (1, 3), (2, 3).
+const REFERENCE_TEXTS: [&str; 4] =
+    ["Ships the app on fly.io", "Where do I deploy?", "Has a daughter named Emma", "my kid"];
+const REFERENCE_HEADS: [[f32; 6]; 4] = [
+    [-0.037275303, -0.029625572, 0.0019247254, -0.067363165, 0.060599964, -0.0762819],
+    [0.069845505, -0.048919294, -0.031385195, -0.04854179, 0.065749496, -0.016507577],
+    [-0.07549887, -0.09268284, 0.07128157, -0.009607707, -0.026403364, -0.03324355],
+    [-0.10290514, 0.09914647, 0.0066629876, 0.023253174, 0.004657419, -0.061845686],
+];
+const REFERENCE_COSINES: [(usize, usize, f32); 4] =
+    [(0, 1, 0.367222), (0, 2, 0.078533), (1, 3, 0.110100), (2, 3, 0.253002)];
+
+fn assert_reference(index: usize, vector: &[f32]) {
+    assert_eq!(vector.len(), 384);
+    for (got, want) in vector.iter().zip(REFERENCE_HEADS[index]) {
+        assert!((got - want).abs() < 1e-4, "text {index}: {:?} against {:?}", &vector[..6], REFERENCE_HEADS[index]);
+    }
+}
+
+/// The local encoder gives the reference vectors: one text alone, several in one call
+/// (padded to the longest), and texts of concurrent callers, which its inference threads
+/// batch together, each answer going back to its own caller.
+#[tokio::test]
+async fn the_local_encoder_reproduces_reference_vectors_alone_batched_and_concurrently() {
+    let local = Arc::new(engram::embed::local::Local::new(model_dir().into()).expect("embedder"));
+    local.load().await.expect("the model loads");
+    let texts: Vec<String> = REFERENCE_TEXTS.iter().map(|t| t.to_string()).collect();
+
+    let alone = local.embed(&texts[..1]).await.expect("embedded");
+    assert_reference(0, &alone[0]);
+
+    let long = "A much longer text, so that the others are padded: the user talked at length about \
+                deployments, databases, daughters and the tea they drink every morning before work";
+    let together = local.embed(&[texts.clone(), vec![long.to_owned()]].concat()).await.expect("embedded");
+    for (index, vector) in together.iter().take(texts.len()).enumerate() {
+        assert_reference(index, vector);
+    }
+    for (a, b, want) in REFERENCE_COSINES {
+        let cosine: f32 = together[a].iter().zip(&together[b]).map(|(x, y)| x * y).sum();
+        assert!((cosine - want).abs() < 1e-4, "cosine ({a}, {b}) {cosine} against {want}");
+    }
+
+    let callers = (0..8).map(|i| {
+        let (local, text) = (local.clone(), texts[i % texts.len()].clone());
+        tokio::spawn(async move { (i % 4, local.embed(&[text]).await) })
+    });
+    for caller in futures::future::join_all(callers).await {
+        let (index, vectors) = caller.expect("caller");
+        assert_reference(index, &vectors.expect("embedded")[0]);
+    }
+}
