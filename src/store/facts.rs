@@ -197,32 +197,48 @@ const LIST: &str = "SELECT {columns} FROM facts \
        AND ($5 IS NULL OR {has_tag}) AND ($7 OR superseded_by IS NULL) \
      ORDER BY id DESC LIMIT $6";
 
-/// The owner's facts with tag `$5` (or all when NULL) that match query `$4`, scored:
-/// `pairs` holds one row per (fact, query word it contains), found through the
-/// full-text index in one pass per query word over that word's postings, never one
-/// test per word per fact; `df` is how many of those facts hold each word; `scored`
-/// gives each fact the number of query words it `matched` and their `rarity`, the sum
-/// of 1/df over them (an IDF that needs no logarithm, which SQLite lacks; rounded so
-/// that both backends' arithmetic ties alike).
+/// The owner's facts with tag `$5` (or all when NULL) that match query `$4`, scored,
+/// and the `$6` best of them: `pairs` holds one row per (fact, query word it contains),
+/// found through the full-text index in one pass per query word over that word's
+/// postings, never one test per word per fact; `df` is how many of those facts hold each
+/// word; `scored` gives each fact the number of query words it `matched` and their
+/// `rarity`, the sum of 1/df over them (an IDF that needs no logarithm, which SQLite
+/// lacks; rounded so that both backends' arithmetic ties alike); `best` keeps the `$6`
+/// first by most words, then rarest words, then newest.
+///
+/// Only ids and words go through the scoring: the full rows of the `best` few are read
+/// last, by key, so a query whose words are in nearly all of the owner's (up to the cap)
+/// facts sorts small rows and reads `$6` facts, rather than every matching fact's text and
+/// tags before `ORDER BY … LIMIT`.
+///
+/// The search and context statements' `LIMIT`s are `$6 + 0`, not `$6`: SQLite reads a
+/// bare parameter's bound value when it plans a `LIMIT`, so every new bind marked the
+/// plan stale and each run planned the whole statement again (6 % of a 20-word search's
+/// time in a profile).
 const SCORED: &str = "WITH {words}pairs AS MATERIALIZED ({pairs}), \
      df AS (SELECT word, count(*) AS n FROM pairs GROUP BY word), \
      scored AS (SELECT pairs.fact_id, count(*) AS matched, round(CAST(sum(CAST(1 AS DOUBLE PRECISION) / df.n) AS NUMERIC), 9) AS rarity \
-       FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id) ";
+       FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id), \
+     best AS (SELECT fact_id, matched, rarity FROM scored ORDER BY matched DESC, rarity DESC, fact_id DESC LIMIT $6 + 0) ";
+
+/// The rows of the `best` matches with their scores, in no order (the owner filter
+/// again: every read of `facts` names its owner). `CROSS JOIN` makes SQLite read `best`
+/// first and look each fact up by owner and id; left to choose, it read every one of the
+/// owner's facts to probe `best` in the memory context's statement.
+const BEST_ROWS: &str = "SELECT {columns}, matched, {total} AS total, CAST(rarity AS DOUBLE PRECISION) AS rarity \
+     FROM best CROSS JOIN facts \
+     WHERE facts.id = best.fact_id AND facts.tenant_id = $1 AND facts.agent_id = $2 AND facts.external_ref = $3";
 
 /// The `$6` best matches: most query words first, then rarest words, then newest.
-const SEARCH: &str = "{scored}SELECT {columns}, matched, {total} AS total, CAST(rarity AS DOUBLE PRECISION) AS rarity \
-     FROM scored JOIN {matching} AS facts ON facts.id = scored.fact_id \
-     ORDER BY matched DESC, rarity DESC, id DESC LIMIT $6";
+const SEARCH: &str = "{scored}{best_rows} ORDER BY matched DESC, rarity DESC, id DESC";
 
 /// The memory context's candidates in one round trip: the `$6` best matches (`$5` is
 /// NULL: no tag filter), then the `$6` newest facts, which may repeat a match (the
 /// caller drops repeats).
-const CONTEXT: &str = "{scored}SELECT * FROM (SELECT {columns}, matched, {total} AS total, CAST(rarity AS DOUBLE PRECISION) AS rarity, 0 AS part \
-       FROM scored JOIN {matching} AS facts ON facts.id = scored.fact_id \
-       ORDER BY matched DESC, rarity DESC, id DESC LIMIT $6) AS hits \
+const CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS hits \
      UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, CAST(0 AS DOUBLE PRECISION), 1 FROM facts \
        WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND superseded_by IS NULL \
-       ORDER BY id DESC LIMIT $6) AS recent \
+       ORDER BY id DESC LIMIT $6 + 0) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";
 
 /// The owner's facts whose ids are in `$4` (see `{ids}` in [`Dialect`]), in no order.
@@ -231,26 +247,34 @@ const BY_ID: &str = "SELECT {columns} FROM facts \
 
 /// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
 /// PostgreSQL, a scan of the JSON array on SQLite), the query's words and the
-/// (fact, word) pairs.
+/// (fact, word) pairs. Both read the owner's facts that `$5` and `$7` take, and only
+/// their ids and words.
 ///
 /// PostgreSQL: `$4` is the query's words as quoted tsquery text
 /// ([`SearchQuery::tsquery_terms`]), the same words FTS5 gets; read as a document it
 /// gives their lexemes, and as a query (`to_tsquery`; empty: NULL, which matches nothing)
-/// the `matching` facts, those holding any of them, read once: through GIN index
-/// `facts_search` or the owner's index (bounded by the cap). Both are made once, in `q`:
-/// written in the filter itself, the query was parsed and stemmed again for every fact
-/// tested as soon as the prepared statement ran with a generic plan (from its sixth run
-/// on), 30 ms for 20 words over 1 000 facts instead of 5.
-/// A fact's words are its lexemes that are query words. SQLite reads the hits from
-/// `facts` by key instead (`{matching}`).
+/// the facts holding any of them, read once: through GIN index `facts_search` or the
+/// owner's index (bounded by the cap). Both are made once, in `q`: written in the filter
+/// itself, the query was parsed and stemmed again for every fact tested as soon as the
+/// prepared statement ran with a generic plan (from its sixth run on), 30 ms for 20 words
+/// over 1 000 facts instead of 5.
+/// A fact's words are its lexemes that are query words: `setweight` marks them (one
+/// binary search per query word in the fact's sorted lexemes; every stored position has
+/// `to_tsvector`'s default weight D) and `ts_filter` keeps only the marked ones, so each
+/// fact yields just its matched words. Unnesting all of a fact's lexemes to compare each
+/// with every query word (`= ANY`) took twice as long, and the set-returning call stands
+/// in the select list because a lateral join would fill a tuplestore per fact.
 ///
 /// SQLite: `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]);
 /// each term is one `MATCH` against `facts_fts` of the owner's token (column
 /// `fts_owner`, see migration 0004) AND the term, so a word costs a walk of the owner's
 /// postings, skipping through the word's, and the word is identified by its position in
-/// the array. FTS5's own
-/// `bm25()` would weigh words by their frequency across every owner's facts, which
-/// PostgreSQL has no way to reproduce, so both count per owner instead.
+/// the array. Each hit's row is read by rowid for the owner, tag and superseded tests.
+/// FTS5 looks each term up in every segment of its index through statements of its own:
+/// with `ANALYZE`'s STAT4 samples of its shadow tables, SQLite plans those again at every
+/// lookup, which doubled the time of a 20-word search (see [`Store::refresh_statistics`]).
+/// FTS5's own `bm25()` would weigh words by their frequency across every owner's facts,
+/// which PostgreSQL has no way to reproduce, so both count per owner instead.
 ///
 /// Both: `{ids}` reads the ids of `$4`, a JSON array of hyphenated ids, as the column
 /// stores them (`uuid` on PostgreSQL, 16-byte BLOB on SQLite), so a read of a few facts by
@@ -260,7 +284,6 @@ struct Dialect {
     ids: &'static str,
     words: &'static str,
     pairs: &'static str,
-    matching: &'static str,
     total: &'static str,
 }
 
@@ -268,14 +291,11 @@ const POSTGRES: Dialect = Dialect {
     has_tag: "tags ? $5",
     ids: "SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json))",
     words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words, \
-         to_tsquery('english', NULLIF($4, '')) AS query), \
-       matching AS MATERIALIZED (SELECT {columns}, search FROM facts \
-         WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
-           AND ($7 OR superseded_by IS NULL) AND search @@ (SELECT query FROM q)), ",
-    pairs: "SELECT matching.id AS fact_id, lexeme.word FROM matching \
-       CROSS JOIN LATERAL unnest(tsvector_to_array(matching.search)) AS lexeme(word) \
-       WHERE lexeme.word = ANY ((SELECT words FROM q)::text[])",
-    matching: "matching",
+         to_tsquery('english', NULLIF($4, '')) AS query), ",
+    pairs: "SELECT id AS fact_id, \
+         unnest(tsvector_to_array(ts_filter(setweight(search, 'A', (SELECT words FROM q)), ARRAY[CAST('a' AS \"char\")]))) AS word \
+       FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
+         AND ($7 OR superseded_by IS NULL) AND search @@ (SELECT query FROM q)",
     total: "(SELECT cardinality(words)::bigint FROM q)",
 };
 
@@ -283,7 +303,6 @@ const SQLITE: Dialect = Dialect {
     has_tag: "EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5)",
     ids: "SELECT unhex(value, '-') FROM json_each($4)",
     words: "",
-    matching: "facts",
     pairs: "SELECT facts.id AS fact_id, terms.key AS word FROM json_each($4) AS terms \
        CROSS JOIN facts_fts CROSS JOIN facts \
        WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
@@ -306,9 +325,9 @@ impl Reads {
         let fill = |template: &str| {
             template
                 .replace("{scored}", SCORED)
+                .replace("{best_rows}", BEST_ROWS)
                 .replace("{words}", dialect.words)
                 .replace("{pairs}", dialect.pairs)
-                .replace("{matching}", dialect.matching)
                 .replace("{columns}", fact_columns!())
                 .replace("{has_tag}", dialect.has_tag)
                 .replace("{total}", dialect.total)

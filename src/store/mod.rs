@@ -281,9 +281,19 @@ impl Store {
         Ok(usize::try_from(applied).unwrap_or(0) >= expected)
     }
 
-    /// Refreshes the query planner's statistics (after a bulk import).
+    /// Gives the query planner, after a bulk import, the statistics the server would have
+    /// by then. PostgreSQL's autovacuum gathers them by itself in production, so the
+    /// benchmarks and tests that load data gather them at once (`ANALYZE`). SQLite:
+    /// nothing, as Engram never gathers them there, and `ANALYZE` would make a database
+    /// the server never runs with: its STAT4 samples (the bundled SQLite has STAT4) make
+    /// SQLite plan again, at every run, each statement binding a sampled index's column,
+    /// FTS5's own lookup of a term in each segment of its index among them, which doubled
+    /// the time of a 20-word search.
     pub async fn refresh_statistics(&self) -> Result<()> {
-        with_pool!(self, pool => sqlx::query("ANALYZE").execute(pool).await.map(drop))
+        match &self.backend {
+            Backend::Postgres(pool) => sqlx::query("ANALYZE").execute(pool).await.map(drop),
+            Backend::Sqlite(_) => Ok(()),
+        }
     }
 
     pub async fn close(&self) {

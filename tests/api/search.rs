@@ -92,7 +92,7 @@ async fn rare_words_outrank_common_names(backend: Backend) {
 /// Seeds many users' facts, one of them at the cap with a rare word in a few, and asks
 /// the database how it would search: through an index (FTS5 on SQLite; GIN or the
 /// owner's index on PostgreSQL, whichever its planner finds cheaper), never a scan of
-/// the facts table.
+/// the facts table; and the full rows last, looked up by the ids the ranking kept.
 async fn search_plan_reads_through_indexes(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
@@ -123,11 +123,17 @@ async fn search_plan_reads_through_indexes(backend: Backend) {
             Backend::Postgres => {
                 assert!(text.contains("Index Scan on facts_"), "an index: {text}");
                 assert!(!text.contains("Seq Scan on facts"), "{text}");
+                let by_ranked_id =
+                    plan.iter().any(|step| step.contains("Index Cond: (id = ") && step.contains("fact_id"));
+                assert!(by_ranked_id, "the rows looked up by the ranked ids: {text}");
             }
             Backend::Sqlite => {
                 assert!(text.contains("facts_fts VIRTUAL TABLE INDEX"), "the FTS5 index: {text}");
                 let full_scan = plan.iter().any(|step| step.starts_with("SCAN facts") && !step.contains("VIRTUAL"));
                 assert!(!full_scan, "{text}");
+                let best = plan.iter().position(|step| step == "SCAN best").expect(&text);
+                let row = &plan[best + 1];
+                assert!(row.starts_with("SEARCH facts USING") && row.contains("id=?)"), "then each row by id: {text}");
             }
         }
         let hits = store.search_facts(owner, &query, FactFilter::CURRENT, 10).await.unwrap();
