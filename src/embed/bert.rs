@@ -20,6 +20,7 @@ use serde::Deserialize;
 /// What the encoder reads of a model's `config.json` (Hugging Face's BERT configuration).
 #[derive(Debug, Deserialize)]
 pub struct Config {
+    vocab_size: usize,
     hidden_size: usize,
     num_attention_heads: usize,
     num_hidden_layers: usize,
@@ -144,11 +145,6 @@ impl Encoder {
             "config.json: hidden_size {hidden} is not a multiple of num_attention_heads {}",
             config.num_attention_heads
         );
-        let words = weights
-            .tensors
-            .get(&format!("{prefix}embeddings.word_embeddings.weight"))
-            .ok_or_else(|| anyhow::anyhow!("model.safetensors has no word embeddings"))?;
-        let vocabulary = words.dims().first().copied().unwrap_or(0);
         let layers = (0..config.num_hidden_layers)
             .map(|i| {
                 let at = |name: &str| format!("encoder.layer.{i}.{name}");
@@ -167,7 +163,7 @@ impl Encoder {
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(Encoder {
-            words: weights.get("embeddings.word_embeddings.weight", &[vocabulary, hidden])?,
+            words: weights.get("embeddings.word_embeddings.weight", &[config.vocab_size, hidden])?,
             positions: weights
                 .get("embeddings.position_embeddings.weight", &[config.max_position_embeddings, hidden])?,
             token_type: weights

@@ -180,8 +180,8 @@ impl Queue {
 }
 
 impl Local {
-    pub fn new(dir: PathBuf) -> anyhow::Result<Local> {
-        Ok(Local { dir, threads: OnceLock::new(), queue: Arc::new(Queue::new()) })
+    pub fn new(dir: PathBuf) -> Local {
+        Local { dir, threads: OnceLock::new(), queue: Arc::new(Queue::new()) }
     }
 
     /// Where the model's files are read from (`ENGRAM_EMBEDDING_MODEL_DIR`).

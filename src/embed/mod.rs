@@ -47,7 +47,7 @@ impl Embedder {
         use crate::config::EmbeddingsKind;
         Ok(match config.embeddings {
             EmbeddingsKind::Off => Embedder::Off,
-            EmbeddingsKind::Local => Embedder::Local(local::Local::new(config.embedding_model_dir())?),
+            EmbeddingsKind::Local => Embedder::Local(local::Local::new(config.embedding_model_dir())),
             EmbeddingsKind::Openai => {
                 let client = reqwest::Client::builder()
                     .timeout(Duration::from_secs(config.embedding_timeout_secs))

@@ -449,7 +449,7 @@ fn assert_reference(index: usize, vector: &[f32]) {
 /// batch together, each answer going back to its own caller.
 #[tokio::test]
 async fn the_local_encoder_reproduces_reference_vectors_alone_batched_and_concurrently() {
-    let local = Arc::new(engram::embed::local::Local::new(model_dir().into()).expect("embedder"));
+    let local = Arc::new(engram::embed::local::Local::new(model_dir().into()));
     local.load().await.expect("the model loads");
     let texts: Vec<String> = REFERENCE_TEXTS.iter().map(|t| t.to_string()).collect();
 
