@@ -8,6 +8,8 @@ WORKDIR /src
 # Dependencies first, in their own layer: it is rebuilt only when Cargo.toml or Cargo.lock
 # change, not on every source edit. Empty targets stand in for the crate's own code.
 COPY Cargo.toml Cargo.lock ./
+# Build settings of the dependencies (the bundled SQLite's flags).
+COPY .cargo ./.cargo
 RUN mkdir -p src benches \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \

@@ -314,3 +314,20 @@ fn redact(message: &str, url: &str) -> String {
 pub fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags of `.cargo/config.toml` reached the bundled SQLite: no page cache shared
+    /// by every connection behind one mutex, no allocation statistics behind another.
+    #[tokio::test]
+    async fn sqlite_is_built_without_global_locks() {
+        let store = Store::connect("sqlite::memory:", 2, Duration::from_secs(5)).await.expect("in-memory SQLite");
+        let Backend::Sqlite(pool) = &store.backend else { panic!("sqlite::memory: opened {}", store.backend()) };
+        let options: Vec<String> =
+            sqlx::query_scalar("PRAGMA compile_options").fetch_all(pool).await.expect("compile options");
+        assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
+        assert!(!options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"), "{options:?}");
+    }
+}
