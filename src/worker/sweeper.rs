@@ -1,6 +1,8 @@
 //! The idle sweeper: ends conversations nobody wrote to for `ENGRAM_IDLE_END_SECS`
 //! (with the same decision and transaction as `POST …/end`), forgets idempotency keys
-//! past their 24 hours, and deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS`.
+//! past their 24 hours, deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS`, and on
+//! SQLite merges the full-text index a step towards one segment, which searches read
+//! faster than the many that writes leave.
 //!
 //! Safe with several replicas on one database: each conversation is ended in its own
 //! transaction that re-checks, under the row lock, that it is still open and idle, so
@@ -42,6 +44,9 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "finished jobs deleted"),
             Err(error) => tracing::warn!(error = format!("{error:#}"), "finished job cleanup failed"),
+        }
+        if let Err(error) = state.store.merge_search_index().await {
+            tracing::warn!(error = format!("{error:#}"), "full-text index merge failed");
         }
     }
 }

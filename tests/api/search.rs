@@ -143,3 +143,42 @@ async fn search_plan_reads_through_indexes(backend: Backend) {
     }
     store.close().await;
 }
+
+/// Every remembered fact commits a segment to SQLite's full-text index, which FTS5 merges
+/// only four at a time; the sweeper merges them into one, as a search reads one segment
+/// faster than many. Search finds the same facts before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sweeper_merges_the_full_text_index_into_one_segment() {
+    // Sweeps an hour apart: the first, at start, finds an empty index; the restart below
+    // brings the next.
+    let app = TestApp::spawn_with(Backend::Sqlite, &["--sweep-interval-secs", "3600"]).await;
+    let token = agent("acme");
+    app.enable_memory("acme", AGENT).await;
+    for i in 0..30 {
+        let text = if i % 10 == 0 { format!("Fact {i}: owns a kayak") } else { format!("Fact {i}: likes tea") };
+        let (status, body) = app.post(&format!("{}/facts", user_path(USER)), &token, json!({"fact": text})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let before = segments(&app.db).await;
+    assert!(before > 1, "thirty commits leave several segments: {before}");
+    let found = search_texts(&app, &token, "kayak tea").await;
+    assert_eq!(found.len(), 30, "{found:?}");
+    assert!(found[..3].iter().all(|t| t.ends_with("kayak")), "the rare word first: {found:?}");
+
+    let app = app.restart().await;
+    let merged = eventually(Duration::from_secs(10), || async { (segments(&app.db).await == 1).then_some(()) }).await;
+    assert!(merged.is_some(), "the sweep at start merges the {before} segments into one");
+    assert_eq!(search_texts(&app, &token, "kayak tea").await, found, "the same facts, in the same order");
+}
+
+/// The segments of SQLite's full-text index: each has its own rows in `facts_fts_idx`.
+async fn segments(db: &TestDb) -> i64 {
+    db.rows::<(i64,)>("SELECT count(DISTINCT segid) FROM facts_fts_idx").await[0].0
+}
+
+/// The texts of the facts a search for `q` finds (up to 50), in order.
+async fn search_texts(app: &TestApp, token: &str, q: &str) -> Vec<String> {
+    let (status, hits) = app.get(&format!("{}/facts/search?q={}&limit=50", user_path(USER), enc(q)), token).await;
+    assert_eq!(status, StatusCode::OK, "{hits}");
+    texts(&hits["items"]).into_iter().map(str::to_owned).collect()
+}
