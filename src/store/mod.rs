@@ -94,6 +94,13 @@ pub type Result<T> = std::result::Result<T, sqlx::Error>;
 /// down.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A pooled PostgreSQL connection idle at least this long is pinged before use, as the
+/// server (or a proxy) may have closed it meanwhile; one used more recently is not. sqlx
+/// pings every connection when it goes back to the pool, and by default again when it
+/// is taken: a third round trip for a one-statement request, and on a busy server the
+/// connection was pinged microseconds before.
+const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
+
 /// The longest a caller waits for the SQLite write lock (or a connection): the file
 /// cannot be down, only busy with other writers, who each hold it for milliseconds;
 /// past this the answer is "unavailable, retry".
@@ -182,6 +189,15 @@ impl Store {
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for >= PING_IDLE_AFTER {
+                            sqlx::Connection::ping(conn).await?;
+                        }
+                        Ok(true)
+                    })
+                })
                 .connect_with(options)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL: {}", redact(&e.to_string(), url)))?;
@@ -203,6 +219,9 @@ impl Store {
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(2))
                 .acquire_timeout(SQLITE_BUSY_TIMEOUT)
+                // An in-process connection cannot be lost: the ping before each use that sqlx does by
+                // default (see `PING_IDLE_AFTER`) would buy nothing.
+                .test_before_acquire(false)
                 .connect_with(options)
                 .await?;
             Ok(Store { backend: Backend::Sqlite(pool), writers: Arc::new(Semaphore::new(1)) })

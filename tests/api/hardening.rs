@@ -321,6 +321,33 @@ async fn postgres_gone_is_a_quick_503_and_its_return_needs_no_restart() {
     new_conversation(&app, &token).await;
 }
 
+/// A pooled connection that PostgreSQL closed while it sat idle (a restart, an idle
+/// timeout, a proxy) is found out before use and replaced: no request fails for it. The
+/// pool tests only connections idle for a second or more, not every one it hands out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_connections_closed_while_idle_are_replaced_unseen() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let token = agent("acme");
+    new_conversation(&app, &token).await;
+    let (status, _) = app.get("/api/conversations", &token).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let closed = app
+        .db
+        .rows::<(bool,)>(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .await;
+    assert!(!closed.is_empty() && closed.iter().all(|(done,)| *done), "Engram's connections closed: {closed:?}");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    for attempt in 0..5 {
+        let (status, list) = app.get("/api/conversations", &token).await;
+        assert_eq!(status, StatusCode::OK, "request {attempt} after the connections were closed: {list}");
+        assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list}");
+    }
+}
+
 /// An extraction reads a bounded window of the thread, however long it is: the newest
 /// messages up to the job's mark (the README says the older unextracted ones are
 /// passed over).
