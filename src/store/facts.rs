@@ -519,10 +519,11 @@ impl Store {
 
     /// The database's plan for [`Store::search_facts`] (10 hits, no tag), one line per
     /// step: SQLite's `EXPLAIN QUERY PLAN` details; PostgreSQL's `EXPLAIN (ANALYZE,
-    /// BUFFERS)`, which runs the search and counts the pages it read. Tests check with it
-    /// that search walks indexes rather than tables.
+    /// BUFFERS, SETTINGS)`, which runs the search, counts the pages it read and names the
+    /// planner settings the connection changed. Tests check with it that search walks
+    /// indexes rather than tables.
     pub async fn explain_search(&self, owner: Owner<'_>, query: &SearchQuery) -> Result<Vec<String>> {
-        let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
+        let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
         let sql = format!("{prefix}{}", self.reads().search);
         with_pool!(self, pool => {
             sqlx::query(sqlx::AssertSqlSafe(sql))
