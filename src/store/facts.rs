@@ -258,7 +258,7 @@ const BY_ID: &str = "SELECT {columns} FROM facts \
 /// gives their lexemes (`q`). Each lexeme, prefixed with the owner's key, is one term of
 /// the owner-keyed GIN index `facts_owned_search` (migration 0008), whose posting list is
 /// exactly this owner's facts holding that word: `keys` makes each a single-term tsquery
-/// (quoted, its quotes and backslashes doubled, as tsquery text wants), and `pairs` takes
+/// (quoting is enough: the key is hex, and the words letters and digits), and `pairs` takes
 /// each word's postings with one index lookup, so a word costs its own matches, not a
 /// test of every one of the owner's facts against every query word, as the owner-less
 /// index made it (two to three times as long for 20 words). `OFFSET 0` keeps the owner's
@@ -292,8 +292,8 @@ const POSTGRES: Dialect = Dialect {
     has_tag: "tags ? $5",
     ids: "SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json))",
     words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words), \
-       keys AS MATERIALIZED (SELECT word, CAST('''' || replace(replace(engram_owner_key($1, $2, $3) || word, '\\', '\\\\'), \
-           '''', '''''') || '''' AS tsquery) AS query FROM q, unnest(q.words) AS word), ",
+       keys AS MATERIALIZED (SELECT word, CAST('''' || engram_owner_key($1, $2, $3) || word || '''' AS tsquery) AS query \
+         FROM q, unnest(q.words) AS word), ",
     pairs: "SELECT hits.id AS fact_id, keys.word FROM keys CROSS JOIN LATERAL \
          (SELECT id, tenant_id, agent_id, external_ref, tags, superseded_by FROM facts \
           WHERE owned_search @@ keys.query OFFSET 0) AS hits \
@@ -570,7 +570,6 @@ impl Store {
         }
     }
 
-    /// Returns whether the fact existed.
     /// SQLite: merges the full-text index a bounded step towards a single segment (FTS5's
     /// `merge` with a negative page count, which merges across levels). Every write
     /// transaction adds a segment, which FTS5 merges only four at a time on its own, so an
@@ -585,6 +584,7 @@ impl Store {
         with_pool!(self, pool => sqlx::query(sql).bind(-SEARCH_INDEX_MERGE_PAGES).execute(pool).await.map(drop))
     }
 
+    /// Returns whether the fact existed.
     pub async fn delete_fact(&self, owner: Owner<'_>, id: Uuid) -> Result<bool> {
         let deleted = with_pool!(self, pool => {
             sqlx::query(DELETE_ONE)

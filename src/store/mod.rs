@@ -225,8 +225,8 @@ impl Store {
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(2))
                 .acquire_timeout(SQLITE_BUSY_TIMEOUT)
-                // An in-process connection cannot be lost: the ping before each use that sqlx does by
-                // default (see `PING_IDLE_AFTER`) would buy nothing.
+                // An in-process connection cannot be lost: sqlx's default ping before each
+                // use (see `PING_IDLE_AFTER`) would buy nothing.
                 .test_before_acquire(false)
                 .connect_with(options)
                 .await?;
