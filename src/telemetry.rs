@@ -3,7 +3,12 @@
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+use tracing_subscriber::{
+    EnvFilter,
+    filter::filter_fn,
+    fmt::{self, format::FmtSpan},
+    prelude::*,
+};
 
 use crate::config::LogFormat;
 
@@ -15,17 +20,34 @@ pub fn init_logs(format: LogFormat) {
 
 /// Installs the global log subscriber writing to `writer` (tests capture logs with it
 /// to prove that no personal data is logged).
+///
+/// Each store call runs in a debug-level `statement` span (its name, backend and rows);
+/// a second layer prints those spans, and only those, when they close, with their time,
+/// so `RUST_LOG=info,engram::store=debug` follows a request into its statements. At the
+/// default level the spans are never created and cost a disabled-callsite check.
 pub fn init_logs_to<W>(format: LogFormat, writer: W)
 where
-    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+    W: for<'w> fmt::MakeWriter<'w> + Clone + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let registry = tracing_subscriber::registry().with(filter);
+    let statements = || filter_fn(|meta| meta.is_span() && meta.target().starts_with("engram::store"));
     // A second init (tests build several apps) keeps the first subscriber.
     let _ = match format {
-        LogFormat::Text => registry.with(fmt::layer().with_target(false).with_writer(writer)).try_init(),
+        LogFormat::Text => registry
+            .with(fmt::layer().with_target(false).with_writer(writer.clone()))
+            .with(fmt::layer().with_span_events(FmtSpan::CLOSE).with_writer(writer).with_filter(statements()))
+            .try_init(),
         LogFormat::Json => registry
-            .with(fmt::layer().json().flatten_event(true).with_current_span(true).with_writer(writer))
+            .with(fmt::layer().json().flatten_event(true).with_current_span(true).with_writer(writer.clone()))
+            .with(
+                fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_span_events(FmtSpan::CLOSE)
+                    .with_writer(writer)
+                    .with_filter(statements()),
+            )
             .try_init(),
     };
 }
