@@ -20,8 +20,9 @@ use engram::{
         fact::{FactInput, Origin},
         fact_text,
         ids::{AgentId, ExternalRef, TenantId},
+        owner::Owner,
     },
-    store::{Store, facts::Owner},
+    store::Store,
 };
 use sqlx::Connection;
 use uuid::Uuid;
@@ -275,7 +276,7 @@ async fn load_facts(store: &Store) -> anyhow::Result<()> {
                 FactInput { fact: text, tags: Some(vec!["bench".into()]), score }.validate().map_err(anyhow::Error::msg)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let owner = Owner { tenant: &tenant, agent: &agent, user: &external_ref };
+        let owner = Owner::new(&tenant, &agent, &external_ref);
         store.import_facts(owner, &facts, Origin::Manual).await?;
     }
     store.refresh_statistics().await?;

@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! app                       builds and runs everything
-//! http, worker              the two ways work comes in: requests and jobs
-//! service                   what both of them share (state, shared operations)
+//! http, admin, worker       the doors: REST and tool calls, the panel, jobs
+//! service                   one home for each operation the doors share, and the state
 //! auth, extract, embed,    tokens; conversations → facts; texts → vectors;
 //! store                     SQL
 //! domain, telemetry         pure rules and types; logs and metrics
@@ -12,9 +12,12 @@
 //! outbound                  calls to other servers
 //! ```
 //!
-//! A module may use modules of lower layers only. The test reads the source, so adding
-//! an import of the request handlers from under `worker/` (or any arrow up, or
-//! sideways) fails it.
+//! A module may use modules of lower layers only: nothing below `service/` uses it, and
+//! no door uses another. Inside a door, a handler file uses only the door's shared parts
+//! (`mod.rs`, `ctx`, `extractors`; `session`, `forms`), never another handler file: an
+//! operation two handlers need belongs in `service/`. The tests read the source, so
+//! adding an import of the request handlers from under `worker/` (or any arrow up, or
+//! sideways) fails them.
 
 #[cfg(test)]
 mod tests {
@@ -46,10 +49,20 @@ mod tests {
     /// The top-level modules a source text names through `crate::…`, including inside
     /// `use crate::{a::…, b};` groups.
     fn crate_uses(source: &str) -> BTreeSet<String> {
+        uses(source, "crate::")
+    }
+
+    /// The names a source text reaches through `prefix` (`crate::`, `super::`, …),
+    /// including inside `use prefix{a::…, b};` groups.
+    fn uses(source: &str, prefix: &str) -> BTreeSet<String> {
         let mut used = BTreeSet::new();
         let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
-        for (at, _) in source.match_indices("crate::") {
-            let rest = &source[at + "crate::".len()..];
+        for (at, _) in source.match_indices(prefix) {
+            // `crate::` inside `engram::crate::…` cannot occur; `super::` inside `super::super::` can.
+            if at >= 2 && &source[at - 2..at] == "::" {
+                continue;
+            }
+            let rest = &source[at + prefix.len()..];
             if let Some(group) = rest.strip_prefix('{') {
                 let mut depth = 0usize;
                 let mut expect_name = true;
@@ -118,6 +131,38 @@ mod tests {
         assert!(violations.is_empty(), "arrows pointing up or sideways:\n{}", violations.join("\n"));
     }
 
+    /// The parts of each door that its handler files share; every other file of the door
+    /// is a handler, which no other file of the door may use.
+    const SHARED: &[(&str, &[&str])] = &[("http", &["ctx", "extractors"]), ("admin", &["session", "forms"])];
+
+    #[test]
+    fn handler_files_use_no_other_handler() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut violations = Vec::new();
+        for (door, shared) in SHARED {
+            let mut files = Vec::new();
+            rust_files(&src.join(door), &mut files);
+            let handlers: BTreeSet<String> = files
+                .iter()
+                .filter_map(|f| f.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .filter(|name| name != "mod" && !shared.contains(&name.as_str()))
+                .collect();
+            assert!(handlers.len() > 3, "{door}: found handlers {handlers:?}");
+            for file in &files {
+                let own = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let source = fs::read_to_string(file).expect("read source");
+                let mut reached = uses(&source, "super::");
+                reached.extend(uses(&source, &format!("crate::{door}::")));
+                for name in reached.intersection(&handlers) {
+                    if *name != own {
+                        violations.push(format!("{door}/{own}.rs uses the handler file {door}/{name}.rs"));
+                    }
+                }
+            }
+        }
+        assert!(violations.is_empty(), "handler files using each other:\n{}", violations.join("\n"));
+    }
+
     #[test]
     fn the_check_reads_grouped_and_plain_paths() {
         // The sample is assembled, so that this file itself names no module it may not use.
@@ -126,5 +171,7 @@ mod tests {
                 .concat();
         let used: Vec<_> = crate_uses(&source).into_iter().collect();
         assert_eq!(used, ["domain", "store", "worker"]);
+        let sideways = ["use su", "per::{ctx::Ctx, facts::owner};"].concat();
+        assert_eq!(uses(&sideways, "super::").into_iter().collect::<Vec<_>>(), ["ctx", "facts"]);
     }
 }

@@ -25,6 +25,7 @@ on_both_backends!(
     dead_job_is_retried_from_the_panel,
     read_only_operator_sees_no_change_buttons_and_forged_posts_are_refused,
     forms_without_the_session_csrf_token_are_refused,
+    the_panel_answers_the_fact_cap_and_searches_as_the_api_does,
 );
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -848,4 +849,53 @@ async fn panel_logs_hold_no_personal_data() {
     for secret in [REF, "citizen-7f3a", "example.org", WORDS, &enc(REF), USER, &enc(USER)] {
         assert!(!logs.contains(secret), "the logs contain {secret:?}");
     }
+}
+
+/// The panel is a door onto the same operations as the API (`service::facts`): adding a
+/// fact past the per-user cap shows the API's own 409 message under the field and stores
+/// nothing, and the page's search lists what the API's search answers, in its order.
+async fn the_panel_answers_the_fact_cap_and_searches_as_the_api_does(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--max-facts-per-user", "3"]).await;
+    app.enable_memory("acme", "support-bot").await;
+    let api = format!("/api/agents/support-bot/users/{}/facts", enc(USER));
+    for fact in ["Likes jazz music", "Plays jazz piano on Sundays", "Lives in Lyon"] {
+        let (status, body) = app.post(&api, &agent("acme"), json!({"fact": fact})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (status, refused) = app.post(&api, &agent("acme"), json!({"fact": "Owns a cat"})).await;
+    assert_error(status, &refused, StatusCode::CONFLICT, "conflict");
+    let message = refused["error"]["message"].as_str().expect("a message").to_owned();
+
+    let facts_page = format!("/admin/people/{}/agents/support-bot", enc(USER));
+    let cookie = session_cookie(&app, &admin("acme")).await;
+    let csrf = csrf_of(&app, &cookie, &facts_page).await;
+    let response = raw_client()
+        .post(format!("{}{facts_page}/facts", app.base))
+        .header(header::COOKIE, &cookie)
+        .header(header::ORIGIN, app.base.clone())
+        .form_body(&[("csrf", csrf.as_str()), ("fact", "Owns a dog"), ("tags", ""), ("score", "")])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(response.status(), StatusCode::OK, "the form comes back with its reason");
+    let html = response.text().await.expect("html");
+    assert!(html.contains(&format!("id=\"new-fact-error\">{message}</span>")), "{message} not shown:\n{html}");
+    assert_eq!(facts_of(&app, "support-bot", USER).await.len(), 3);
+
+    let (status, found) = app.get(&format!("{api}/search?q=jazz%20piano"), &agent("acme")).await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    let expected = texts(&found["items"]);
+    assert_eq!(expected, ["Plays jazz piano on Sundays", "Likes jazz music"]);
+    let page = raw_client()
+        .get(format!("{}{facts_page}?q=jazz+piano", app.base))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    let positions: Vec<usize> = expected.iter().map(|fact| page.find(fact).expect("listed by the panel")).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "the panel keeps the API's order: {positions:?}");
+    assert!(!page.contains("Lives in Lyon"), "the panel lists only what the search found");
 }

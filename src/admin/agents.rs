@@ -2,14 +2,14 @@
 //! settings form, validated by the domain's own rules with each message shown next to
 //! its field.
 
-use std::collections::BTreeMap;
-
 use askama::Template;
 use axum::extract::{Query, State};
 use serde::Deserialize;
 
 use super::{
-    AdminPath, AdminResult, Layout, Switch, encode_segment, render, see_other,
+    AdminPath, AdminResult, Layout, Switch, encode_segment,
+    forms::FieldErrors,
+    render, see_other,
     session::{Guarded, Operator},
     when,
 };
@@ -19,28 +19,10 @@ use crate::{
         agent_config::{AgentConfig, ConfigPatch, Settings},
         ids::AgentId,
     },
-    service::AppState,
+    service::{AppState, agents},
 };
 
 const PAGE: i64 = 50;
-
-/// Messages by field name, for the form shown again.
-#[derive(Debug, Default)]
-pub struct FieldErrors(BTreeMap<&'static str, String>);
-
-impl FieldErrors {
-    pub fn get(&self, field: &str) -> Option<&String> {
-        self.0.get(field)
-    }
-
-    pub fn add(&mut self, field: &'static str, message: String) {
-        self.0.entry(field).or_insert(message);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
 
 /// One row of the list.
 struct Row {
@@ -135,7 +117,7 @@ pub async fn create(
         }
     };
     let patch = ConfigPatch { memory_enabled: Some(form.memory_enabled.is_some()), ..ConfigPatch::default() };
-    state.store.upsert_agent_config(operator.tenant(), &agent, &patch).await?;
+    agents::configure(&state, operator.tenant(), &agent, &patch).await?;
     see_other(&format!("/admin/agents/{}?done=created", encode_segment(agent.as_str())))
 }
 
@@ -153,7 +135,7 @@ pub async fn switch_memory(
 ) -> AdminResult {
     let on = form.enabled.is_on();
     let patch = ConfigPatch { memory_enabled: Some(on), ..ConfigPatch::default() };
-    state.store.upsert_agent_config(operator.tenant(), &agent, &patch).await?;
+    agents::configure(&state, operator.tenant(), &agent, &patch).await?;
     tracing::info!(memory_enabled = on, "agent memory switched from the admin panel");
     see_other(if on { "/admin/agents?done=memory-on" } else { "/admin/agents?done=memory-off" })
 }
@@ -313,7 +295,7 @@ pub async fn save(
             return render(&page);
         }
     };
-    state.store.upsert_agent_config(operator.tenant(), &agent, &patch).await?;
+    agents::configure(&state, operator.tenant(), &agent, &patch).await?;
     see_other(&format!("/admin/agents/{}?done=saved", encode_segment(agent.as_str())))
 }
 

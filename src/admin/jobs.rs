@@ -7,17 +7,15 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{
-    AdminError, AdminPath, AdminResult, Layout, encode_segment,
-    overview::job_counts,
-    render, see_other,
+    AdminError, AdminPath, AdminResult, Layout, encode_segment, render, see_other,
     session::{Guarded, NoFields, Operator},
     when,
 };
 use crate::{
     auth::{Admin, Scope},
     domain::job::{Job, JobStatus},
-    service::AppState,
-    store::jobs::{JobFilter, Retry},
+    service::{AppState, jobs},
+    store::jobs::JobFilter,
 };
 
 const PAGE: i64 = 50;
@@ -86,7 +84,7 @@ pub async fn list(State(state): State<AppState>, operator: Operator, Query(q): Q
         .collect();
     render(&JobsPage {
         layout: operator.layout("Jobs", "jobs", q.done.as_deref()),
-        filters: job_counts(&state, operator.tenant())
+        filters: jobs::counts(&state, operator.tenant())
             .await?
             .into_iter()
             .map(|(s, count)| Filter { status: s, count, current: status.is_some_and(|f| f.as_str() == s) })
@@ -103,15 +101,6 @@ pub async fn retry(
     AdminPath(id): AdminPath<Uuid>,
     Guarded { operator, .. }: Guarded<NoFields, Admin>,
 ) -> AdminResult {
-    match state.store.retry_job(operator.tenant(), id).await? {
-        Retry::Requeued(_) => {
-            state.job_wakeup.notify_one();
-            see_other("/admin/jobs?done=retried")
-        }
-        Retry::NotFound => Err(AdminError::NotFound("job")),
-        Retry::NotRetryable(status) => Err(AdminError::Conflict(format!(
-            "only a dead or failed job can be retried; this one is {}",
-            status.as_str()
-        ))),
-    }
+    jobs::retry(&state, operator.tenant(), id).await?;
+    see_other("/admin/jobs?done=retried")
 }

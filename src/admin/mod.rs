@@ -24,6 +24,7 @@ use crate::{error::ApiError, service::AppState};
 
 mod agents;
 mod assets;
+mod forms;
 mod jobs;
 mod overview;
 mod people;

@@ -9,8 +9,7 @@ use serde::Deserialize;
 use super::{AdminResult, Layout, render, session::Operator};
 use crate::{
     auth::Scope,
-    domain::{ids::TenantId, job::JobStatus},
-    service::AppState,
+    service::{AppState, jobs},
 };
 
 #[derive(Template)]
@@ -43,7 +42,8 @@ pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Q
     let config = &state.config;
     let extractor = config.extractor.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
     let model = (config.extractor != crate::config::ExtractorKind::Builtin).then(|| config.llm_model.clone()).flatten();
-    let job_counts = if operator.can(Scope::Admin) { Some(job_counts(&state, operator.tenant()).await?) } else { None };
+    let job_counts =
+        if operator.can(Scope::Admin) { Some(jobs::counts(&state, operator.tenant()).await?) } else { None };
     render(&Overview {
         layout: operator.layout("Overview", "overview", q.done.as_deref()),
         ready,
@@ -54,16 +54,4 @@ pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Q
         workers: config.workers,
         job_counts,
     })
-}
-
-/// Every status with its count (0 included), in the order of [`JobStatus::ALL`].
-pub(super) async fn job_counts(state: &AppState, tenant: &TenantId) -> AdminResult<Vec<(&'static str, i64)>> {
-    let counted = state.store.tenant_job_counts(tenant).await?;
-    Ok(JobStatus::ALL
-        .iter()
-        .map(|status| {
-            let n = counted.iter().find(|(s, _)| s == status.as_str()).map_or(0, |(_, n)| *n);
-            (status.as_str(), n)
-        })
-        .collect())
 }

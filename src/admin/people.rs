@@ -12,9 +12,9 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{
-    AdminError, AdminPath, AdminResult, Layout, Switch,
-    agents::FieldErrors,
-    encode_segment, render, see_other,
+    AdminError, AdminPath, AdminResult, Layout, Switch, encode_segment,
+    forms::FieldErrors,
+    render, see_other,
     session::{Guarded, NoFields, Operator},
     when,
 };
@@ -26,15 +26,10 @@ use crate::{
         ids::{AgentId, ExternalRef},
         message::{Message, RoleSet},
         policy::Consent,
-        search_query::SearchQuery,
     },
-    service::{AppState, export::export_body},
-    store::{
-        conversations::ConversationFilter,
-        facts::{FactFilter, Owner, Remembered, UpdateError},
-        messages::Window,
-        rgpd::ErasedCounts,
-    },
+    error::ApiError,
+    service::{AppState, consent, erasure, export::export_body, facts},
+    store::{conversations::ConversationFilter, facts::FactFilter, messages::Window, rgpd::ErasedCounts},
 };
 
 const FACTS_PAGE: i64 = 50;
@@ -55,10 +50,6 @@ fn person_path(user: &ExternalRef) -> String {
 
 fn facts_path(user: &ExternalRef, agent: &AgentId) -> String {
     format!("{}/agents/{}", person_path(user), encode_segment(agent.as_str()))
-}
-
-fn owner<'a>(operator: &'a Operator, agent: &'a AgentId, user: &'a ExternalRef) -> Owner<'a> {
-    Owner { tenant: operator.tenant(), agent, user }
 }
 
 /// The consent as the API shows it: the stored record, or the configured default.
@@ -133,8 +124,7 @@ pub async fn show(
     let tenant = operator.tenant();
     let (mut consent, mut agents, mut conversations) = (None, Vec::new(), Vec::new());
     if can_read {
-        consent =
-            Some(Consent::view(&user, state.store.get_consent(tenant, &user).await?, state.config.default_ai_consent));
+        consent = Some(consent::get(&state, tenant, &user).await?);
         agents = state
             .store
             .agents_of_user(tenant, &user)
@@ -181,9 +171,9 @@ pub async fn set_consent(
     AdminPath(user): AdminPath<ExternalRef>,
     Guarded { operator, form, .. }: Guarded<ConsentForm, MemoryWrite>,
 ) -> AdminResult {
-    let consent = form.ai_consent.is_on();
-    state.store.set_consent(operator.tenant(), &user, consent).await?;
-    let done = if consent { "consent-on" } else { "consent-off" };
+    let on = form.ai_consent.is_on();
+    consent::set(&state, operator.tenant(), &user, on).await?;
+    let done = if on { "consent-on" } else { "consent-off" };
     see_other(&format!("{}?done={done}", person_path(&user)))
 }
 
@@ -299,7 +289,7 @@ struct FactsPage {
 pub struct FactsQuery {
     done: Option<String>,
     q: Option<String>,
-    before: Option<Uuid>,
+    cursor: Option<String>,
 }
 
 /// What a facts page shows besides the list: a refused form, shown again.
@@ -319,24 +309,22 @@ async fn facts_page(
     refused: Refused,
 ) -> AdminResult<FactsPage> {
     operator.require(Scope::MemoryRead)?;
-    let owner = owner(operator, agent, user);
+    let owner = operator.caller.owner(agent, user);
     let path = facts_path(user, agent);
     let query = q.q.unwrap_or_default();
     let (mut facts, mut next, mut query_error) = (Vec::new(), None, None);
     if query.trim().is_empty() {
-        let mut rows = state.store.list_facts(owner, FactFilter::CURRENT, q.before, FACTS_PAGE + 1).await?;
-        if rows.len() > FACTS_PAGE as usize {
-            rows.truncate(FACTS_PAGE as usize);
-            next = rows.last().map(|f| format!("{path}?before={}", f.id));
-        }
-        facts = rows.into_iter().map(|f| FactView::of(f, None)).collect();
+        let page = facts::list(state, owner, FactFilter::CURRENT, Some(FACTS_PAGE), q.cursor.as_deref()).await?;
+        next = page.next_cursor.map(|cursor| format!("{path}?cursor={cursor}"));
+        facts = page.items.into_iter().map(|f| FactView::of(f, None)).collect();
     } else {
-        match SearchQuery::parse(&query) {
-            Ok(search) => {
-                let hits = state.store.search_facts(owner, &search, FactFilter::CURRENT, FACTS_PAGE).await?;
-                facts = hits.into_iter().map(|hit| FactView::of(hit.fact, Some(hit.relevance))).collect();
+        // The API's search, recall by meaning included: the panel finds what an agent finds.
+        match facts::search(state, owner, &query, Some(FACTS_PAGE), FactFilter::CURRENT).await {
+            Ok(found) => {
+                facts = found.items.into_iter().map(|hit| FactView::of(hit.fact, Some(hit.relevance))).collect()
             }
-            Err(message) => query_error = Some(message),
+            Err(ApiError::InvalidRequest(message)) => query_error = Some(message),
+            Err(other) => return Err(other.into()),
         }
     }
     if let Some((id, form, errors)) = refused.edit
@@ -373,8 +361,24 @@ pub async fn facts(
     render(&facts_page(&state, &operator, &user, &agent, q, Refused::default()).await?)
 }
 
+/// The facts page again, with the form the service refused (the cap, a duplicate) and
+/// its reason under the fact field: the same words the API's 409 carries.
+async fn refused_fact(
+    state: &AppState,
+    operator: &Operator,
+    user: &ExternalRef,
+    agent: &AgentId,
+    form: FactForm,
+    message: String,
+    refuse: impl FnOnce(FactForm, FieldErrors) -> Refused,
+) -> AdminResult {
+    let mut errors = FieldErrors::default();
+    errors.add("fact", message);
+    render(&facts_page(state, operator, user, agent, no_query(), refuse(form, errors)).await?)
+}
+
 fn no_query() -> FactsQuery {
-    FactsQuery { done: None, q: None, before: None }
+    FactsQuery { done: None, q: None, cursor: None }
 }
 
 /// A fact form checked field by field with the domain's own rules (the ones behind
@@ -422,20 +426,14 @@ pub async fn add_fact(
             return render(&page);
         }
     };
-    let fact = FactInput { fact: text, tags: Some(tags), score }.validate().map_err(AdminError::BadRequest)?;
-    let cap = state.config.max_facts_per_user;
-    let done = match state.store.remember_fact(owner(&operator, &agent, &user), &fact, Origin::Manual, cap).await? {
-        Remembered::Created(_) => {
-            state.facts_changed();
-            "fact-added"
+    let input = FactInput { fact: text, tags: Some(tags), score };
+    let done = match facts::remember(&state, operator.caller.owner(&agent, &user), input, Origin::Manual).await {
+        Ok((true, _)) => "fact-added",
+        Ok((false, _)) => "fact-existing",
+        Err(ApiError::Conflict(message)) => {
+            return refused_fact(&state, &operator, &user, &agent, form, message, refuse).await;
         }
-        Remembered::Existing(_) => "fact-existing",
-        Remembered::Full => {
-            let mut errors = FieldErrors::default();
-            errors.add("fact", format!("this user already has the maximum of {cap} facts for this agent"));
-            let page = facts_page(&state, &operator, &user, &agent, no_query(), refuse(form, errors)).await?;
-            return render(&page);
-        }
+        Err(other) => return Err(other.into()),
     };
     see_other(&format!("{}?done={done}", facts_path(&user, &agent)))
 }
@@ -454,21 +452,11 @@ pub async fn edit_fact(
         }
     };
     // Every field of the form is sent: an empty score clears it, as `"score": null` does.
-    let changes = FactPatch { fact: Some(text), tags: Some(tags), score: Some(score) }
-        .validate()
-        .map_err(AdminError::BadRequest)?;
-    match state.store.update_fact(owner(&operator, &agent, &user), id, &changes).await? {
-        Ok(_) => {
-            state.facts_changed();
-            see_other(&format!("{}?done=fact-saved", facts_path(&user, &agent)))
-        }
-        Err(UpdateError::NotFound) => Err(AdminError::NotFound("fact")),
-        Err(UpdateError::Duplicate) => {
-            let mut errors = FieldErrors::default();
-            errors.add("fact", "another stored fact of this user is the same fact".into());
-            let page = facts_page(&state, &operator, &user, &agent, no_query(), refuse(form, errors)).await?;
-            render(&page)
-        }
+    let patch = FactPatch { fact: Some(text), tags: Some(tags), score: Some(score) };
+    match facts::update(&state, operator.caller.owner(&agent, &user), id, patch).await {
+        Ok(_) => see_other(&format!("{}?done=fact-saved", facts_path(&user, &agent))),
+        Err(ApiError::Conflict(message)) => refused_fact(&state, &operator, &user, &agent, form, message, refuse).await,
+        Err(other) => Err(other.into()),
     }
 }
 
@@ -477,9 +465,7 @@ pub async fn delete_fact(
     AdminPath((user, agent, id)): AdminPath<(ExternalRef, AgentId, Uuid)>,
     Guarded { operator, .. }: Guarded<NoFields, MemoryWrite>,
 ) -> AdminResult {
-    if !state.store.delete_fact(owner(&operator, &agent, &user), id).await? {
-        return Err(AdminError::NotFound("fact"));
-    }
+    facts::forget(&state, operator.caller.owner(&agent, &user), id).await?;
     see_other(&format!("{}?done=fact-deleted", facts_path(&user, &agent)))
 }
 
@@ -500,7 +486,7 @@ pub async fn forget_facts(
         let page = facts_page(&state, &operator, &user, &agent, no_query(), refused).await?;
         return render(&page);
     }
-    state.store.delete_facts(owner(&operator, &agent, &user)).await?;
+    facts::forget_all(&state, operator.caller.owner(&agent, &user)).await?;
     see_other(&format!("{}?done=facts-forgotten", facts_path(&user, &agent)))
 }
 
@@ -566,7 +552,7 @@ pub async fn erase(
     AdminPath(user): AdminPath<ExternalRef>,
     Guarded { operator, .. }: Guarded<NoFields, Rgpd>,
 ) -> AdminResult {
-    let receipt = state.erase_user(operator.tenant(), &user).await?;
+    let receipt = erasure::erase(&state, operator.tenant(), &user).await?;
     tracing::info!(receipt_id = %receipt.receipt_id, "end user erased from the admin panel");
     see_other(&format!("/admin/receipts/{}?done=erased", receipt.receipt_id))
 }

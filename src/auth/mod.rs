@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     config::{CoreConfig, JwtAlgorithm, MIN_SECRET_BYTES, check_secret},
-    domain::ids::{AgentId, ExternalRef, TenantId},
+    domain::{
+        ids::{AgentId, ExternalRef, TenantId},
+        owner::Owner,
+    },
     error::ApiError,
 };
 
@@ -65,6 +68,12 @@ pub struct Binding {
 const OUTSIDE_BINDING: &str = "this token is bound to one agent and user: it cannot reach another";
 
 impl Caller {
+    /// The owner of the memory a call names: the token's tenant, never one the request
+    /// carries. Every door (REST, tools, the admin panel) builds its owner here.
+    pub fn owner<'a>(&'a self, agent: &'a AgentId, user: &'a ExternalRef) -> Owner<'a> {
+        Owner::new(&self.tenant, agent, user)
+    }
+
     pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
         if self.scopes.contains("admin") || self.scopes.contains(scope.as_str()) {
             Ok(())

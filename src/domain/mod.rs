@@ -14,6 +14,8 @@ pub mod job;
 pub mod memory_context;
 pub mod message;
 pub mod near_duplicate;
+pub mod owner;
+pub mod page;
 pub mod policy;
 pub mod prompt;
 pub mod search_query;

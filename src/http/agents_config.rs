@@ -8,9 +8,9 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::ctx::Ctx;
 use super::{
     BodyErrors, CommonErrors, NotFound,
-    extract::{ApiJson, ApiPath, ApiQuery},
-    pagination::{Page, decode_cursor, limit},
+    extractors::{ApiJson, ApiPath, ApiQuery},
 };
+use crate::domain::page::{Page, decode_cursor, limit};
 use crate::{
     auth::{Admin, MemoryRead},
     domain::{
@@ -18,7 +18,7 @@ use crate::{
         ids::AgentId,
     },
     error::ApiError,
-    service::AppState,
+    service::{AppState, agents},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -44,8 +44,7 @@ async fn put_config(
     ApiPath(agent): ApiPath<AgentId>,
     ApiJson(patch): ApiJson<ConfigPatch>,
 ) -> Result<Json<AgentConfig>, ApiError> {
-    patch.validate().map_err(ApiError::InvalidRequest)?;
-    Ok(Json(state.store.upsert_agent_config(&caller.tenant, &agent, &patch).await?))
+    Ok(Json(agents::configure(&state, &caller.tenant, &agent, &patch).await?))
 }
 
 /// An agent's configuration; 404 when it was never configured (memory is then off).

@@ -6,14 +6,14 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::ctx::Ctx;
-use super::extract::{ApiJson, ApiPath};
+use super::extractors::{ApiJson, ApiPath};
 use super::{BodyErrors, CommonErrors};
 use crate::{
     auth::{MemoryRead, MemoryWrite},
     domain::ids::ExternalRef,
     domain::policy::Consent,
     error::ApiError,
-    service::AppState,
+    service::{AppState, consent},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -35,8 +35,7 @@ async fn put_consent(
     ApiPath(user): ApiPath<ExternalRef>,
     ApiJson(body): ApiJson<ConsentBody>,
 ) -> Result<Json<Consent>, ApiError> {
-    let updated_at = state.store.set_consent(&caller.tenant, &user, body.ai_consent).await?;
-    Ok(Json(Consent { external_ref: user, ai_consent: body.ai_consent, updated_at: Some(updated_at) }))
+    Ok(Json(consent::set(&state, &caller.tenant, &user, body.ai_consent).await?))
 }
 
 /// An end user's AI consent; a user never set has the configured default and a null `updated_at`.
@@ -47,6 +46,5 @@ async fn get_consent(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Consent>, ApiError> {
-    let stored = state.store.get_consent(&caller.tenant, &user).await?;
-    Ok(Json(Consent::view(&user, stored, state.config.default_ai_consent)))
+    Ok(Json(consent::get(&state, &caller.tenant, &user).await?))
 }

@@ -16,9 +16,9 @@ use uuid::Uuid;
 use super::ctx::Ctx;
 use super::{
     BodyErrors, CommonErrors, NotFound,
-    extract::{ApiJson, ApiPath, ApiQuery},
-    pagination::{Page, decode_cursor, limit},
+    extractors::{ApiJson, ApiPath, ApiQuery},
 };
+use crate::domain::page::{Page, decode_cursor, limit};
 use crate::{
     auth::{MemoryRead, MemoryWrite},
     domain::{
@@ -29,14 +29,17 @@ use crate::{
         },
         history,
         ids::{AgentId, ConversationKey, ExternalRef},
-        message::{Message, MessageError, NewMessage, RoleSet, validate_batch},
+        message::{Message, NewMessage, RoleSet},
         summary::ThreadContext,
     },
     error::{ApiError, ErrorBody},
-    service::AppState,
+    service::{
+        AppState,
+        conversations::{self, message_error},
+    },
     store::{
-        conversations::{ConversationFilter, Created, EndTrigger},
-        messages::{AppendOutcome, Window},
+        conversations::{ConversationFilter, EndTrigger},
+        messages::Window,
     },
 };
 
@@ -111,14 +114,8 @@ async fn create_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiJson(new): ApiJson<NewConversation>,
 ) -> Result<(StatusCode, Json<Conversation>), ApiError> {
-    new.validate().map_err(ApiError::InvalidRequest)?;
-    match state.store.create_conversation(&caller.tenant, &new).await? {
-        Created::New(conversation) => Ok((StatusCode::CREATED, Json(conversation))),
-        Created::Existing(conversation) if new.agrees_with(&conversation) => Ok((StatusCode::OK, Json(conversation))),
-        Created::Existing(_) => {
-            Err(ApiError::Conflict("this key already names a conversation of the agent with other fields".into()))
-        }
-    }
+    let (created, conversation) = conversations::create(&state, &caller.tenant, &new).await?;
+    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(conversation)))
 }
 
 /// The tenant's conversations, most recently updated first.
@@ -201,24 +198,8 @@ async fn append_messages(
                 .map_err(ApiError::InvalidRequest)?,
         ),
     };
-    if request.expected_last_seq.is_some_and(|seq| seq < 0) {
-        return Err(ApiError::invalid("expected_last_seq must be 0 or more"));
-    }
-    validate_batch(&request.messages).map_err(message_error)?;
-    match state.store.append_messages(&caller.tenant, id, &request, key.as_ref()).await? {
-        AppendOutcome::Appended { appended, summary_queued } => {
-            if summary_queued {
-                state.job_wakeup.notify_one();
-            }
-            Ok((StatusCode::CREATED, Json(appended)))
-        }
-        AppendOutcome::Replayed(appended) => Ok((StatusCode::CREATED, Json(appended))),
-        AppendOutcome::KeyReused => {
-            Err(ApiError::Conflict("this Idempotency-Key was already used with a different request body".into()))
-        }
-        AppendOutcome::StaleSeq(last_seq) => Err(ApiError::StaleSeq(last_seq)),
-        AppendOutcome::NotFound => Err(NOT_FOUND),
-    }
+    let appended = conversations::append(&state, &caller.tenant, id, &request, key.as_ref()).await?;
+    Ok((StatusCode::CREATED, Json(appended)))
 }
 
 /// A conversation's messages, oldest first: by pages (`limit`, `cursor`) or only the
@@ -335,14 +316,6 @@ async fn get_context(
     Ok(Json(ThreadContext::new(summary, through_seq, messages)))
 }
 
-/// A message refused: 400, or 413 for one too large.
-fn message_error(error: MessageError) -> ApiError {
-    match error {
-        MessageError::Invalid(why) => ApiError::InvalidRequest(why),
-        MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
-    }
-}
-
 /// The most messages a continuation check compares: a page of messages at most.
 const MAX_VALIDATED: usize = 1000;
 
@@ -407,6 +380,6 @@ async fn end_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Ended>, ApiError> {
-    let ended = state.end_conversation(&caller.tenant, id, EndTrigger::Request).await?.ok_or(NOT_FOUND)?;
+    let ended = conversations::end(&state, &caller.tenant, id, EndTrigger::Request).await?.ok_or(NOT_FOUND)?;
     Ok(Json(ended))
 }

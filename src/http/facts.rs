@@ -10,19 +10,21 @@ use uuid::Uuid;
 use super::ctx::Ctx;
 use super::{
     BodyErrors, CommonErrors, NotFound,
-    extract::{ApiJson, ApiPath, ApiQuery},
-    pagination::{Page, decode_cursor, limit},
+    extractors::{ApiJson, ApiPath, ApiQuery},
 };
+use crate::domain::page::Page;
 use crate::{
-    auth::{Caller, MemoryRead, MemoryWrite},
+    auth::{MemoryRead, MemoryWrite},
     domain::{
-        fact::{Fact, FactInput, FactPatch, Origin, Tag, validate_tag},
+        fact::{Fact, FactInput, FactPatch, Origin, Tag},
         ids::{AgentId, ExternalRef},
-        search_query::SearchQuery,
     },
     error::{ApiError, ErrorBody},
-    service::AppState,
-    store::facts::{FactFilter, Owner, Remembered, UpdateError},
+    service::{
+        AppState,
+        facts::{self, SearchResults},
+    },
+    store::facts::FactFilter,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -30,17 +32,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_facts, remember_fact, delete_facts))
         .routes(routes!(search_facts))
         .routes(routes!(update_fact, delete_fact))
-}
-
-/// The owner of the facts a request is about: the caller's tenant and the path's agent
-/// and user.
-pub(super) fn owner<'a>(caller: &'a Caller, agent: &'a AgentId, user: &'a ExternalRef) -> Owner<'a> {
-    Owner { tenant: &caller.tenant, agent, user }
-}
-
-/// Checks the optional `tag` filter with the same rule as a fact's tags.
-fn tag_filter(tag: Option<&str>) -> Result<Option<&str>, ApiError> {
-    tag.map(|t| validate_tag(t).map(|()| t)).transpose().map_err(ApiError::InvalidRequest)
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -80,27 +71,6 @@ struct SearchParams {
     include_superseded: bool,
 }
 
-/// A search hit: the fact and its relevance.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct ScoredFact {
-    #[serde(flatten)]
-    fact: Fact,
-    /// How well the fact answers the query, in [0, 1]; higher is more relevant. Without
-    /// embeddings (or when no fact is close in meaning): the share of the query's words
-    /// (after stemming, stop words ignored) the fact contains. With them: 0.6 × the rarity
-    /// of the query words the fact contains (the sum over them of 1 / the number of the
-    /// user's matching facts holding the word) relative to the best full-text hit's, plus
-    /// 0.4 × the cosine similarity of the fact's and the query's vectors above 0.25,
-    /// relative to the most similar fact's (similarities under 0.25 count as 0).
-    relevance: f64,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct SearchResults {
-    /// Most relevant first; equally relevant facts newest first.
-    items: Vec<ScoredFact>,
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 struct Deleted {
     deleted: u64,
@@ -117,23 +87,8 @@ async fn list_facts(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Fact>>, ApiError> {
     let filter = FactFilter { tag: query.tag.as_deref(), superseded: query.include_superseded };
-    let page = list(&state, owner(&caller, &agent, &user), filter, query.limit, query.cursor.as_deref());
+    let page = facts::list(&state, caller.owner(&agent, &user), filter, query.limit, query.cursor.as_deref());
     Ok(Json(page.await?))
-}
-
-/// One page of the owner's facts, newest first: the list route and the `list_memories` tool.
-pub(super) async fn list(
-    state: &AppState,
-    owner: Owner<'_>,
-    filter: FactFilter<'_>,
-    limit: Option<i64>,
-    cursor: Option<&str>,
-) -> Result<Page<Fact>, ApiError> {
-    let limit = self::limit(limit, 50, 200)?;
-    let before: Option<Uuid> = decode_cursor(cursor)?;
-    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
-    let rows = state.store.list_facts(owner, filter, before, limit + 1).await?;
-    Ok(Page::from_rows(rows, limit, |f| f.id))
 }
 
 /// Remember a fact. 201 with the new fact, or 200 with the stored one when the same
@@ -147,30 +102,8 @@ async fn remember_fact(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiJson(input): ApiJson<FactInput>,
 ) -> Result<(StatusCode, Json<Fact>), ApiError> {
-    let (created, fact) = remember(&state, owner(&caller, &agent, &user), input, Origin::Manual).await?;
+    let (created, fact) = facts::remember(&state, caller.owner(&agent, &user), input, Origin::Manual).await?;
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(fact)))
-}
-
-/// Stores a fact unless the same one is there (then `false` and the stored one): the
-/// remember route (manual facts) and the `remember` tool (agent facts).
-pub(super) async fn remember(
-    state: &AppState,
-    owner: Owner<'_>,
-    input: FactInput,
-    origin: Origin,
-) -> Result<(bool, Fact), ApiError> {
-    let fact = input.validate().map_err(ApiError::InvalidRequest)?;
-    let cap = state.config.max_facts_per_user;
-    match state.store.remember_fact(owner, &fact, origin, cap).await? {
-        Remembered::Created(fact) => {
-            state.facts_changed();
-            Ok((true, fact))
-        }
-        Remembered::Existing(fact) => Ok((false, fact)),
-        Remembered::Full => {
-            Err(ApiError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
-        }
-    }
 }
 
 /// Search: facts containing any of the query's words (stemmed, stop words ignored), and,
@@ -184,25 +117,9 @@ async fn search_facts(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchResults>, ApiError> {
-    let owner = owner(&caller, &agent, &user);
+    let owner = caller.owner(&agent, &user);
     let filter = FactFilter { tag: params.tag.as_deref(), superseded: params.include_superseded };
-    Ok(Json(search(&state, owner, &params.q, params.limit, filter).await?))
-}
-
-/// The facts most relevant to `q`: the search route and the `recall` tool.
-pub(super) async fn search(
-    state: &AppState,
-    owner: Owner<'_>,
-    q: &str,
-    limit: Option<i64>,
-    filter: FactFilter<'_>,
-) -> Result<SearchResults, ApiError> {
-    let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
-    let limit = self::limit(limit, 10, 200)?;
-    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
-    let hits = state.search_facts(owner, &query, filter, limit).await?;
-    let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
-    Ok(SearchResults { items })
+    Ok(Json(facts::search(&state, owner, &params.q, params.limit, filter).await?))
 }
 
 /// Change a fact's text, tags or score (`null` clears the score). 409 when the new
@@ -216,22 +133,7 @@ async fn update_fact(
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
     ApiJson(patch): ApiJson<FactPatch>,
 ) -> Result<Json<Fact>, ApiError> {
-    Ok(Json(update(&state, owner(&caller, &agent, &user), id, patch).await?))
-}
-
-/// Changes one fact: the update route and the `update_memory` tool.
-pub(super) async fn update(state: &AppState, owner: Owner<'_>, id: Uuid, patch: FactPatch) -> Result<Fact, ApiError> {
-    let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
-    match state.store.update_fact(owner, id, &changes).await? {
-        Ok(fact) => {
-            state.facts_changed();
-            Ok(fact)
-        }
-        Err(UpdateError::NotFound) => Err(ApiError::NotFound("fact")),
-        Err(UpdateError::Duplicate) => {
-            Err(ApiError::Conflict("another stored fact of this user is the same fact".into()))
-        }
-    }
+    Ok(Json(facts::update(&state, caller.owner(&agent, &user), id, patch).await?))
 }
 
 /// Forget one fact.
@@ -242,13 +144,8 @@ async fn delete_fact(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    forget(&state, owner(&caller, &agent, &user), id).await?;
+    facts::forget(&state, caller.owner(&agent, &user), id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// Deletes one fact: the delete route and the `forget` tool.
-pub(super) async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid) -> Result<(), ApiError> {
-    if state.store.delete_fact(owner, id).await? { Ok(()) } else { Err(ApiError::NotFound("fact")) }
 }
 
 /// Forget every fact this agent holds about the user.
@@ -259,6 +156,6 @@ async fn delete_facts(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
 ) -> Result<Json<Deleted>, ApiError> {
-    let deleted = state.store.delete_facts(owner(&caller, &agent, &user)).await?;
+    let deleted = facts::forget_all(&state, caller.owner(&agent, &user)).await?;
     Ok(Json(Deleted { deleted }))
 }

@@ -9,15 +9,15 @@ use uuid::Uuid;
 use super::ctx::Ctx;
 use super::{
     CommonErrors, NotFound,
-    extract::{ApiPath, ApiQuery},
-    pagination::{Page, decode_cursor, limit},
+    extractors::{ApiPath, ApiQuery},
 };
+use crate::domain::page::{Page, decode_cursor, limit};
 use crate::{
     auth::Admin,
     domain::job::{Job, JobStatus},
     error::{ApiError, ErrorBody},
-    service::AppState,
-    store::jobs::{JobFilter, Retry},
+    service::{AppState, jobs},
+    store::jobs::JobFilter,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -62,15 +62,5 @@ async fn get_job(Ctx { state, caller }: Ctx<Admin>, ApiPath(id): ApiPath<Uuid>) 
 #[utoipa::path(post, path = "/api/jobs/{id}/retry", tag = "jobs", params(("id" = Uuid, Path)),
     responses((status = 200, body = Job), CommonErrors, NotFound, (status = 409, body = ErrorBody)))]
 async fn retry_job(Ctx { state, caller }: Ctx<Admin>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Job>, ApiError> {
-    match state.store.retry_job(&caller.tenant, id).await? {
-        Retry::Requeued(job) => {
-            state.job_wakeup.notify_one();
-            Ok(Json(job))
-        }
-        Retry::NotFound => Err(ApiError::NotFound("job")),
-        Retry::NotRetryable(status) => Err(ApiError::Conflict(format!(
-            "only a dead or failed job can be retried; this one is {}",
-            status.as_str()
-        ))),
-    }
+    Ok(Json(jobs::retry(&state, &caller.tenant, id).await?))
 }

@@ -1,4 +1,4 @@
-//! `/mcp`: the memory tools of [`catalog`](super::tools::catalog) as an MCP server, over
+//! `/mcp`: the memory tools of [`catalog`](crate::service::tools) as an MCP server, over
 //! the Streamable HTTP transport of the official Rust SDK (`rmcp`).
 //!
 //! The server is stateless: every POST carries one JSON-RPC message and gets its answer
@@ -34,11 +34,13 @@ use rmcp::{
 };
 use tracing::Instrument;
 
-use super::tools::catalog::{self, Tool};
 use crate::{
     auth::Caller,
     error::{ApiError, REQUEST_ID},
-    service::AppState,
+    service::{
+        AppState,
+        tools::{self as catalog, Tool},
+    },
 };
 
 /// What the HTTP layer hands a tool: who is calling, and the request's id and span so

@@ -1,7 +1,6 @@
 //! `/api/agents/{agent_id}/users/{external_ref}/memory-context`: the facts and prompt
-//! block an agent puts into its system prompt at the start of a conversation. The hot
-//! path: two database round trips (the agent's switch with the user's consent, then the
-//! facts), one when memory is off.
+//! block an agent puts into its system prompt at the start of a conversation (built by
+//! [`crate::service::memory_context`]).
 
 use axum::Json;
 use serde::Deserialize;
@@ -11,19 +10,16 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::ctx::Ctx;
 use super::{
     CommonErrors,
-    extract::{ApiPath, ApiQuery},
-    facts::owner,
+    extractors::{ApiPath, ApiQuery},
 };
 use crate::{
     auth::MemoryRead,
     domain::{
         ids::{AgentId, ExternalRef},
-        memory_context::{ContextRequest, MemoryContext, default_max_facts},
-        policy::Policy,
+        memory_context::{ContextRequest, MemoryContext},
     },
     error::ApiError,
-    service::AppState,
-    store::facts::Owner,
+    service::{AppState, memory_context},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -59,24 +55,5 @@ async fn memory_context(
 ) -> Result<Json<MemoryContext>, ApiError> {
     let request = ContextRequest::parse(params.query.as_deref(), params.max_facts, params.token_budget)
         .map_err(ApiError::InvalidRequest)?;
-    let owner = owner(&caller, &agent, &user);
-    let policy = state.store.policy(owner).await?;
-    Ok(Json(build(&state, owner, &policy, request).await?))
-}
-
-/// The memory context under the `policy` already read for this owner: the route and the
-/// `memory_context` tool.
-pub(super) async fn build(
-    state: &AppState,
-    owner: Owner<'_>,
-    policy: &Policy,
-    request: ContextRequest,
-) -> Result<MemoryContext, ApiError> {
-    let Some(default_max) = default_max_facts(policy, state.config.default_ai_consent) else {
-        return Ok(MemoryContext::disabled());
-    };
-    let max_facts = request.max_facts.unwrap_or(default_max);
-    let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
-    let candidates = state.context_facts(owner, request.query.as_ref(), limit).await?;
-    Ok(MemoryContext::assemble(candidates, max_facts, request.token_budget))
+    Ok(Json(memory_context::read(&state, caller.owner(&agent, &user), request).await?))
 }

@@ -28,13 +28,12 @@ pub mod agents_config;
 pub mod consent;
 pub mod conversations;
 pub mod ctx;
-pub mod extract;
+pub mod extractors;
 pub mod facts;
 pub mod jobs;
 pub mod mcp;
 pub mod memory_context;
 pub mod ops;
-pub mod pagination;
 pub mod rgpd;
 pub mod tools;
 

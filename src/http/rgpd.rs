@@ -10,12 +10,12 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
-use super::{CommonErrors, NotFound, extract::ApiPath};
+use super::{CommonErrors, NotFound, extractors::ApiPath};
 use crate::{
     auth::Rgpd,
     domain::{conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message, policy::Consent},
     error::ApiError,
-    service::{AppState, export::export_body},
+    service::{AppState, erasure, export::export_body},
     store::rgpd::{ErasedCounts, Receipt},
 };
 
@@ -44,7 +44,7 @@ async fn erase_user(
     Ctx { state, caller }: Ctx<Rgpd>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Erasure>, ApiError> {
-    let receipt = state.erase_user(&caller.tenant, &user).await?;
+    let receipt = erasure::erase(&state, &caller.tenant, &user).await?;
     tracing::info!(receipt_id = %receipt.receipt_id, "end user erased");
     Ok(Json(Erasure {
         external_ref: user,

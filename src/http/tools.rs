@@ -1,4 +1,4 @@
-//! `/api/tools`: the memory tools of [`catalog`] for agent frameworks without MCP — their
+//! `/api/tools`: the memory tools of [`catalog`](crate::service::tools) for agent frameworks without MCP — their
 //! definitions in OpenAI's and Anthropic's formats, and one route that runs a tool. The
 //! tools, their rules and their results are the ones `/mcp` serves.
 
@@ -10,13 +10,16 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     BodyErrors, CommonErrors,
-    extract::{ApiJson, ApiQuery},
+    extractors::{ApiJson, ApiQuery},
 };
-use crate::{auth::Caller, error::ApiError, service::AppState};
-
-pub mod catalog;
-
-use catalog::Tool;
+use crate::{
+    auth::Caller,
+    error::ApiError,
+    service::{
+        AppState,
+        tools::{self as catalog, Tool},
+    },
+};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_tools)).routes(routes!(call_tool))

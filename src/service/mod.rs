@@ -1,7 +1,9 @@
-//! What the request handlers and the background workers share: the application state
-//! and the operations both of them start (ending a conversation is done by the end
-//! route and by the idle sweeper alike). It sits below `http/` and `worker/`, so
-//! neither has to import the other.
+//! The application layer: the state every door shares and one home for each operation
+//! that more than one door starts. The doors — REST handlers (`http/`), memory tools
+//! (`http/tools/`, MCP), the admin panel (`admin/`) and the background workers
+//! (`worker/`) — read their input, check the caller's scope, call an operation here and
+//! shape its answer; the rules live here and below (`domain/`, `store/`), never in a
+//! door. It sits below all of them, so no door imports another.
 
 use std::sync::Arc;
 
@@ -9,18 +11,22 @@ use axum::extract::FromRef;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Notify;
 
+pub mod agents;
+pub mod consent;
+pub mod conversations;
+pub mod erasure;
 pub mod export;
+pub mod facts;
+pub mod jobs;
+pub mod memory_context;
 pub mod recall;
+pub mod tools;
 
 use crate::{
     auth::Guard,
     config::{Secret, ServeConfig},
-    domain::{
-        conversation::Ended,
-        ids::{ExternalRef, TenantId},
-    },
     embed::Embedder,
-    store::{Store, conversations::EndTrigger, rgpd::Receipt},
+    store::Store,
 };
 
 /// Everything a handler or worker may need, cloned per request (all fields are cheap
@@ -49,35 +55,9 @@ impl FromRef<AppState> for Guard {
 }
 
 impl AppState {
-    /// Ends a conversation (see [`Store::end_conversation`]) and, when that queued an
-    /// extraction, wakes a worker. The end route and the idle sweeper both come here.
-    pub async fn end_conversation(
-        &self,
-        tenant: &TenantId,
-        id: uuid::Uuid,
-        trigger: EndTrigger,
-    ) -> sqlx::Result<Option<Ended>> {
-        let ended = self.store.end_conversation(tenant, id, trigger, self.config.default_ai_consent).await?;
-        if ended.as_ref().is_some_and(|e| e.extraction.queued) {
-            self.job_wakeup.notify_one();
-        }
-        Ok(ended)
-    }
-
     /// Tells the embedding worker that facts were stored or changed, so their vectors
     /// follow within moments (the write itself never waits for, nor fails on, an embedding).
     pub fn facts_changed(&self) {
         self.embedding_wakeup.notify_one();
-    }
-
-    /// Erases everything held about a person in the tenant and writes the receipt (see
-    /// [`Store::erase_user`]); the API route and the admin panel both come here, so
-    /// their receipts hash the person alike.
-    pub async fn erase_user(&self, tenant: &TenantId, user: &ExternalRef) -> sqlx::Result<Receipt> {
-        // Tenant and identifier are joined with a NUL, which neither can contain, so
-        // two different pairs never hash the same input.
-        let input = format!("{tenant}\u{0}{}", user.as_str());
-        let subject_hash = crate::crypto::hmac_sha256_hex(self.receipt_key.0.as_bytes(), input.as_bytes());
-        self.store.erase_user(tenant, user, &subject_hash).await
     }
 }

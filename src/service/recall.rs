@@ -13,10 +13,10 @@ use uuid::Uuid;
 
 use super::AppState;
 use crate::{
-    domain::{fact::Fact, search_query::SearchQuery, vector},
+    domain::{fact::Fact, owner::Owner, search_query::SearchQuery, vector},
     store::{
         Result,
-        facts::{FactFilter, Hit, Owner},
+        facts::{FactFilter, Hit},
     },
 };
 
@@ -58,7 +58,7 @@ impl AppState {
     /// need nothing from each other, so they run at once: the answer takes as long as the
     /// slowest of them (the embedding, milliseconds of CPU), not their sum. Only the
     /// nearest facts that full text did not find are read afterwards, by id.
-    pub async fn search_facts(
+    pub async fn recall(
         &self,
         owner: Owner<'_>,
         query: &SearchQuery,
@@ -101,7 +101,12 @@ impl AppState {
 
     /// The memory context's candidates: with a query that can be embedded, the `limit`
     /// best fused matches, then the `limit` newest; otherwise the store's own candidates.
-    pub async fn context_facts(&self, owner: Owner<'_>, query: Option<&SearchQuery>, limit: i64) -> Result<Vec<Fact>> {
+    pub async fn recall_for_context(
+        &self,
+        owner: Owner<'_>,
+        query: Option<&SearchQuery>,
+        limit: i64,
+    ) -> Result<Vec<Fact>> {
         let Some(query) = query else {
             return self.store.context_facts(owner, None, limit).await;
         };
@@ -110,7 +115,7 @@ impl AppState {
         }
         // The newest facts do not depend on the matches: both are read at once.
         let (hits, newest) = tokio::try_join!(
-            self.search_facts(owner, query, FactFilter::CURRENT, limit),
+            self.recall(owner, query, FactFilter::CURRENT, limit),
             self.store.list_facts(owner, FactFilter::CURRENT, None, limit),
         )?;
         Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())

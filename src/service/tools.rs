@@ -1,8 +1,9 @@
 //! The memory tools a model can call — `remember`, `recall`, `list_memories`,
 //! `update_memory`, `forget`, `memory_context` — written once: their descriptions, their
 //! JSON Schemas and the code that runs them. The MCP server (`/mcp`) and the plain HTTP
-//! routes (`/api/tools`) both serve this catalogue, and each tool calls the same code as
-//! the REST route it mirrors, so a tool answers exactly what that route answers.
+//! routes (`/api/tools`) both serve this catalogue, and each tool calls the same operation
+//! of `service/` as the REST route it mirrors, so a tool answers exactly what that route
+//! answers.
 //!
 //! `forget_all` is deliberately not a tool: bulk deletion stays with people (REST, the
 //! admin panel), never with a model.
@@ -18,6 +19,7 @@ use serde_json::{Map, Value, json};
 use utoipa::PartialSchema;
 use uuid::Uuid;
 
+use super::{AppState, facts, memory_context};
 use crate::{
     auth::{Caller, Scope},
     domain::{
@@ -27,9 +29,7 @@ use crate::{
         search_query::MAX_QUERY_CHARS,
     },
     error::ApiError,
-    http::{facts, memory_context},
-    service::AppState,
-    store::facts::{FactFilter, Owner},
+    store::facts::FactFilter,
 };
 
 /// One tool of the catalogue.
@@ -234,7 +234,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
     let agent = take_string(&mut args, "agent_id")?;
     let user = take_string(&mut args, "external_ref")?;
     let (agent, user) = caller.whose(agent.as_deref(), user.as_deref())?;
-    let owner = Owner { tenant: &caller.tenant, agent: &agent, user: &user };
+    let owner = caller.owner(&agent, &user);
     let policy = state.store.policy(owner).await?;
     let default_consent = state.config.default_ai_consent;
     if !policy.memory_on(default_consent) {

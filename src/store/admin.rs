@@ -6,6 +6,7 @@ use crate::domain::ids::{AgentId, ExternalRef, TenantId};
 
 impl Store {
     /// The tenant's jobs by status (statuses without jobs are absent).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "tenant_job_counts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn tenant_job_counts(&self, tenant: &TenantId) -> Result<Vec<(String, i64)>> {
         // Uses jobs_tenant_id.
         let sql = "SELECT status, count(*) FROM jobs WHERE tenant_id = $1 GROUP BY status ORDER BY status";
@@ -13,6 +14,7 @@ impl Store {
     }
 
     /// The agents that hold facts or conversations about `user`, by `agent_id`.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "agents_of_user", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn agents_of_user(&self, tenant: &TenantId, user: &ExternalRef) -> Result<Vec<AgentId>> {
         // Uses facts_tenant_ref and conversations_tenant_ref_updated.
         let sql = "SELECT agent_id FROM facts WHERE tenant_id = $1 AND external_ref = $2 \
@@ -25,6 +27,7 @@ impl Store {
 
     /// How many facts, conversations and messages are held about `user`: what an
     /// erasure would delete, counted without reading them.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "person_footprint", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn person_footprint(&self, tenant: &TenantId, user: &ExternalRef) -> Result<(i64, i64, i64)> {
         let sql = "SELECT \
              (SELECT count(*) FROM facts WHERE tenant_id = $1 AND external_ref = $2), \

@@ -48,6 +48,7 @@ macro_rules! columns {
 }
 
 impl Store {
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_agent_config", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn get_agent_config(&self, tenant: &TenantId, agent: &AgentId) -> Result<Option<AgentConfig>> {
         let sql = concat!("SELECT ", columns!(), " FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2");
         let row: Option<ConfigRow> = with_pool!(self, pool => {
@@ -57,12 +58,14 @@ impl Store {
     }
 
     /// The agent's settings, or the defaults (memory off) when it was never configured.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "agent_settings", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn agent_settings(&self, tenant: &TenantId, agent: &AgentId) -> Result<Settings> {
         Ok(self.get_agent_config(tenant, agent).await?.map(Settings::from).unwrap_or_default())
     }
 
     /// Creates or partially updates a config in one statement: the patch's absent fields
     /// keep their stored value (or the default on insert).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "upsert_agent_config", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn upsert_agent_config(
         &self,
         tenant: &TenantId,
@@ -115,6 +118,7 @@ impl Store {
     }
 
     /// One page of configs ordered by agent id, after `after` (keyset).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_agent_configs", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn list_agent_configs(
         &self,
         tenant: &TenantId,
@@ -133,6 +137,7 @@ impl Store {
     }
 
     /// Returns whether a config was deleted.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_agent_config", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_agent_config(&self, tenant: &TenantId, agent: &AgentId) -> Result<bool> {
         let sql = "DELETE FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2";
         let done = with_pool!(self, pool => {

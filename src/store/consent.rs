@@ -11,6 +11,7 @@ pub(super) const SELECT_CONSENT: &str =
 
 impl Store {
     /// The stored consent and when it was set, or `None` when the user never said.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_consent", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn get_consent(&self, tenant: &TenantId, user: &ExternalRef) -> Result<Option<(bool, DateTime<Utc>)>> {
         with_pool!(self, pool => {
             sqlx::query_as(SELECT_CONSENT).bind(tenant.as_str()).bind(user.as_str()).fetch_optional(pool).await
@@ -20,6 +21,7 @@ impl Store {
     /// Stores consent. A refusal also cancels the user's queued and running jobs
     /// (extractions and summaries) in the same transaction, so nothing of theirs reaches
     /// an LLM after this returns.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "set_consent", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn set_consent(&self, tenant: &TenantId, user: &ExternalRef, consent: bool) -> Result<DateTime<Utc>> {
         let now = super::now();
         let mut tx = self.begin_write().await?;

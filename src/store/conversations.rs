@@ -117,6 +117,7 @@ impl Store {
     /// conversations_tenant_agent_key decides between concurrent creates with one key:
     /// the insert of the second waits for the first and then does nothing, and the read
     /// that follows finds the first's row (no read-then-write window).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "create_conversation", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn create_conversation(&self, tenant: &TenantId, new: &NewConversation) -> Result<Created> {
         let now = super::now();
         // Binds: id, tenant, agent, external_ref, key, title, metadata, memory, now.
@@ -167,6 +168,7 @@ impl Store {
         Err(sqlx::Error::Protocol("a conversation key kept changing owner during create".into()))
     }
 
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_conversation", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn get_conversation(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Conversation>> {
         let sql = concat!("SELECT ", conversation_columns!(), " FROM conversations WHERE id = $1 AND tenant_id = $2");
         let row: Option<ConversationRow> = with_pool!(self, pool => {
@@ -176,6 +178,7 @@ impl Store {
     }
 
     /// One page, most recently updated first, after the `(updated_at, id)` key `after`.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_conversations", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn list_conversations(
         &self,
         tenant: &TenantId,
@@ -209,6 +212,7 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
+        super::counted(&rows);
         rows.into_iter().map(Conversation::try_from).collect()
     }
 
@@ -216,6 +220,7 @@ impl Store {
     /// out (`memory: false`) also cancels the conversation's pending and running
     /// extractions and summaries in the same transaction: a running one is fenced and
     /// stores nothing.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "update_conversation", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn update_conversation(
         &self,
         tenant: &TenantId,
@@ -264,6 +269,7 @@ impl Store {
 
     /// Deletes a conversation; its messages and idempotency records go with it (ON
     /// DELETE CASCADE). Facts and jobs are kept: they outlive their source.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_conversation", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_conversation(&self, tenant: &TenantId, id: Uuid) -> Result<bool> {
         let sql = "DELETE FROM conversations WHERE id = $1 AND tenant_id = $2";
         let done = with_pool!(self, pool => {
@@ -280,6 +286,7 @@ impl Store {
     /// end racing an append) are serialised: the second sees the first's
     /// `queued_through_seq` and answers `nothing_new`; the unique
     /// `(conversation_id, kind, through_seq)` of jobs is the backstop.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "end_conversation", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn end_conversation(
         &self,
         tenant: &TenantId,
@@ -365,6 +372,7 @@ impl Store {
 
     /// Open conversations not updated since `idle_before`, oldest first, across all
     /// tenants: the idle sweeper's work list (each is then ended in its own tenant).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "idle_conversations", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn idle_conversations(&self, idle_before: DateTime<Utc>, limit: i64) -> Result<Vec<(TenantId, Uuid)>> {
         // Uses the partial index conversations_open_idle.
         let sql = "SELECT tenant_id, id FROM conversations WHERE status = 'open' AND updated_at < $1 \

@@ -4,7 +4,7 @@ use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{BindOwner, DELETE_ONE, Owner, Remembered},
+    facts::{BindOwner, DELETE_ONE, Remembered},
     job_queue::ClaimedJob,
     messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
@@ -14,6 +14,7 @@ use crate::domain::{
     extracted::{Candidate, Revision},
     fact::{NewFact, Origin},
     message::Message,
+    owner::Owner,
     policy::Policy,
 };
 
@@ -40,6 +41,7 @@ impl Store {
     /// `None` when the conversation no longer exists. Reads at most
     /// [`MAX_EXTRACTION_MESSAGES`]: the newest up to the job's mark, starting at most
     /// [`CONTEXT_MESSAGES`] before the previous extraction's mark.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "extraction_input", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn extraction_input(&self, job: &ClaimedJob) -> Result<Option<ExtractionInput>> {
         let seq_sql = "SELECT extracted_through_seq, memory FROM conversations WHERE id = $1 AND tenant_id = $2";
         // Uses the UNIQUE (conversation_id, seq) index.
@@ -91,6 +93,7 @@ impl Store {
     /// docs). Revisions name facts the extractor was shown, all of the job's owner, and
     /// every statement is scoped to that owner too: a fact deleted meanwhile is passed
     /// over (its replacement is stored as a new fact).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "store_extracted_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn store_extracted_facts(
         &self,
         job: &ClaimedJob,

@@ -37,18 +37,11 @@ use uuid::Uuid;
 use super::{Result, Store, Tx, with_pool, with_tx};
 use crate::domain::{
     fact::{Fact, FactChanges, NewFact, Origin, Source},
-    ids::{AgentId, ExternalRef, TenantId},
+    ids::{AgentId, ExternalRef},
+    owner::Owner,
     search_query::SearchQuery,
     slot::Slot,
 };
-
-/// Whose facts: every fact belongs to one agent's view of one user in one tenant.
-#[derive(Debug, Clone, Copy)]
-pub struct Owner<'a> {
-    pub tenant: &'a TenantId,
-    pub agent: &'a AgentId,
-    pub user: &'a ExternalRef,
-}
 
 /// Binds an owner as `$1, $2, $3`, the way every statement about one owner's facts
 /// starts.
@@ -61,7 +54,7 @@ where
     &'q str: Encode<'q, DB> + Type<DB>,
 {
     fn bind_owner(self, owner: Owner<'q>) -> Self {
-        self.bind(owner.tenant.as_str()).bind(owner.agent.as_str()).bind(owner.user.as_str())
+        self.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
     }
 }
 
@@ -70,7 +63,7 @@ where
     &'q str: Encode<'q, DB> + Type<DB>,
 {
     fn bind_owner(self, owner: Owner<'q>) -> Self {
-        self.bind(owner.tenant.as_str()).bind(owner.agent.as_str()).bind(owner.user.as_str())
+        self.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
     }
 }
 
@@ -432,6 +425,7 @@ impl Store {
     }
 
     /// One page of the owner's facts, newest first, older than `before` (keyset).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn list_facts(
         &self,
         owner: Owner<'_>,
@@ -449,12 +443,14 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
+        super::counted(&rows);
         facts(rows)
     }
 
     /// Stores a manual or agent fact unless the same one is already there, refusing it
     /// when the owner already holds `cap` facts. The cap is exact: writers of one owner
     /// are serialised (see [`Tx::insert_fact`]).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "remember_fact", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn remember_fact(
         &self,
         owner: Owner<'_>,
@@ -471,6 +467,7 @@ impl Store {
     /// Imports facts (benchmarks, migrations from another memory store) in one
     /// transaction, with the duplicate rule of [`Tx::insert_fact`] and no cap. Returns
     /// how many were added.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "import_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn import_facts(&self, owner: Owner<'_>, facts: &[NewFact], origin: Origin) -> Result<u64> {
         let mut tx = self.begin_write().await?;
         let mut added = 0;
@@ -485,6 +482,7 @@ impl Store {
 
     /// The `limit` facts matching most words of `query` (then rarest words, then
     /// newest) that `filter` takes.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "search_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn search_facts(
         &self,
         owner: Owner<'_>,
@@ -502,10 +500,12 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
+        super::counted(&rows);
         rows.into_iter().map(Hit::try_from).collect()
     }
 
     /// The owner's facts among `ids` (another owner's are not found), in no order.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "facts_by_id", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn facts_by_id(&self, owner: Owner<'_>, ids: &[Uuid]) -> Result<Vec<Fact>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -522,6 +522,7 @@ impl Store {
     /// BUFFERS, SETTINGS)`, which runs the search, counts the pages it read and names the
     /// planner settings the connection changed. Tests check with it that search walks
     /// indexes rather than tables.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "explain_search", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn explain_search(&self, owner: Owner<'_>, query: &SearchQuery) -> Result<Vec<String>> {
         let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
         let sql = format!("{prefix}{}", self.reads().search);
@@ -541,6 +542,7 @@ impl Store {
     }
 
     /// Applies `changes` to one fact; `updated_at` is set even when nothing differs.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "update_fact", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn update_fact(
         &self,
         owner: Owner<'_>,
@@ -577,6 +579,7 @@ impl Store {
     /// one: the 20-word search's lookups took 1.9 ms on the 19 segments a bulk load left,
     /// 1.1 ms on one. Once merged, a step finds nothing to do and writes nothing.
     /// PostgreSQL's GIN index has no segments: nothing to do there.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "merge_search_index", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn merge_search_index(&self) -> Result<()> {
         let Some(sql) = self.dialect(None, Some("INSERT INTO facts_fts (facts_fts, rank) VALUES ('merge', $1)")) else {
             return Ok(());
@@ -585,6 +588,7 @@ impl Store {
     }
 
     /// Returns whether the fact existed.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_fact", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_fact(&self, owner: Owner<'_>, id: Uuid) -> Result<bool> {
         let deleted = with_pool!(self, pool => {
             sqlx::query(DELETE_ONE)
@@ -598,6 +602,7 @@ impl Store {
     }
 
     /// Deletes every fact of the owner; returns how many there were.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_facts(&self, owner: Owner<'_>) -> Result<u64> {
         Ok(with_pool!(self, pool => {
             sqlx::query(DELETE_ALL)
@@ -611,6 +616,7 @@ impl Store {
     /// The memory context's candidates, in one query: without `query` the `limit`
     /// newest facts; with it the `limit` best matches, then the `limit` newest (the
     /// same fact may appear in both parts).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "context_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn context_facts(&self, owner: Owner<'_>, query: Option<&SearchQuery>, limit: i64) -> Result<Vec<Fact>> {
         let Some(query) = query else {
             return self.list_facts(owner, FactFilter::CURRENT, None, limit).await;
@@ -625,6 +631,7 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
+        super::counted(&rows);
         rows.into_iter().map(|row| Fact::try_from(row.fact)).collect()
     }
 }
@@ -707,9 +714,9 @@ impl Tx {
         self.lock_owner(owner).await?;
         let curated: i64 = with_tx!(self, tx => {
             sqlx::query_scalar(COUNT_CURATED)
-                .bind(owner.tenant.as_str())
-                .bind(owner.agent.as_str())
-                .bind(owner.user.as_str())
+                .bind(owner.tenant().as_str())
+                .bind(owner.agent().as_str())
+                .bind(owner.user().as_str())
                 .fetch_one(&mut **tx)
                 .await?
         });

@@ -8,8 +8,9 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, facts::Owner, with_pool, with_tx};
+use super::{Result, Store, with_pool, with_tx};
 use crate::domain::ids::{AgentId, ExternalRef, TenantId};
+use crate::domain::owner::Owner;
 
 /// A job this worker holds, with what running it needs to know.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -29,7 +30,7 @@ pub struct ClaimedJob {
 impl ClaimedJob {
     /// Whose facts the job writes.
     pub fn owner(&self) -> Owner<'_> {
-        Owner { tenant: &self.tenant_id, agent: &self.agent_id, user: &self.external_ref }
+        Owner::new(&self.tenant_id, &self.agent_id, &self.external_ref)
     }
 }
 
@@ -48,6 +49,7 @@ static CLAIM_SQLITE: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}",
 
 impl Store {
     /// Claims the oldest due job, in a write transaction.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "claim_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn claim_job(&self, lease_until: DateTime<Utc>) -> Result<Option<ClaimedJob>> {
         let token = Uuid::now_v7();
         let now = super::now();
@@ -61,6 +63,7 @@ impl Store {
     }
 
     /// Extends the lease; false when it was lost (the job must stop).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "renew_lease", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn renew_lease(&self, job: &ClaimedJob, lease_until: DateTime<Utc>) -> Result<bool> {
         let sql = "UPDATE jobs SET locked_until = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
         let done = with_pool!(self, pool => {
@@ -71,6 +74,7 @@ impl Store {
 
     /// Records a failed attempt: retried at `retry_at`, or `dead` once `max_attempts`
     /// are used. `error` must not hold personal data.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fail_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn fail_job(
         &self,
         job: &ClaimedJob,
@@ -98,6 +102,7 @@ impl Store {
 
     /// Ends a job without running it (its conversation is gone, or the user refused
     /// consent or opted the conversation out since it was queued).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "cancel_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn cancel_job(&self, job: &ClaimedJob, reason: &str) -> Result<bool> {
         let sql = "UPDATE jobs SET status = 'cancelled', last_error = $3, lease_token = NULL, locked_until = NULL, \
                    updated_at = $4 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
@@ -108,6 +113,7 @@ impl Store {
     }
 
     /// Gives a job back at shutdown without counting the interrupted attempt.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "release_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn release_job(&self, job: &ClaimedJob) -> Result<bool> {
         let sql = "UPDATE jobs SET status = 'queued', attempts = attempts - 1, lease_token = NULL, locked_until = NULL, \
                    updated_at = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
@@ -118,6 +124,7 @@ impl Store {
     }
 
     /// Jobs by status, for the `engram_jobs` gauge.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "count_jobs_by_status", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn count_jobs_by_status(&self) -> Result<Vec<(String, i64)>> {
         let sql = "SELECT status, count(*) FROM jobs GROUP BY status";
         with_pool!(self, pool => sqlx::query_as(sql).fetch_all(pool).await)

@@ -113,6 +113,7 @@ impl Tx {
 }
 
 impl Store {
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn get_job(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Job>> {
         let sql = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1 AND tenant_id = $2");
         let row: Option<JobRow> = with_pool!(self, pool => {
@@ -123,6 +124,7 @@ impl Store {
 
     /// Requeues a `dead` or `failed` job with fresh attempts; the job is returned as
     /// requeued, since a worker may claim it the next moment.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "retry_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn retry_job(&self, tenant: &TenantId, id: Uuid) -> Result<Retry> {
         let now = super::now();
         let sql = concat!(
@@ -146,6 +148,7 @@ impl Store {
 
     /// One page, newest first (ids are UUIDv7, so id order is creation order), after
     /// the id `after`.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_jobs", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn list_jobs(
         &self,
         tenant: &TenantId,
@@ -173,12 +176,14 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
+        super::counted(&rows);
         rows.into_iter().map(Job::try_from).collect()
     }
 
     /// Deletes succeeded and cancelled jobs last updated before `before`, across all
     /// tenants: their rows name end users, and a finished job has nothing left to say
     /// after a while. Dead and failed jobs stay for an admin to look at or retry.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_finished_jobs", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_finished_jobs(&self, before: DateTime<Utc>) -> Result<u64> {
         // Uses jobs_finished.
         let sql = "DELETE FROM jobs WHERE status IN ('succeeded', 'cancelled') AND updated_at < $1";

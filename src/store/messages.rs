@@ -109,6 +109,7 @@ impl Store {
     /// `summarize_after_messages` ([`summary_due`]), a `summarize` job is queued in the
     /// same transaction, and the conversation's `summary_queued_through_seq` marks it so
     /// that the next appends do not queue it again.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "append_messages", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn append_messages(
         &self,
         tenant: &TenantId,
@@ -270,6 +271,7 @@ impl Store {
 
     /// The messages of `roles` after `after_seq` that `window` takes, oldest first; `None`
     /// when there is no such conversation in the tenant.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_messages", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn list_messages(
         &self,
         tenant: &TenantId,
@@ -314,6 +316,7 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
+        super::counted(&rows);
         if matches!(window, Window::Last(_)) {
             rows.reverse();
         }
@@ -327,6 +330,7 @@ impl Store {
     /// (it is made of those messages). Pending extractions and summaries of it are
     /// cancelled: what they would read is gone, and a running one is fenced. `None`
     /// when there is no such conversation in the tenant.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "clear_messages", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn clear_messages(&self, tenant: &TenantId, conversation_id: Uuid) -> Result<Option<u64>> {
         let now = super::now();
         // Binds: conversation, tenant, now. Locks the row, as an append does.
@@ -380,6 +384,7 @@ impl Store {
 
     /// Forgets idempotency keys older than [`IDEMPOTENCY_KEY_TTL`], across all tenants
     /// (housekeeping by the sweeper). Returns how many were deleted.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_expired_idempotency_keys", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_expired_idempotency_keys(&self) -> Result<u64> {
         // Uses idempotency_keys_created.
         let sql = "DELETE FROM idempotency_keys WHERE created_at < $1";

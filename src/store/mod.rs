@@ -34,7 +34,7 @@ pub mod admin;
 pub mod agents;
 pub mod consent;
 pub mod conversations;
-pub mod extraction;
+pub mod extraction_job;
 pub mod facts;
 mod ids;
 pub mod job_queue;
@@ -88,6 +88,12 @@ macro_rules! with_tx {
 pub(crate) use with_tx;
 
 pub type Result<T> = std::result::Result<T, sqlx::Error>;
+
+/// Puts the number of rows a read returned on its `statement` span (shown with
+/// `RUST_LOG=engram::store=debug`; a no-op when the span is off).
+fn counted<T>(rows: &[T]) {
+    tracing::Span::current().record("rows", rows.len());
+}
 
 /// The longest a caller waits for a PostgreSQL connection before the store answers
 /// "unavailable": under the 3 s in which a client should learn that the database is
@@ -297,6 +303,7 @@ impl Store {
     }
 
     /// True when the database answers and every embedded migration is applied.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "ready", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn ready(&self) -> Result<bool> {
         let migrator = self.dialect(sqlx::migrate!("migrations/postgres"), sqlx::migrate!("migrations/sqlite"));
         let expected = migrator.iter().count();
@@ -314,6 +321,7 @@ impl Store {
     /// SQLite plan again, at every run, each statement binding a sampled index's column,
     /// FTS5's own lookup of a term in each segment of its index among them, which doubled
     /// the time of a 20-word search.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "refresh_statistics", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn refresh_statistics(&self) -> Result<()> {
         match &self.backend {
             Backend::Postgres(pool) => sqlx::query("ANALYZE").execute(pool).await.map(drop),
@@ -343,6 +351,25 @@ pub fn now() -> chrono::DateTime<chrono::Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One number means one change of the schema in both dialects (migrations/README.md):
+    /// the two folders hold the same file names.
+    #[test]
+    fn both_dialects_share_their_migrations() {
+        let names = |dialect: &str| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations").join(dialect);
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .expect("migrations folder")
+                .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".sql"))
+                .collect();
+            names.sort();
+            names
+        };
+        let (postgres, sqlite) = (names("postgres"), names("sqlite"));
+        assert!(postgres.len() >= 8, "{postgres:?}");
+        assert_eq!(postgres, sqlite);
+    }
 
     /// The flags of `.cargo/config.toml` reached the bundled SQLite: no page cache shared
     /// by every connection behind one mutex, no allocation statistics behind another.

@@ -3,12 +3,8 @@
 //! reads it on its own (one round trip); ending a conversation reads it under the
 //! conversation's lock; the extraction reads it when its job starts.
 
-use super::{
-    Result, Store,
-    facts::{BindOwner, Owner},
-    with_pool,
-};
-use crate::domain::{agent_config::Settings, policy::Policy};
+use super::{Result, Store, facts::BindOwner, with_pool};
+use crate::domain::{agent_config::Settings, owner::Owner, policy::Policy};
 
 /// Binds: `$1` tenant, `$2` agent, `$3` external ref. One row, NULLs where nothing is
 /// stored.
@@ -65,6 +61,7 @@ impl From<PolicyRow> for Policy {
 
 impl Store {
     /// The owner's policy, in one round trip.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "policy", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn policy(&self, owner: Owner<'_>) -> Result<Policy> {
         let row: PolicyRow = with_pool!(self, pool => {
             sqlx::query_as(POLICY_SQL)

@@ -146,6 +146,7 @@ impl Store {
     /// Erases everything about one end user in the tenant, across all agents, and
     /// writes the receipt, in one transaction. A consent refusal is kept so that it
     /// outlives the erasure; any other consent record goes.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "erase_user", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn erase_user(&self, tenant: &TenantId, user: &ExternalRef, subject_hash: &str) -> Result<Receipt> {
         let now = super::now();
         let receipt_id = Uuid::now_v7();
@@ -210,10 +211,12 @@ impl Store {
     /// agents, in one snapshot so that the export is consistent with itself (GDPR
     /// Art. 15 and 20). It reads page by page, so an export of any size costs bounded
     /// memory.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "export_reader", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn export_reader(&self, tenant: &TenantId, user: &ExternalRef) -> Result<ExportReader> {
         Ok(ExportReader { tx: self.begin_snapshot().await?, tenant: tenant.clone(), user: user.clone() })
     }
 
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_receipt", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn get_receipt(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Receipt>> {
         let sql =
             "SELECT id, subject_hash, deleted, completed_at FROM erasure_receipts WHERE id = $1 AND tenant_id = $2";

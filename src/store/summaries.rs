@@ -29,6 +29,7 @@ pub struct SummaryInput {
 
 impl Store {
     /// `None` when the conversation no longer exists.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "summary_input", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn summary_input(&self, job: &ClaimedJob) -> Result<Option<SummaryInput>> {
         let sql = "SELECT memory, summary, summary_through_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
         let owner = job.owner();
@@ -43,6 +44,7 @@ impl Store {
 
     /// Up to `limit` messages of the job's conversation after `after_seq` and up to its
     /// `through_seq`, oldest first: one chunk of what the job folds.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "summary_messages", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn summary_messages(&self, job: &ClaimedJob, after_seq: i64, limit: i64) -> Result<Vec<Message>> {
         // Uses the UNIQUE (conversation_id, seq) index.
         let sql = concat!(
@@ -70,6 +72,7 @@ impl Store {
     /// returns `None`. The summary replaces the one the job started from only if that is
     /// still the conversation's (`summary_through_seq` unchanged): of two summaries built
     /// from one state, the first to commit wins and the other is dropped (`Some(false)`).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "store_summary", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn store_summary(
         &self,
         job: &ClaimedJob,
@@ -110,6 +113,7 @@ impl Store {
 
     /// A conversation's summary and the last seq it covers; `None` when there is no such
     /// conversation in the tenant.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "conversation_summary", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn conversation_summary(&self, tenant: &TenantId, id: Uuid) -> Result<Option<(Option<String>, i64)>> {
         let sql = "SELECT summary, summary_through_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
         with_pool!(self, pool => sqlx::query_as(sql).bind(id).bind(tenant.as_str()).fetch_optional(pool).await)

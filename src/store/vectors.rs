@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{self, BindOwner, FactFilter, Owner},
+    facts::{self, BindOwner, FactFilter},
     with_pool, with_tx,
 };
-use crate::domain::vector;
+use crate::domain::{owner::Owner, vector};
 
 /// A fact whose vector is missing or stale.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -73,6 +73,7 @@ impl Store {
     /// Up to `limit` facts, of any owner, in id order after `after`, whose vector of
     /// `model` is missing or stale. Walking by id lets the worker go past facts that fail
     /// to embed instead of retrying them first forever.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "facts_without_vectors", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn facts_without_vectors(&self, model: &str, after: Uuid, limit: i64) -> Result<Vec<Pending>> {
         Ok(with_pool!(self, pool => {
             sqlx::query_as(PENDING).bind(model).bind(after).bind(limit).fetch_all(pool).await?
@@ -82,6 +83,7 @@ impl Store {
     /// Stores the vectors `model` made of facts' texts, each `(fact id, text, values)`, in
     /// one transaction (one commit for a whole batch of the backfill). Returns how many
     /// were stored (see [`STORE`]).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "store_vectors", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn store_vectors(&self, model: &str, vectors: &[(Uuid, &str, &[f32])]) -> Result<u64> {
         let mut tx = self.begin_write().await?;
         let mut stored = 0;
@@ -98,6 +100,7 @@ impl Store {
     /// compares with a query, and extraction with new facts. At most
     /// `ENGRAM_MAX_FACTS_PER_USER` rows (1 000 vectors are 1.5 MB), and of each fact only
     /// its id and text.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_vectors", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn fact_vectors(&self, owner: Owner<'_>, model: &str, filter: FactFilter<'_>) -> Result<Vec<FactVector>> {
         let sql = self.dialect(&OWNER_VECTORS_SQL.0, &OWNER_VECTORS_SQL.1).as_str();
         let rows: Vec<VectorRow> = with_pool!(self, pool => {
@@ -109,6 +112,7 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
+        super::counted(&rows);
         rows.into_iter()
             .map(|row| Ok(FactVector { values: values(&row.vector, row.dims)?, id: row.id, fact: row.fact }))
             .collect()

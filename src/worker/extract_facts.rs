@@ -5,21 +5,19 @@
 
 use std::time::Duration;
 
+use super::jobs::{Failure, Outcome, cancel};
 use crate::{
     domain::{
         extracted::{self, Candidate},
         fact::NewFact,
         message::Role,
         near_duplicate::{self, Known},
+        owner::Owner,
         search_query::{MAX_QUERY_CHARS, SearchQuery},
     },
-    extract::{ExtractError, ExtractionRequest, Extractor, KnownFact, Turn},
+    extract::{ExtractionRequest, Extractor, KnownFact, Turn},
     service::AppState,
-    store::{
-        extraction::Found,
-        facts::{FactFilter, Owner},
-        job_queue::ClaimedJob,
-    },
+    store::{extraction_job::Found, facts::FactFilter, job_queue::ClaimedJob},
 };
 
 /// How many of the user's facts an LLM is shown as known, twice: those that match the new
@@ -30,46 +28,6 @@ const KNOWN_FACTS: i64 = 25;
 /// Longest the new facts wait for their vectors; past it they are stored without (and
 /// embedded later by the backfill) and only exact duplicates are found.
 const EMBEDDING_LIMIT: Duration = Duration::from_secs(30);
-
-#[derive(Debug, PartialEq)]
-pub enum Outcome {
-    /// Facts stored (this many new ones).
-    Stored(u64),
-    /// A summary stored, folding this many messages (0: a newer summary got there first).
-    Summarized(u64),
-    /// Nothing to do, and the job is now `cancelled` for this reason.
-    Cancelled(&'static str),
-    /// The job lost its lease or was cancelled while it ran: nothing was stored.
-    Fenced,
-}
-
-/// A failed attempt: retried with backoff. `message` never holds personal data.
-#[derive(Debug)]
-pub struct Failure {
-    pub message: String,
-    pub retry_after: Option<Duration>,
-    /// The database was unreachable or busy: not the job's fault, so the attempt is
-    /// given back rather than counted.
-    pub database_unavailable: bool,
-}
-
-impl From<ExtractError> for Failure {
-    fn from(error: ExtractError) -> Failure {
-        let retry_after = match &error {
-            ExtractError::RateLimited { retry_after } => *retry_after,
-            _ => None,
-        };
-        Failure { message: error.to_string(), retry_after, database_unavailable: false }
-    }
-}
-
-impl From<sqlx::Error> for Failure {
-    fn from(error: sqlx::Error) -> Failure {
-        // sqlx errors name tables and constraints, never bound values.
-        let database_unavailable = crate::error::is_unavailable(&error);
-        Failure { message: format!("database error: {error}"), retry_after: None, database_unavailable }
-    }
-}
 
 pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> Result<Outcome, Failure> {
     let store = &state.store;
@@ -164,9 +122,4 @@ async fn plan(
     let known: Vec<Known<'_>> = stored.iter().map(|v| Known { id: v.id, text: &v.fact, vector: &v.values }).collect();
     let planned = near_duplicate::plan(facts.into_iter().zip(vectors.into_iter().map(Some)).collect(), &known);
     Ok((planned, Some(model)))
-}
-
-/// Ends the job as `cancelled` for `reason`, unless it lost its lease meanwhile.
-pub(super) async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
-    if state.store.cancel_job(job, reason).await? { Ok(Outcome::Cancelled(reason)) } else { Ok(Outcome::Fenced) }
 }

@@ -7,14 +7,65 @@ use std::{sync::Arc, time::Duration};
 use chrono::Utc;
 use tokio::sync::watch;
 
-use super::extraction::{self, Failure, Outcome};
-use crate::{domain::job::JobKind, extract::Extractor, service::AppState, store::job_queue::ClaimedJob};
+use super::{extract_facts, summarize};
+use crate::{
+    domain::job::JobKind,
+    extract::{ExtractError, Extractor},
+    service::AppState,
+    store::job_queue::ClaimedJob,
+};
 
 /// The longest a retry is pushed back.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
 /// The longest a worker waits between claims while the database is unreachable.
 const MAX_OUTAGE_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How a job of any kind ended one attempt.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// Facts stored (this many new ones).
+    Stored(u64),
+    /// A summary stored, folding this many messages (0: a newer summary got there first).
+    Summarized(u64),
+    /// Nothing to do, and the job is now `cancelled` for this reason.
+    Cancelled(&'static str),
+    /// The job lost its lease or was cancelled while it ran: nothing was stored.
+    Fenced,
+}
+
+/// A failed attempt: retried with backoff. `message` never holds personal data.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub retry_after: Option<Duration>,
+    /// The database was unreachable or busy: not the job's fault, so the attempt is
+    /// given back rather than counted.
+    pub database_unavailable: bool,
+}
+
+impl From<ExtractError> for Failure {
+    fn from(error: ExtractError) -> Failure {
+        let retry_after = match &error {
+            ExtractError::RateLimited { retry_after } => *retry_after,
+            _ => None,
+        };
+        Failure { message: error.to_string(), retry_after, database_unavailable: false }
+    }
+}
+
+impl From<sqlx::Error> for Failure {
+    fn from(error: sqlx::Error) -> Failure {
+        // sqlx errors name tables and constraints, never bound values.
+        let database_unavailable = crate::error::is_unavailable(&error);
+        Failure { message: format!("database error: {error}"), retry_after: None, database_unavailable }
+    }
+}
+
+/// Ends the job as `cancelled` for `reason`, unless it lost its lease meanwhile.
+pub(super) async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
+    if state.store.cancel_job(job, reason).await? { Ok(Outcome::Cancelled(reason)) } else { Ok(Outcome::Fenced) }
+}
 
 pub async fn run_worker(state: AppState, extractor: Arc<Extractor>, mut stop: watch::Receiver<bool>) {
     let poll = Duration::from_millis(state.config.job_poll_ms);
@@ -52,10 +103,11 @@ pub async fn run_worker(state: AppState, extractor: Arc<Extractor>, mut stop: wa
 }
 
 async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJob, stop: &mut watch::Receiver<bool>) {
-    metrics::counter!("engram_job_attempts_total").increment(1);
+    let kind = JobKind::parse(&job.kind).map_or("unknown", JobKind::as_str);
+    metrics::counter!("engram_job_attempts_total", "kind" => kind).increment(1);
     if job.attempts > state.config.job_max_attempts {
         // A job whose workers kept dying: give up rather than loop forever.
-        record_failure(state, &job, "worker lost the job too many times", None).await;
+        record_failure(state, &job, kind, "worker lost the job too many times", None).await;
         return;
     }
     let started = std::time::Instant::now();
@@ -87,21 +139,21 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
         }
     };
     let Some(joined) = result else { return };
-    metrics::histogram!("engram_extraction_duration_seconds", "extractor" => extractor.name())
+    metrics::histogram!("engram_job_duration_seconds", "kind" => kind, "extractor" => extractor.name())
         .record(started.elapsed().as_secs_f64());
     match joined {
         Ok(Ok(Outcome::Stored(added))) => {
-            metrics::counter!("engram_jobs_finished_total", "outcome" => "succeeded").increment(1);
+            metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => "succeeded").increment(1);
             metrics::counter!("engram_facts_added_total", "extractor" => extractor.name()).increment(added);
-            tracing::info!(job_id = %job.id, facts_added = added, "extraction succeeded");
+            tracing::info!(job_id = %job.id, kind, facts_added = added, "extraction succeeded");
         }
         Ok(Ok(Outcome::Summarized(folded))) => {
-            metrics::counter!("engram_jobs_finished_total", "outcome" => "succeeded").increment(1);
-            tracing::info!(job_id = %job.id, messages_folded = folded, "summary succeeded");
+            metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => "succeeded").increment(1);
+            tracing::info!(job_id = %job.id, kind, messages_folded = folded, "summary succeeded");
         }
         Ok(Ok(Outcome::Cancelled(reason))) => {
-            metrics::counter!("engram_jobs_finished_total", "outcome" => "cancelled").increment(1);
-            tracing::info!(job_id = %job.id, reason, "extraction cancelled");
+            metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => "cancelled").increment(1);
+            tracing::info!(job_id = %job.id, kind, reason, "job cancelled");
         }
         Ok(Ok(Outcome::Fenced)) => {
             tracing::info!(job_id = %job.id, "job was cancelled or re-leased while running: nothing stored");
@@ -115,10 +167,10 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
                 tracing::warn!(job_id = %job.id, error = %e, "releasing the job failed; its lease will expire");
             }
         }
-        Ok(Err(failure)) => record_failure(state, &job, &failure.message, failure.retry_after).await,
+        Ok(Err(failure)) => record_failure(state, &job, kind, &failure.message, failure.retry_after).await,
         Err(join_error) => {
             let message = if join_error.is_panic() { "the job panicked" } else { "the job was aborted" };
-            record_failure(state, &job, message, None).await;
+            record_failure(state, &job, kind, message, None).await;
         }
     }
 }
@@ -126,8 +178,8 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
 /// Runs the job its kind names.
 async fn run_job(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> Result<Outcome, Failure> {
     match JobKind::parse(&job.kind) {
-        Some(JobKind::ExtractFacts) => extraction::run(state, extractor, job).await,
-        Some(JobKind::Summarize) => super::summary::run(state, extractor, job).await,
+        Some(JobKind::ExtractFacts) => extract_facts::run(state, extractor, job).await,
+        Some(JobKind::Summarize) => summarize::run(state, extractor, job).await,
         None => Err(Failure {
             message: format!("unknown job kind {:?}", job.kind),
             retry_after: None,
@@ -150,12 +202,19 @@ async fn heartbeat(state: &AppState, job: &ClaimedJob) {
     }
 }
 
-async fn record_failure(state: &AppState, job: &ClaimedJob, message: &str, retry_after: Option<Duration>) {
+async fn record_failure(
+    state: &AppState,
+    job: &ClaimedJob,
+    kind: &'static str,
+    message: &str,
+    retry_after: Option<Duration>,
+) {
     let delay = backoff(state.config.job_retry_base_ms, job.attempts).max(retry_after.unwrap_or_default());
     let retry_at = Utc::now() + delay;
     let dead = job.attempts >= state.config.job_max_attempts;
-    metrics::counter!("engram_jobs_finished_total", "outcome" => if dead { "dead" } else { "failed" }).increment(1);
-    tracing::warn!(job_id = %job.id, attempts = job.attempts, dead, error = message, "extraction failed");
+    let outcome = if dead { "dead" } else { "failed" };
+    metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => outcome).increment(1);
+    tracing::warn!(job_id = %job.id, kind, attempts = job.attempts, dead, error = message, "job failed");
     if let Err(e) = state.store.fail_job(job, message, retry_at, state.config.job_max_attempts).await {
         tracing::warn!(job_id = %job.id, error = %e, "recording a job failure failed; its lease will expire");
     }

@@ -10,9 +10,9 @@ use tokio::{sync::watch, task::JoinHandle};
 use crate::{extract::Extractor, service::AppState, store::Store};
 
 pub mod embedding;
-pub mod extraction;
+pub mod extract_facts;
 pub mod jobs;
-pub mod summary;
+pub mod summarize;
 
 pub mod sweeper;
 

@@ -3,7 +3,7 @@
 //! by the job's lease. The LLM provider writes it only for a user who consents; anyone
 //! else gets the builtin extractive summary, and their messages reach no LLM.
 
-use super::extraction::{Failure, Outcome};
+use super::jobs::{Failure, Outcome, cancel};
 use crate::{
     extract::{Extractor, SummaryRequest, Turn},
     service::AppState,
@@ -17,12 +17,12 @@ const CHUNK: i64 = 50;
 pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> Result<Outcome, Failure> {
     let store = &state.store;
     let Some(input) = store.summary_input(job).await? else {
-        return super::extraction::cancel(state, job, "conversation deleted").await;
+        return cancel(state, job, "conversation deleted").await;
     };
     // Checked again here: the conversation may have opted out since the job was queued
     // (which also cancels the job, but a worker may have claimed it just before).
     if !input.conversation_memory {
-        return super::extraction::cancel(state, job, "conversation opted out").await;
+        return cancel(state, job, "conversation opted out").await;
     }
     let summarizer =
         if input.policy.consent(state.config.default_ai_consent) { extractor } else { &Extractor::Builtin };

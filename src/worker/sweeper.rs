@@ -13,7 +13,10 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use tokio::sync::watch;
 
-use crate::{service::AppState, store::conversations::EndTrigger};
+use crate::{
+    service::{AppState, conversations},
+    store::conversations::EndTrigger,
+};
 
 /// Conversations ended per query; the sweep repeats until a batch comes back short.
 const BATCH: i64 = 100;
@@ -61,7 +64,7 @@ async fn end_idle_conversations(state: &AppState, stop: &watch::Receiver<bool>) 
                 return Ok(());
             }
             let trigger = EndTrigger::Idle { idle_before };
-            if let Some(ended) = state.end_conversation(tenant, *id, trigger).await? {
+            if let Some(ended) = conversations::end(state, tenant, *id, trigger).await? {
                 tracing::info!(
                     conversation_id = %id,
                     queued = ended.extraction.queued,

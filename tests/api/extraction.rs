@@ -77,7 +77,7 @@ async fn ended_conversation_yields_facts_with_provenance_and_memory_context(back
     for series in [
         "engram_jobs{status=\"succeeded\"}",
         "engram_facts_added_total{extractor=\"builtin\"}",
-        "engram_extraction_duration_seconds_count{extractor=\"builtin\"}",
+        "engram_job_duration_seconds_count{kind=\"extract_facts\",extractor=\"builtin\"}",
     ] {
         assert!(metrics.contains(series), "{series} missing from /metrics");
     }

@@ -9,10 +9,11 @@ use engram::{
     domain::{
         fact::{FactInput, Origin},
         ids::{AgentId, ExternalRef, TenantId},
+        owner::Owner,
     },
     store::{
         Store, Tx,
-        facts::{FactFilter, Owner, Remembered},
+        facts::{FactFilter, Remembered},
     },
 };
 use reqwest::StatusCode;
@@ -694,7 +695,7 @@ async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend)
     let (app, token) = app_remembering(backend, &["Oldest manual fact", "Likes tea"]).await;
     let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
     let (tenant, agent_id, user) = owner_ids();
-    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
+    let owner = Owner::new(&tenant, &agent_id, &user);
     let extracted = ["likes TEA!", "Lives in Lisbon", "Works as a nurse", "Has two cats"];
     let mut tx = store.begin_write().await.unwrap();
     // Keep two extracted facts: the oldest extracted one goes, manual ones never do.
@@ -741,7 +742,7 @@ async fn sqlite_writers_wait_in_line_without_holding_a_connection() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!second.is_finished(), "the second writer waits for the first");
     let (tenant, agent_id, user) = owner_ids();
-    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
+    let owner = Owner::new(&tenant, &agent_id, &user);
     let read =
         tokio::time::timeout(Duration::from_secs(3), store.list_facts(owner, FactFilter::CURRENT, None, 10)).await;
     assert!(matches!(read, Ok(Ok(_))), "a read while a writer waits: {read:?}");
@@ -757,7 +758,7 @@ async fn postgres_writers_of_one_owner_wait_for_each_other() {
     let app = TestApp::spawn(Backend::Postgres).await;
     let store = Store::connect(&app.db.url, 4, Duration::from_secs(30)).await.unwrap();
     let (tenant, agent_id, user) = owner_ids();
-    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
+    let owner = Owner::new(&tenant, &agent_id, &user);
 
     let mut first = store.begin_write().await.unwrap();
     let created = first.insert_fact(owner, &new_fact("Likes tea"), Origin::Manual, Some(1)).await.unwrap();
@@ -766,7 +767,7 @@ async fn postgres_writers_of_one_owner_wait_for_each_other() {
         let store = store.clone();
         async move {
             let (tenant, agent_id, user) = owner_ids();
-            let owner = Owner { tenant: &tenant, agent: &agent_id, user: &user };
+            let owner = Owner::new(&tenant, &agent_id, &user);
             let mut tx = store.begin_write().await.unwrap();
             let outcome = tx.insert_fact(owner, &new_fact("Likes coffee"), Origin::Manual, Some(1)).await.unwrap();
             tx.commit().await.unwrap();

@@ -29,6 +29,7 @@ on_both_backends!(
     mcp_shares_the_tenant_rate_limit,
     tool_definitions_have_the_openai_and_anthropic_shapes,
     tools_call_answers_what_mcp_answers,
+    the_fact_cap_answers_alike_through_rest_tools_and_mcp,
 );
 
 const TOOLS: [&str; 6] = ["remember", "recall", "list_memories", "update_memory", "forget", "memory_context"];
@@ -508,4 +509,36 @@ async fn tools_call_answers_what_mcp_answers(backend: Backend) {
     let (status, body) =
         app.post("/api/tools/call", &agent("acme"), json!({"name": "recall", "arguments": {"query": "a\u{0}"}})).await;
     assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
+}
+
+/// One rule, three doors: the per-user fact cap is `service::facts::remember`'s, and REST,
+/// `/api/tools/call` and MCP each answer it with the same code and the same words, and
+/// store nothing past it. (The admin panel's door is in tests/admin.rs.)
+async fn the_fact_cap_answers_alike_through_rest_tools_and_mcp(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--max-facts-per-user", "2"]).await;
+    app.enable_memory("acme", "concierge").await;
+    let token = agent("acme");
+    let path = "/api/agents/concierge/users/ann/facts";
+    for fact in ["Likes jazz", "Lives in Lyon"] {
+        let (status, body) = app.post(path, &token, json!({"fact": fact})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (status, rest) = app.post(path, &token, json!({"fact": "Owns a cat"})).await;
+    assert_error(status, &rest, StatusCode::CONFLICT, "conflict");
+    let message = rest["error"]["message"].as_str().expect("a message").to_owned();
+    assert!(message.contains("maximum of 2 facts"), "{message}");
+
+    let arguments = owner("concierge", "ann", json!({"fact": "Owns a dog"}));
+    let (status, tools) =
+        app.post("/api/tools/call", &token, json!({"name": "remember", "arguments": arguments.clone()})).await;
+    assert_error(status, &tools, StatusCode::CONFLICT, "conflict");
+    assert_eq!(tools["error"]["message"], message.as_str());
+
+    let client = connect(&app, &token).await;
+    let mcp = tool_error(call(&client, "remember", arguments).await, "conflict");
+    assert_eq!(mcp["error"]["message"], message.as_str());
+    client.cancel().await.expect("the client closes");
+
+    let facts: Vec<String> = stored(&app, "concierge", "ann").await.iter().map(|f| f["fact"].to_string()).collect();
+    assert_eq!(facts.len(), 2, "{facts:?}");
 }

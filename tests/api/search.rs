@@ -11,12 +11,10 @@ use engram::{
     domain::{
         fact::{FactInput, NewFact, Origin},
         ids::{AgentId, ExternalRef, TenantId},
+        owner::Owner,
         search_query::SearchQuery,
     },
-    store::{
-        Store,
-        facts::{FactFilter, Owner},
-    },
+    store::{Store, facts::FactFilter},
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -99,7 +97,7 @@ async fn search_plan_reads_through_indexes(backend: Backend) {
     let (tenant, agent_id) = (TenantId::parse("acme".into()).unwrap(), AgentId::parse(AGENT.into()).unwrap());
     for user in 0..40 {
         let external_ref = ExternalRef::parse(format!("user-{user}")).unwrap();
-        let owner = Owner { tenant: &tenant, agent: &agent_id, user: &external_ref };
+        let owner = Owner::new(&tenant, &agent_id, &external_ref);
         let count = if user == 0 { 1_000 } else { 100 };
         let facts: Vec<NewFact> = (0..count)
             .map(|i| {
@@ -112,7 +110,7 @@ async fn search_plan_reads_through_indexes(backend: Backend) {
     store.refresh_statistics().await.unwrap();
 
     let external_ref = ExternalRef::parse("user-0".into()).unwrap();
-    let owner = Owner { tenant: &tenant, agent: &agent_id, user: &external_ref };
+    let owner = Owner::new(&tenant, &agent_id, &external_ref);
     for (words, rare) in [("zephyrine quartz", true), ("does she like the zephyrine tea", false)] {
         let query = SearchQuery::parse(words).unwrap();
         // Fourteen runs: PostgreSQL may switch a connection from plans made for the bound

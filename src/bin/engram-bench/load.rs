@@ -40,12 +40,13 @@ use engram::{
         ids::{AgentId, ExternalRef, TenantId},
         memory_context::default_max_facts,
         message::{NewMessage, Role, RoleSet},
+        owner::Owner,
         search_query::SearchQuery,
     },
     store::{
         Store,
         conversations::{Created, EndTrigger},
-        facts::{FactFilter, Owner, Remembered},
+        facts::{FactFilter, Remembered},
         messages::{AppendOutcome, Window},
     },
 };
@@ -432,7 +433,7 @@ impl Bench {
     /// The same work as [`Bench::engram`], as the route does it with the store.
     async fn direct(&self, op: Op, i: usize) -> bool {
         let (store, tenant) = (&self.store, &self.tenant);
-        let owner = Owner { tenant, agent: &self.agent, user: &self.users[i % self.users.len()] };
+        let owner = Owner::new(tenant, &self.agent, &self.users[i % self.users.len()]);
         let conversation = self.conversations[i % self.conversations.len()];
         let query = || SearchQuery::parse(&three_words(i)).ok();
         match op {
@@ -545,7 +546,7 @@ impl Seeder {
     }
 
     async fn user(&self, seed: usize, user: &ExternalRef, facts: usize, messages: usize) -> anyhow::Result<Uuid> {
-        let owner = Owner { tenant: &self.tenant, agent: &self.agent, user };
+        let owner = Owner::new(&self.tenant, &self.agent, user);
         let facts = (0..facts)
             .map(|i| {
                 FactInput { fact: fact_text(seed, i), tags: None, score: None }.validate().map_err(anyhow::Error::msg)

@@ -13,12 +13,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use clap::Args;
+use engram::domain::owner::Owner;
 use engram::domain::{
     fact::{FactInput, FactText, NewFact, Origin},
     ids::{AgentId, ExternalRef, TenantId},
     search_query::{STOP_WORDS, SearchQuery},
 };
-use engram::store::facts::{FactFilter, Owner};
+use engram::store::facts::FactFilter;
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
 
@@ -68,7 +69,7 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
     let mut fact_count = 0;
     for sample in &samples {
         let user = ExternalRef::parse(sample.user.clone()).map_err(anyhow::Error::msg)?;
-        let owner = Owner { tenant: &tenant, agent: &agent, user: &user };
+        let owner = Owner::new(&tenant, &agent, &user);
         // Facts with the same text are one fact citing every observation's evidence.
         let mut cites: HashMap<String, HashSet<String>> = HashMap::new();
         let mut new_facts: Vec<NewFact> = Vec::new();
@@ -97,10 +98,10 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
     let mut engram: BTreeMap<u64, Recall> = BTreeMap::new();
     let mut bm25: BTreeMap<u64, Recall> = BTreeMap::new();
     for (sample, (user, cites, index)) in samples.iter().zip(&loaded) {
-        let owner = Owner { tenant: &tenant, agent: &agent, user };
+        let owner = Owner::new(&tenant, &agent, user);
         for (question, category, evidence) in &sample.questions {
             let Ok(query) = SearchQuery::parse(question) else { continue };
-            let hits = server.state.search_facts(owner, &query, FactFilter::CURRENT, 25).await?;
+            let hits = server.state.recall(owner, &query, FactFilter::CURRENT, 25).await?;
             let found: Vec<&HashSet<String>> = hits.iter().filter_map(|h| cites.get(&h.fact.fact)).collect();
             let ranked: Vec<&HashSet<String>> =
                 index.rank(&words, question, 25).into_iter().filter_map(|i| cites.get(&index.texts[i])).collect();

@@ -21,8 +21,9 @@ use engram::{
     domain::{
         fact::{FactInput, NewFact, Origin},
         ids::{AgentId, ExternalRef, TenantId},
+        owner::Owner,
     },
-    store::{Store, facts::Owner},
+    store::Store,
 };
 use serde_json::json;
 
@@ -178,7 +179,7 @@ async fn load(store: &Store, args: &ScaleArgs) -> anyhow::Result<()> {
                 FactInput { fact: fact_text(seed, i), tags: None, score: None }.validate().map_err(anyhow::Error::msg)
             })
             .collect::<anyhow::Result<Vec<NewFact>>>()?;
-        store.import_facts(Owner { tenant: &tenant, agent: &agent, user: &user }, &facts, Origin::Manual).await?;
+        store.import_facts(Owner::new(&tenant, &agent, &user), &facts, Origin::Manual).await?;
     }
     store.refresh_statistics().await?;
     Ok(())

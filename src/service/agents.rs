@@ -1,0 +1,23 @@
+//! Per-agent settings: the REST routes and the admin panel's agent pages change them
+//! here, so a setting is checked by one rule whichever door sets it.
+
+use super::AppState;
+use crate::{
+    domain::{
+        agent_config::{AgentConfig, ConfigPatch},
+        ids::{AgentId, TenantId},
+    },
+    error::ApiError,
+};
+
+/// Applies a partial update (absent fields keep their value, or their default for an
+/// agent never configured) and returns the stored settings.
+pub async fn configure(
+    state: &AppState,
+    tenant: &TenantId,
+    agent: &AgentId,
+    patch: &ConfigPatch,
+) -> Result<AgentConfig, ApiError> {
+    patch.validate().map_err(ApiError::InvalidRequest)?;
+    Ok(state.store.upsert_agent_config(tenant, agent, patch).await?)
+}

@@ -1,0 +1,23 @@
+//! An end user's AI consent: the REST routes and the admin panel's person page both read
+//! and set it here, so both show the configured default alike for a user never asked.
+
+use super::AppState;
+use crate::{
+    domain::{
+        ids::{ExternalRef, TenantId},
+        policy::Consent,
+    },
+    error::ApiError,
+};
+
+/// The user's consent, or the configured default (with a null `updated_at`) when never set.
+pub async fn get(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Consent, ApiError> {
+    let stored = state.store.get_consent(tenant, user).await?;
+    Ok(Consent::view(user, stored, state.config.default_ai_consent))
+}
+
+/// Records the user's consent; refusing it cancels their queued extraction jobs.
+pub async fn set(state: &AppState, tenant: &TenantId, user: &ExternalRef, consent: bool) -> Result<Consent, ApiError> {
+    let updated_at = state.store.set_consent(tenant, user, consent).await?;
+    Ok(Consent { external_ref: user.clone(), ai_consent: consent, updated_at: Some(updated_at) })
+}

@@ -1,0 +1,126 @@
+//! Facts: remember, update, forget, forget all, list and search (recall by meaning). The
+//! REST routes, the memory tools (MCP and `/api/tools`) and the admin panel all come
+//! here, so a rule — validation, the per-user cap, duplicates, which facts a search
+//! finds — answers alike at every door.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::AppState;
+use crate::{
+    domain::{
+        fact::{Fact, FactInput, FactPatch, Origin, validate_tag},
+        owner::Owner,
+        page::{Page, decode_cursor, limit},
+        search_query::SearchQuery,
+    },
+    error::ApiError,
+    store::facts::{FactFilter, Remembered, UpdateError},
+};
+
+/// A search hit: the fact and its relevance.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScoredFact {
+    #[serde(flatten)]
+    pub fact: Fact,
+    /// How well the fact answers the query, in [0, 1]; higher is more relevant. Without
+    /// embeddings (or when no fact is close in meaning): the share of the query's words
+    /// (after stemming, stop words ignored) the fact contains. With them: 0.6 × the rarity
+    /// of the query words the fact contains (the sum over them of 1 / the number of the
+    /// user's matching facts holding the word) relative to the best full-text hit's, plus
+    /// 0.4 × the cosine similarity of the fact's and the query's vectors above 0.25,
+    /// relative to the most similar fact's (similarities under 0.25 count as 0).
+    pub relevance: f64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchResults {
+    /// Most relevant first; equally relevant facts newest first.
+    pub items: Vec<ScoredFact>,
+}
+
+/// Checks the optional `tag` filter with the same rule as a fact's tags.
+fn tag_filter(tag: Option<&str>) -> Result<Option<&str>, ApiError> {
+    tag.map(|t| validate_tag(t).map(|()| t)).transpose().map_err(ApiError::InvalidRequest)
+}
+
+/// One page of the owner's facts, newest first (`limit` 1–200, default 50).
+pub async fn list(
+    state: &AppState,
+    owner: Owner<'_>,
+    filter: FactFilter<'_>,
+    limit: Option<i64>,
+    cursor: Option<&str>,
+) -> Result<Page<Fact>, ApiError> {
+    let limit = self::limit(limit, 50, 200)?;
+    let before: Option<Uuid> = decode_cursor(cursor)?;
+    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
+    let rows = state.store.list_facts(owner, filter, before, limit + 1).await?;
+    Ok(Page::from_rows(rows, limit, |f| f.id))
+}
+
+/// Stores a fact unless the same one is there (then `false` and the stored one). A
+/// `conflict` when the owner already holds `ENGRAM_MAX_FACTS_PER_USER` facts.
+pub async fn remember(
+    state: &AppState,
+    owner: Owner<'_>,
+    input: FactInput,
+    origin: Origin,
+) -> Result<(bool, Fact), ApiError> {
+    let fact = input.validate().map_err(ApiError::InvalidRequest)?;
+    let cap = state.config.max_facts_per_user;
+    match state.store.remember_fact(owner, &fact, origin, cap).await? {
+        Remembered::Created(fact) => {
+            state.facts_changed();
+            Ok((true, fact))
+        }
+        Remembered::Existing(fact) => Ok((false, fact)),
+        Remembered::Full => {
+            Err(ApiError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
+        }
+    }
+}
+
+/// The facts most relevant to `q` (`limit` 1–200, default 10): full text fused with
+/// meaning when embeddings are on (see [`super::recall`]).
+pub async fn search(
+    state: &AppState,
+    owner: Owner<'_>,
+    q: &str,
+    limit: Option<i64>,
+    filter: FactFilter<'_>,
+) -> Result<SearchResults, ApiError> {
+    let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
+    let limit = self::limit(limit, 10, 200)?;
+    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
+    let hits = state.recall(owner, &query, filter, limit).await?;
+    let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
+    Ok(SearchResults { items })
+}
+
+/// Changes one fact's text, tags or score. A `conflict` when the new text is the same
+/// fact as another stored one.
+pub async fn update(state: &AppState, owner: Owner<'_>, id: Uuid, patch: FactPatch) -> Result<Fact, ApiError> {
+    let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
+    match state.store.update_fact(owner, id, &changes).await? {
+        Ok(fact) => {
+            state.facts_changed();
+            Ok(fact)
+        }
+        Err(UpdateError::NotFound) => Err(ApiError::NotFound("fact")),
+        Err(UpdateError::Duplicate) => {
+            Err(ApiError::Conflict("another stored fact of this user is the same fact".into()))
+        }
+    }
+}
+
+/// Deletes one fact.
+pub async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid) -> Result<(), ApiError> {
+    if state.store.delete_fact(owner, id).await? { Ok(()) } else { Err(ApiError::NotFound("fact")) }
+}
+
+/// Deletes every fact the agent holds about the user; how many there were.
+pub async fn forget_all(state: &AppState, owner: Owner<'_>) -> Result<u64, ApiError> {
+    Ok(state.store.delete_facts(owner).await?)
+}

@@ -1,0 +1,42 @@
+//! Jobs started again by a person: the REST route and the admin panel's jobs page.
+
+use uuid::Uuid;
+
+use super::AppState;
+use crate::{
+    domain::{
+        ids::TenantId,
+        job::{Job, JobStatus},
+    },
+    error::ApiError,
+    store::jobs::Retry,
+};
+
+/// The tenant's jobs by status, every status with its count (0 included), in the order
+/// of [`JobStatus::ALL`]: the admin panel's overview and jobs pages.
+pub async fn counts(state: &AppState, tenant: &TenantId) -> Result<Vec<(&'static str, i64)>, ApiError> {
+    let counted = state.store.tenant_job_counts(tenant).await?;
+    Ok(JobStatus::ALL
+        .iter()
+        .map(|status| {
+            let n = counted.iter().find(|(s, _)| s == status.as_str()).map_or(0, |(_, n)| *n);
+            (status.as_str(), n)
+        })
+        .collect())
+}
+
+/// Queues a dead or failed job again with fresh attempts and wakes a worker; a
+/// `conflict` for a job in any other state.
+pub async fn retry(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Job, ApiError> {
+    match state.store.retry_job(tenant, id).await? {
+        Retry::Requeued(job) => {
+            state.job_wakeup.notify_one();
+            Ok(job)
+        }
+        Retry::NotFound => Err(ApiError::NotFound("job")),
+        Retry::NotRetryable(status) => Err(ApiError::Conflict(format!(
+            "only a dead or failed job can be retried; this one is {}",
+            status.as_str()
+        ))),
+    }
+}

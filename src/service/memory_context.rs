@@ -1,0 +1,37 @@
+//! The memory context: the facts and prompt block an agent puts into its system prompt.
+//! The REST route and the `memory_context` tool come here. The hot path: two database
+//! round trips (the agent's switch with the user's consent, then the facts), one when
+//! memory is off.
+
+use super::AppState;
+use crate::{
+    domain::{
+        memory_context::{ContextRequest, MemoryContext, default_max_facts},
+        owner::Owner,
+        policy::Policy,
+    },
+    error::ApiError,
+};
+
+/// Reads the owner's policy, then builds the context under it.
+pub async fn read(state: &AppState, owner: Owner<'_>, request: ContextRequest) -> Result<MemoryContext, ApiError> {
+    let policy = state.store.policy(owner).await?;
+    build(state, owner, &policy, request).await
+}
+
+/// The memory context under a `policy` the caller already read for this owner (the tools
+/// read it first to refuse a call while memory is off).
+pub async fn build(
+    state: &AppState,
+    owner: Owner<'_>,
+    policy: &Policy,
+    request: ContextRequest,
+) -> Result<MemoryContext, ApiError> {
+    let Some(default_max) = default_max_facts(policy, state.config.default_ai_consent) else {
+        return Ok(MemoryContext::disabled());
+    };
+    let max_facts = request.max_facts.unwrap_or(default_max);
+    let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
+    let candidates = state.recall_for_context(owner, request.query.as_ref(), limit).await?;
+    Ok(MemoryContext::assemble(candidates, max_facts, request.token_budget))
+}
