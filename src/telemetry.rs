@@ -5,8 +5,12 @@ use std::sync::OnceLock;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::{
     EnvFilter,
+    field::MakeExt,
     filter::filter_fn,
-    fmt::{self, format::FmtSpan},
+    fmt::{
+        self,
+        format::{FmtSpan, debug_fn},
+    },
     prelude::*,
 };
 
@@ -20,36 +24,54 @@ pub fn init_logs(format: LogFormat) {
 
 /// Installs the global log subscriber writing to `writer` (tests capture logs with it
 /// to prove that no personal data is logged).
-///
-/// Each store call runs in a debug-level `statement` span (its name, backend and rows);
-/// a second layer prints those spans, and only those, when they close, with their time,
-/// so `RUST_LOG=info,engram::store=debug` follows a request into its statements. At the
-/// default level the spans are never created and cost a disabled-callsite check.
 pub fn init_logs_to<W>(format: LogFormat, writer: W)
 where
     W: for<'w> fmt::MakeWriter<'w> + Clone + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    // A second init (tests build several apps) keeps the first subscriber.
+    let _ = tracing::subscriber::set_global_default(subscriber(format, writer, filter));
+}
+
+/// The log subscriber: events in `format`, filtered by `filter`.
+///
+/// Each store call runs in a debug-level `statement` span (its name, backend and rows);
+/// a second layer prints those spans, and only those, when they close, with their time,
+/// so `RUST_LOG=info,engram::store=debug` follows a request into its statements. At the
+/// default level the spans are never created and cost a disabled-callsite check.
+fn subscriber<W>(format: LogFormat, writer: W, filter: EnvFilter) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> fmt::MakeWriter<'w> + Clone + Send + Sync + 'static,
+{
     let registry = tracing_subscriber::registry().with(filter);
     let statements = || filter_fn(|meta| meta.is_span() && meta.target().starts_with("engram::store"));
-    // A second init (tests build several apps) keeps the first subscriber.
-    let _ = match format {
-        LogFormat::Text => registry
-            .with(fmt::layer().with_target(false).with_writer(writer.clone()))
-            .with(fmt::layer().with_span_events(FmtSpan::CLOSE).with_writer(writer).with_filter(statements()))
-            .try_init(),
-        LogFormat::Json => registry
-            .with(fmt::layer().json().flatten_event(true).with_current_span(true).with_writer(writer.clone()))
-            .with(
+    match format {
+        LogFormat::Text => Box::new(
+            registry.with(fmt::layer().with_target(false).with_writer(writer.clone())).with(
                 fmt::layer()
-                    .json()
-                    .flatten_event(true)
+                    // Its own field formatter type: layers of one type share each span's
+                    // formatted text, and the rows, recorded later, would be written twice.
+                    .fmt_fields(debug_fn(|w, field, value| write!(w, "{field}={value:?}")).delimited(" "))
                     .with_span_events(FmtSpan::CLOSE)
                     .with_writer(writer)
                     .with_filter(statements()),
-            )
-            .try_init(),
-    };
+            ),
+        ),
+        // JSON layers must keep JSON fields (the span is parsed back when an event is
+        // written); JSON fields merge a later record instead of appending it.
+        LogFormat::Json => Box::new(
+            registry
+                .with(fmt::layer().json().flatten_event(true).with_current_span(true).with_writer(writer.clone()))
+                .with(
+                    fmt::layer()
+                        .json()
+                        .flatten_event(true)
+                        .with_span_events(FmtSpan::CLOSE)
+                        .with_writer(writer)
+                        .with_filter(statements()),
+                ),
+        ),
+    }
 }
 
 /// The process-wide metrics recorder. Metrics are global by nature (the `metrics`
@@ -81,5 +103,57 @@ pub fn set_job_gauges(counts: &[(String, i64)]) {
         let n = counts.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
         // Job counts fit an f64 exactly far beyond any real queue.
         metrics::gauge!("engram_jobs", "status" => status).set(n as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Collects what a subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A store statement's span as `RUST_LOG=info,engram::store=debug` shows it in each
+    /// format: one line when it closes, with its name, backend, rows (once) and time; and
+    /// an info event inside it still written by the main layer.
+    fn logged(format: LogFormat) -> String {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = subscriber(format, move || writer.clone(), EnvFilter::new("info,engram::store=debug"));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::debug_span!(target: "engram::store::facts", "statement",
+                statement = "list_facts", backend = "sqlite", rows = tracing::field::Empty);
+            let _entered = span.enter();
+            span.record("rows", 3);
+            tracing::info!(target: "engram::store::facts", "inside");
+        });
+        String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8")
+    }
+
+    #[test]
+    fn statement_spans_close_with_their_time_in_both_formats() {
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let out = logged(format);
+            let close: Vec<&str> = out.lines().filter(|l| l.contains("time.busy")).collect();
+            assert_eq!(close.len(), 1, "{out}");
+            for expected in ["list_facts", "sqlite", "inside"] {
+                assert!(out.contains(expected), "{expected} missing: {out}");
+            }
+            assert_eq!(close[0].matches("rows").count(), 1, "{out}");
+        }
+        assert!(logged(LogFormat::Json).lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
     }
 }
