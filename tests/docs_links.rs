@@ -112,7 +112,9 @@ fn slug(heading: &str) -> String {
 }
 
 /// The anchors of a Markdown file: one per ATX heading (a repeated heading gets `-1`,
-/// `-2`… as on GitHub), plus explicit HTML `id="…"` and `name="…"` anchors.
+/// `-2`… as on GitHub), plus explicit HTML `id="…"` and `name="…"` anchors. Underlined
+/// (setext) headings are not read: the docs do not use them, and a link to one would
+/// fail here rather than pass unchecked.
 fn anchors(markdown: &str) -> HashSet<String> {
     let mut found = HashSet::new();
     for line in prose_lines(markdown) {
