@@ -1,4 +1,4 @@
-//! One error type for the whole API, rendered as the JSON body of API.md's error table.
+//! One error type for the whole API, rendered as the JSON body of the error table in docs/api.md.
 //! Internal causes are logged here, inside the request span, and never sent to clients.
 
 use axum::{

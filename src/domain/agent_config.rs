@@ -1,4 +1,4 @@
-//! Per-agent settings: the defaults of API.md and the validation of a partial update.
+//! Per-agent settings: the defaults of docs/api.md and the validation of a partial update.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

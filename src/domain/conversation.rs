@@ -255,7 +255,7 @@ pub struct ExtractionInputs {
 }
 
 /// Whether ending a conversation queues an extraction: `Ok` to queue, else the first
-/// failing condition of API.md, checked in its order.
+/// failing condition of docs/api.md (`POST …/end`), checked in its order.
 pub fn extraction_decision(inputs: &ExtractionInputs) -> Result<(), SkipReason> {
     if !inputs.memory_enabled {
         return Err(SkipReason::MemoryDisabled);

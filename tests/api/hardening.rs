@@ -349,7 +349,7 @@ async fn postgres_connections_closed_while_idle_are_replaced_unseen() {
 }
 
 /// An extraction reads a bounded window of the thread, however long it is: the newest
-/// messages up to the job's mark (the README says the older unextracted ones are
+/// messages up to the job's mark (docs/behaviour.md says the older unextracted ones are
 /// passed over).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extraction_reads_a_bounded_window_of_a_long_thread() {
