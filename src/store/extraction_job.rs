@@ -34,7 +34,7 @@ const CONTEXT_MESSAGES: i64 = 20;
 
 /// The most messages one extraction reads: its memory cost is bounded whatever the
 /// thread's length. When more are new, the newest are read (what the person said most
-/// recently wins); the older ones are passed over, and the README says so.
+/// recently wins); the older ones are passed over, and docs/behaviour.md says so.
 const MAX_EXTRACTION_MESSAGES: i64 = 200;
 
 impl Store {
