@@ -26,6 +26,7 @@ on_both_backends!(
     read_only_operator_sees_no_change_buttons_and_forged_posts_are_refused,
     forms_without_the_session_csrf_token_are_refused,
     the_panel_answers_the_fact_cap_and_searches_as_the_api_does,
+    the_panel_finds_facts_by_meaning_as_the_api_does,
 );
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -898,4 +899,41 @@ async fn the_panel_answers_the_fact_cap_and_searches_as_the_api_does(backend: Ba
     let positions: Vec<usize> = expected.iter().map(|fact| page.find(fact).expect("listed by the panel")).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "the panel keeps the API's order: {positions:?}");
     assert!(!page.contains("Lives in Lyon"), "the panel lists only what the search found");
+}
+
+/// The panel's search is the API's, recall by meaning included: with the local model, a
+/// query that shares no word with a fact finds it on the person's page as in the API.
+async fn the_panel_finds_facts_by_meaning_as_the_api_does(backend: Backend) {
+    let dir = std::env::var("ENGRAM_TEST_MODEL_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/models/all-MiniLM-L6-v2").to_owned());
+    assert!(Path::new(&dir).join("model.safetensors").is_file(), "the local model is missing from {dir}");
+    let args = ["--embeddings", "local", "--embedding-model-dir", &dir, "--embedding-index-url", "http://127.0.0.1:9/"];
+    let app = TestApp::spawn_with(backend, &args).await;
+    let api = format!("/api/agents/support-bot/users/{}/facts", enc(USER));
+    for fact in ["Has a daughter named Emma", "Lives in Lyon"] {
+        let (status, body) = app.post(&api, &agent("acme"), json!({"fact": fact})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    // The facts are embedded in the background, moments after they are stored.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (status, found) = app.get(&format!("{api}/search?q=my%20kid"), &agent("acme")).await;
+        assert_eq!(status, StatusCode::OK, "{found}");
+        if texts(&found["items"]).first() == Some(&"Has a daughter named Emma") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the API never found the fact by meaning: {found}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let cookie = session_cookie(&app, &admin("acme")).await;
+    let page = raw_client()
+        .get(format!("{}/admin/people/{}/agents/support-bot?q=my+kid", app.base, enc(USER)))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    assert!(page.contains("Has a daughter named Emma"), "the panel found nothing by meaning:\n{page}");
 }
