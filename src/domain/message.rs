@@ -1,6 +1,6 @@
 //! Messages of a conversation, as stored and returned.
 
-use super::conversation::{json_size, validate_metadata};
+use super::metadata::{json_size, validate_metadata};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

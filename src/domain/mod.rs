@@ -13,6 +13,7 @@ pub mod ids;
 pub mod job;
 pub mod memory_context;
 pub mod message;
+pub mod metadata;
 pub mod near_duplicate;
 pub mod owner;
 pub mod page;
