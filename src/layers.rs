@@ -15,7 +15,8 @@
 //! A module may use modules of lower layers only: nothing below `service/` uses it, and
 //! no door uses another. Inside a door, a handler file uses only the door's shared parts
 //! (`mod.rs`, `ctx`, `extractors`; `session`, `forms`), never another handler file: an
-//! operation two handlers need belongs in `service/`. The tests read the source, so
+//! operation two handlers need belongs in `service/`. No two files of one folder use each
+//! other, directly or round a longer circle. The tests read the source, so
 //! adding an import of the request handlers from under `worker/` (or any arrow up, or
 //! sideways) fails them.
 
@@ -53,8 +54,12 @@ mod tests {
     }
 
     /// The names a source text reaches through `prefix` (`crate::`, `super::`, …),
-    /// including inside `use prefix{a::…, b};` groups.
+    /// including inside `use prefix{a::…, b};` groups. Comment lines are not read: a doc
+    /// link to another module is no use of it.
     fn uses(source: &str, prefix: &str) -> BTreeSet<String> {
+        let code: String =
+            source.lines().filter(|line| !line.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        let source = code.as_str();
         let mut used = BTreeSet::new();
         let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
         for (at, _) in source.match_indices(prefix) {
@@ -161,6 +166,83 @@ mod tests {
             }
         }
         assert!(violations.is_empty(), "handler files using each other:\n{}", violations.join("\n"));
+    }
+
+    /// Files of one folder never use each other in a circle (a → b → … → a): a newcomer
+    /// can read each folder from the file that uses no sibling upwards.
+    #[test]
+    fn sibling_files_form_no_circle() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let mut folders: std::collections::BTreeMap<std::path::PathBuf, Vec<std::path::PathBuf>> = Default::default();
+        for file in files {
+            if file.file_stem().is_some_and(|s| s != "mod") {
+                folders.entry(file.parent().expect("in a folder").to_path_buf()).or_default().push(file);
+            }
+        }
+        let mut circles = Vec::new();
+        for (folder, files) in &folders {
+            let stem =
+                |f: &std::path::PathBuf| f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let names: BTreeSet<String> = files.iter().map(stem).collect();
+            let edges: std::collections::BTreeMap<String, BTreeSet<String>> = files
+                .iter()
+                .map(|f| {
+                    let source = fs::read_to_string(f).expect("read source");
+                    let used =
+                        uses(&source, "super::").intersection(&names).filter(|n| **n != stem(f)).cloned().collect();
+                    (stem(f), used)
+                })
+                .collect();
+            if let Some(circle) = find_circle(&edges) {
+                circles.push(format!(
+                    "{}: {}",
+                    folder.strip_prefix(&src).unwrap_or(folder).display(),
+                    circle.join(" → ")
+                ));
+            }
+        }
+        assert!(circles.is_empty(), "files using each other in a circle:\n{}", circles.join("\n"));
+    }
+
+    /// A circle in the graph, as the names along it (first name repeated at the end).
+    fn find_circle(edges: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+        fn visit(
+            node: &str,
+            edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+            path: &mut Vec<String>,
+            done: &mut BTreeSet<String>,
+        ) -> Option<Vec<String>> {
+            if let Some(at) = path.iter().position(|n| n == node) {
+                let mut circle = path[at..].to_vec();
+                circle.push(node.to_owned());
+                return Some(circle);
+            }
+            if done.contains(node) {
+                return None;
+            }
+            path.push(node.to_owned());
+            for next in edges.get(node).into_iter().flatten() {
+                if let Some(circle) = visit(next, edges, path, done) {
+                    return Some(circle);
+                }
+            }
+            path.pop();
+            done.insert(node.to_owned());
+            None
+        }
+        let mut done = BTreeSet::new();
+        edges.keys().find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
+    }
+
+    #[test]
+    fn a_circle_of_two_is_found() {
+        let edges = [("a", vec!["b"]), ("b", vec!["c", "a"]), ("c", vec![])]
+            .into_iter()
+            .map(|(n, to)| (n.to_owned(), to.into_iter().map(str::to_owned).collect()))
+            .collect();
+        assert_eq!(find_circle(&edges), Some(vec!["a".to_owned(), "b".to_owned(), "a".to_owned()]));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::{extract::Extractor, service::AppState, store::Store};
 pub mod embedding;
 pub mod extract_facts;
 pub mod jobs;
+pub mod runner;
 pub mod summarize;
 
 pub mod sweeper;
@@ -26,7 +27,7 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
         tasks.push(tokio::spawn(listen(state.store.clone(), state.job_wakeup.clone(), stop.clone())));
     }
     for _ in 0..state.config.workers {
-        tasks.push(tokio::spawn(jobs::run_worker(state.clone(), extractor.clone(), stop.clone())));
+        tasks.push(tokio::spawn(runner::run_worker(state.clone(), extractor.clone(), stop.clone())));
     }
     tasks
 }

@@ -15,6 +15,7 @@
 mod clauses;
 mod lexicon;
 mod mentions;
+mod names;
 mod phrase;
 mod rules;
 mod tokens;

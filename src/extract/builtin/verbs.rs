@@ -4,10 +4,10 @@
 
 use super::clauses::AUXILIARIES;
 use super::lexicon::*;
+use super::names::name_fact;
 use super::phrase::{
     fact, lower_words, mentions_job, object, object_end, preference, tags_for, third_person, with_object,
 };
-use super::rules::name_fact;
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
 
