@@ -357,9 +357,9 @@ async fn session_cookie(app: &TestApp, token: &str) -> String {
     set.split(';').next().expect("cookie pair").to_owned()
 }
 
-/// The CSRF token in a panel page's forms.
-async fn csrf_of(app: &TestApp, cookie: &str, path: &str) -> String {
-    let html = raw_client()
+/// A panel page's HTML, read with the session cookie.
+async fn page_html(app: &TestApp, cookie: &str, path: &str) -> String {
+    raw_client()
         .get(format!("{}{path}", app.base))
         .header(header::COOKIE, cookie)
         .send()
@@ -367,7 +367,12 @@ async fn csrf_of(app: &TestApp, cookie: &str, path: &str) -> String {
         .expect("page")
         .text()
         .await
-        .expect("html");
+        .expect("html")
+}
+
+/// The CSRF token in a panel page's forms.
+async fn csrf_of(app: &TestApp, cookie: &str, path: &str) -> String {
+    let html = page_html(app, cookie, path).await;
     let start = html.find("name=\"csrf\" value=\"").expect("a form with a CSRF token") + 19;
     html[start..start + 64].to_owned()
 }
@@ -887,15 +892,7 @@ async fn the_panel_answers_the_fact_cap_and_searches_as_the_api_does(backend: Ba
     assert_eq!(status, StatusCode::OK, "{found}");
     let expected = texts(&found["items"]);
     assert_eq!(expected, ["Plays jazz piano on Sundays", "Likes jazz music"]);
-    let page = raw_client()
-        .get(format!("{}{facts_page}?q=jazz+piano", app.base))
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("html");
+    let page = page_html(&app, &cookie, &format!("{facts_page}?q=jazz+piano")).await;
     let positions: Vec<usize> = expected.iter().map(|fact| page.find(fact).expect("listed by the panel")).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "the panel keeps the API's order: {positions:?}");
     assert!(!page.contains("Lives in Lyon"), "the panel lists only what the search found");
@@ -926,14 +923,6 @@ async fn the_panel_finds_facts_by_meaning_as_the_api_does(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let cookie = session_cookie(&app, &admin("acme")).await;
-    let page = raw_client()
-        .get(format!("{}/admin/people/{}/agents/support-bot?q=my+kid", app.base, enc(USER)))
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("html");
+    let page = page_html(&app, &cookie, &format!("/admin/people/{}/agents/support-bot?q=my+kid", enc(USER))).await;
     assert!(page.contains("Has a daughter named Emma"), "the panel found nothing by meaning:\n{page}");
 }
