@@ -24,6 +24,8 @@ def _env(name: str) -> str:
 
 
 ENGRAM_URL = _env("ENGRAM_URL")
+# A second server whose tenants may send 2 requests a second (burst 4), for the 429 tests.
+ENGRAM_LIMITED_URL = _env("ENGRAM_LIMITED_URL")
 
 
 def _b64(data: bytes) -> str:

@@ -10,6 +10,8 @@ function env(name: string): string {
 }
 
 export const ENGRAM_URL = env("ENGRAM_URL");
+/** A second server whose tenants may send 2 requests a second (burst 4), for the 429 tests. */
+export const ENGRAM_LIMITED_URL = env("ENGRAM_LIMITED_URL");
 
 const b64 = (value: string | Buffer) => Buffer.from(value).toString("base64url");
 
