@@ -155,8 +155,16 @@ describe("errors reach the caller as the API's code", () => {
   });
 });
 
-/** A local server that answers 503 with `Retry-After: 1` `failures` times, then 200. */
-async function flakyServer(failures: number, retryAfter = "1") {
+/**
+ * Runs `use` with a local server that answers 503 with `Retry-After` `failures` times, then
+ * 200, and a client pointed at it; closes the server after.
+ */
+async function withFlakyServer(
+  failures: number,
+  retryAfter: string,
+  options: { maxRetries?: number },
+  use: (client: EngramClient, hits: { at: number; key: string | undefined }[]) => Promise<void>,
+) {
   const hits: { at: number; key: string | undefined }[] = [];
   const server = createServer((request, response) => {
     hits.push({ at: Date.now(), key: request.headers["idempotency-key"] as string | undefined });
@@ -169,71 +177,50 @@ async function flakyServer(failures: number, retryAfter = "1") {
     }
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { url, hits, close: () => new Promise((resolve) => server.close(resolve)) };
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    await use(new EngramClient({ baseUrl, token: "t", ...options }), hits);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
 }
 
 describe("503 unavailable", () => {
-  test("a read waits Retry-After and retries", async () => {
-    const server = await flakyServer(1);
-    try {
-      const client = new EngramClient({ baseUrl: server.url, token: "t" });
+  test("a read waits Retry-After and retries", () =>
+    withFlakyServer(1, "1", {}, async (client, hits) => {
       await client.listConversations();
-      assert.equal(server.hits.length, 2);
-      assert.ok(server.hits[1]!.at - server.hits[0]!.at >= 950, "the retry waited the second Retry-After asked");
-    } finally {
-      await server.close();
-    }
-  });
+      assert.equal(hits.length, 2);
+      assert.ok(hits[1]!.at - hits[0]!.at >= 950, "the retry waited the second Retry-After asked");
+    }));
 
-  test("an append retries with the same Idempotency-Key", async () => {
-    const server = await flakyServer(1);
-    try {
-      const client = new EngramClient({ baseUrl: server.url, token: "t" });
+  test("an append retries with the same Idempotency-Key", () =>
+    withFlakyServer(1, "1", {}, async (client, hits) => {
       await client.appendMessages("0193a1b2-0000-7000-8000-000000000000", {
         messages: [{ role: "user", content: "hi" }],
       });
-      assert.equal(server.hits.length, 2);
-      assert.ok(server.hits[0]!.key, "an append carries an Idempotency-Key by default");
-      assert.equal(server.hits[1]!.key, server.hits[0]!.key);
-    } finally {
-      await server.close();
-    }
-  });
+      assert.equal(hits.length, 2);
+      assert.ok(hits[0]!.key, "an append carries an Idempotency-Key by default");
+      assert.equal(hits[1]!.key, hits[0]!.key);
+    }));
 
-  test("a create without a key is not repeated, and the error says unavailable", async () => {
-    const server = await flakyServer(5);
-    try {
-      const client = new EngramClient({ baseUrl: server.url, token: "t" });
+  test("a create without a key is not repeated, and the error says unavailable", () =>
+    withFlakyServer(5, "1", {}, async (client, hits) => {
       const error = await failure(client.createConversation({ agent_id: "a", external_ref: "u" }));
-      assert.equal(error.status, 503);
-      assert.equal(error.code, "unavailable");
-      assert.equal(error.retryAfter, 1);
-      assert.equal(error.requestId, "r-1");
-      assert.equal(server.hits.length, 1);
-    } finally {
-      await server.close();
-    }
-  });
+      assert.deepEqual([error.status, error.code, error.retryAfter, error.requestId], [503, "unavailable", 1, "r-1"]);
+      assert.equal(hits.length, 1);
+    }));
 
-  test("no retry storm: retries stop at maxRetries, and a long Retry-After is not waited", async () => {
-    const server = await flakyServer(100, "0");
-    try {
-      const client = new EngramClient({ baseUrl: server.url, token: "t", maxRetries: 3 });
+  test("no retry storm: retries stop at maxRetries", () =>
+    withFlakyServer(100, "0", { maxRetries: 3 }, async (client, hits) => {
       assert.equal((await failure(client.listJobs())).code, "unavailable");
-      assert.equal(server.hits.length, 4);
-    } finally {
-      await server.close();
-    }
-    const slow = await flakyServer(100, "3600");
-    try {
-      const client = new EngramClient({ baseUrl: slow.url, token: "t" });
+      assert.equal(hits.length, 4);
+    }));
+
+  test("a Retry-After longer than maxRetryDelayMs is not waited", () =>
+    withFlakyServer(100, "3600", {}, async (client, hits) => {
       const started = Date.now();
       assert.equal((await failure(client.listJobs())).retryAfter, 3600);
       assert.ok(Date.now() - started < 1000);
-      assert.equal(slow.hits.length, 1);
-    } finally {
-      await slow.close();
-    }
-  });
+      assert.equal(hits.length, 1);
+    }));
 });
