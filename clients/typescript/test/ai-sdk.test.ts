@@ -6,7 +6,7 @@ import * as ai6test from "ai/test";
 import * as ai7 from "ai7";
 import * as ai7test from "ai7/test";
 import { engramMiddleware } from "../src/ai-sdk.js";
-import { EngramError } from "../src/index.js";
+import { type EngramClient, EngramError } from "../src/index.js";
 import { memoryAgent, newTenant } from "./helpers.js";
 
 // Compile-time: the middleware is a middleware of both majors.
@@ -57,6 +57,9 @@ async function setup() {
   return { client, agentId };
 }
 
+const contents = async (client: EngramClient, id: string) =>
+  (await client.listMessages(id)).items.map((m) => m.content);
+
 const systemTexts = (prompt: { role: string; content: unknown }[]) =>
   prompt.filter((m) => m.role === "system").map((m) => String(m.content));
 
@@ -94,11 +97,7 @@ for (const { name, sdk, Mock } of matrix) {
       for await (const delta of result.textStream) streamed += delta;
       assert.equal(streamed, "Tea, of course.");
       assert.match(systemTexts(model.doStreamCalls[0].prompt)[0] ?? "", /Prefers tea over coffee/);
-      const messages = (await client.listMessages(conversation.id)).items;
-      assert.deepEqual(
-        messages.map((m) => m.content),
-        ["Drink?", "Tea, of course."],
-      );
+      assert.deepEqual(await contents(client, conversation.id), ["Drink?", "Tea, of course."]);
     });
 
     test("a tool loop is stored once, with identity from providerOptions.engram", async () => {
@@ -116,11 +115,7 @@ for (const { name, sdk, Mock } of matrix) {
       });
       assert.equal(result.steps.length, 2, "two model calls");
       for (const call of model.doGenerateCalls) assert.equal(systemTexts(call.prompt).length, 1, "each step has the block");
-      const messages = (await client.listMessages(conversation.id)).items;
-      assert.deepEqual(
-        messages.map((m) => m.content),
-        ["Weather?", "Sunny, have an iced tea."],
-      );
+      assert.deepEqual(await contents(client, conversation.id), ["Weather?", "Sunny, have an iced tea."]);
     });
 
     test("memory off or consent refused: no block; Engram's errors reach the caller", async () => {
