@@ -1,0 +1,9 @@
+"""Engram's Python client: :class:`Engram` (sync) and :class:`AsyncEngram` (async) over httpx,
+the spec's models as TypedDicts, and adapters for LangGraph (``engram_client.langgraph``)
+and LangChain (``engram_client.langchain``)."""
+
+from ._base import Settings
+from .client import AsyncEngram, Engram
+from .errors import EngramError
+
+__all__ = ["AsyncEngram", "Engram", "EngramError", "Settings"]

@@ -1,0 +1,204 @@
+"""What the sync and async clients share: one method per operation of the spec, each
+describing its request; the retry rules; the transport settings."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from .errors import EngramError
+
+IDEMPOTENT = frozenset({"GET", "PUT", "DELETE"})
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    query: dict[str, Any] | None = None
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def params(self) -> dict[str, Any]:
+        return {k: _query_value(v) for k, v in (self.query or {}).items() if v is not None}
+
+    @property
+    def replayable(self) -> bool:
+        return self.method in IDEMPOTENT or "Idempotency-Key" in self.headers
+
+
+def _query_value(value: Any) -> Any:
+    return ("true" if value else "false") if isinstance(value, bool) else value
+
+
+@dataclass
+class Settings:
+    """How patient to be: ``max_retries`` after a 429, a 503, a timeout or a network failure;
+    a ``Retry-After`` over ``max_retry_delay`` seconds is not waited for (the error is raised)."""
+
+    timeout: float = 30.0
+    max_retries: int = 2
+    max_retry_delay: float = 30.0
+
+
+def retry_delay(error: EngramError, call: Call, attempt: int, settings: Settings) -> float | None:
+    """Seconds to wait before retrying ``call`` after ``error``, or None to raise it. A 429 is
+    always retried (the server refused it before doing anything); a 503, a timeout or a
+    network failure only when repeating cannot do the work twice (GET, PUT, DELETE, or an
+    ``Idempotency-Key``)."""
+    retryable = error.status == 429 or (error.status in (0, 503) and call.replayable)
+    if not retryable or attempt >= settings.max_retries:
+        return None
+    delay = error.retry_after if error.retry_after is not None else 0.25 * 2**attempt * (0.5 + random.random() / 2)
+    return None if delay > settings.max_retry_delay else delay
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _user(agent_id: str, external_ref: str, rest: str) -> str:
+    return f"/api/agents/{_seg(agent_id)}/users/{_seg(external_ref)}{rest}"
+
+
+class Operations:
+    """One method per operation of ``openapi/openapi.json``, named by its ``operationId``.
+    Each returns ``self._send(call)``: the answer (sync client) or an awaitable of it (async)."""
+
+    def _send(self, call: Call) -> Any:  # pragma: no cover - each client defines it
+        raise NotImplementedError
+
+    def _get(self, path: str, **query: Any) -> Any:
+        return self._send(Call("GET", path, query))
+
+    # Operations and health
+    def healthz(self) -> Any:
+        return self._get("/healthz")
+
+    def readyz(self) -> Any:
+        return self._get("/readyz")
+
+    def metrics(self) -> Any:
+        return self._get("/metrics")
+
+    # Agent configuration
+    def list_configs(self, **query: Any) -> Any:
+        return self._get("/api/agents-config", **query)
+
+    def get_config(self, agent_id: str) -> Any:
+        return self._get(f"/api/agents-config/{_seg(agent_id)}")
+
+    def put_config(self, agent_id: str, **config: Any) -> Any:
+        return self._send(Call("PUT", f"/api/agents-config/{_seg(agent_id)}", body=config))
+
+    def delete_config(self, agent_id: str) -> Any:
+        return self._send(Call("DELETE", f"/api/agents-config/{_seg(agent_id)}"))
+
+    # Consent
+    def get_consent(self, external_ref: str) -> Any:
+        return self._get(f"/api/users/{_seg(external_ref)}/consent")
+
+    def put_consent(self, external_ref: str, ai_consent: bool) -> Any:
+        return self._send(Call("PUT", f"/api/users/{_seg(external_ref)}/consent", body={"ai_consent": ai_consent}))
+
+    # Conversations
+    def list_conversations(self, **query: Any) -> Any:
+        return self._get("/api/conversations", **query)
+
+    def create_conversation(self, agent_id: str, external_ref: str, **fields: Any) -> Any:
+        body = {"agent_id": agent_id, "external_ref": external_ref, **fields}
+        return self._send(Call("POST", "/api/conversations", body=body))
+
+    def get_conversation(self, id: str) -> Any:
+        return self._get(f"/api/conversations/{_seg(id)}")
+
+    def update_conversation(self, id: str, **fields: Any) -> Any:
+        return self._send(Call("PATCH", f"/api/conversations/{_seg(id)}", body=fields))
+
+    def delete_conversation(self, id: str) -> Any:
+        return self._send(Call("DELETE", f"/api/conversations/{_seg(id)}"))
+
+    def end_conversation(self, id: str) -> Any:
+        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/end"))
+
+    def get_context(self, id: str, **query: Any) -> Any:
+        return self._get(f"/api/conversations/{_seg(id)}/context", **query)
+
+    def validate_history(self, id: str, **body: Any) -> Any:
+        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/validate", body=body))
+
+    # Messages
+    def list_messages(self, id: str, **query: Any) -> Any:
+        return self._get(f"/api/conversations/{_seg(id)}/messages", **query)
+
+    def append_messages(
+        self,
+        id: str,
+        messages: list[dict[str, Any]],
+        *,
+        idempotency_key: str | None | bool = True,
+        expected_last_seq: int | None = None,
+    ) -> Any:
+        """Appends ``messages``. By default with a fresh ``Idempotency-Key`` that its retries
+        reuse, so a retried append is stored once; pass your own key, or ``False`` for none."""
+        body: dict[str, Any] = {"messages": messages}
+        if expected_last_seq is not None:
+            body["expected_last_seq"] = expected_last_seq
+        key = str(uuid.uuid4()) if idempotency_key is True else idempotency_key
+        headers = {"Idempotency-Key": key} if isinstance(key, str) else {}
+        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/messages", body=body, headers=headers))
+
+    def clear_messages(self, id: str) -> Any:
+        return self._send(Call("DELETE", f"/api/conversations/{_seg(id)}/messages"))
+
+    # Facts and memory context
+    def list_facts(self, agent_id: str, external_ref: str, **query: Any) -> Any:
+        return self._get(_user(agent_id, external_ref, "/facts"), **query)
+
+    def remember_fact(self, agent_id: str, external_ref: str, fact: str, **fields: Any) -> Any:
+        return self._send(Call("POST", _user(agent_id, external_ref, "/facts"), body={"fact": fact, **fields}))
+
+    def search_facts(self, agent_id: str, external_ref: str, q: str, **query: Any) -> Any:
+        return self._get(_user(agent_id, external_ref, "/facts/search"), q=q, **query)
+
+    def update_fact(self, agent_id: str, external_ref: str, fact_id: str, **fields: Any) -> Any:
+        return self._send(Call("PATCH", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}"), body=fields))
+
+    def delete_fact(self, agent_id: str, external_ref: str, fact_id: str) -> Any:
+        return self._send(Call("DELETE", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}")))
+
+    def delete_facts(self, agent_id: str, external_ref: str) -> Any:
+        return self._send(Call("DELETE", _user(agent_id, external_ref, "/facts")))
+
+    def memory_context(self, agent_id: str, external_ref: str, **query: Any) -> Any:
+        return self._get(_user(agent_id, external_ref, "/memory-context"), **query)
+
+    # Jobs
+    def list_jobs(self, **query: Any) -> Any:
+        return self._get("/api/jobs", **query)
+
+    def get_job(self, id: str) -> Any:
+        return self._get(f"/api/jobs/{_seg(id)}")
+
+    def retry_job(self, id: str) -> Any:
+        return self._send(Call("POST", f"/api/jobs/{_seg(id)}/retry"))
+
+    # GDPR
+    def export_user(self, external_ref: str) -> Any:
+        return self._get(f"/api/rgpd/users/{_seg(external_ref)}/ai-data")
+
+    def erase_user(self, external_ref: str) -> Any:
+        return self._send(Call("DELETE", f"/api/rgpd/users/{_seg(external_ref)}/ai-data"))
+
+    def get_receipt(self, receipt_id: str) -> Any:
+        return self._get(f"/api/rgpd/receipts/{_seg(receipt_id)}")
+
+    # Tools
+    def list_tools(self, format: str) -> Any:
+        return self._get("/api/tools", format=format)
+
+    def call_tool(self, **invocation: Any) -> Any:
+        return self._send(Call("POST", "/api/tools/call", body=invocation))

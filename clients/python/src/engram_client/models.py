@@ -1,0 +1,120 @@
+"""The spec's main objects as TypedDicts (what the clients' methods answer), written by hand
+and checked against ``openapi/openapi.json`` by ``tests/test_spec.py``: a field the spec
+adds or drops fails that test."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class Conversation(TypedDict, total=False):
+    id: str
+    agent_id: str
+    external_ref: str
+    key: str | None
+    title: str | None
+    metadata: dict[str, Any]
+    memory: bool
+    status: Literal["open", "ended"]
+    message_count: int
+    user_turns: int
+    created_at: str
+    updated_at: str
+    ended_at: str | None
+
+
+class Message(TypedDict, total=False):
+    id: str
+    conversation_id: str
+    seq: int
+    role: Role
+    content: str | list[dict[str, Any]]
+    name: str | None
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    metadata: dict[str, Any] | None
+    created_at: str
+
+
+class Fact(TypedDict, total=False):
+    id: str
+    agent_id: str
+    external_ref: str
+    fact: str
+    tags: list[str]
+    score: float | None
+    source: Literal["extracted", "manual"]
+    conversation_id: str | None
+    superseded_at: str | None
+    superseded_by: str | None
+    created_at: str
+    updated_at: str
+
+
+class MemoryContext(TypedDict):
+    enabled: bool
+    facts: list[Fact]
+    prompt: str
+
+
+class Consent(TypedDict, total=False):
+    external_ref: str
+    ai_consent: bool
+    updated_at: str | None
+
+
+class AgentConfig(TypedDict, total=False):
+    agent_id: str
+    memory_enabled: bool
+    min_user_turns: int
+    max_injected_facts: int
+    min_confidence: float
+    extraction_instructions: str | None
+    summarize_after_messages: int | None
+    summary_window: int
+    created_at: str
+    updated_at: str
+
+
+class Job(TypedDict, total=False):
+    id: str
+    kind: str
+    status: str
+    attempts: int
+    agent_id: str
+    external_ref: str
+    conversation_id: str
+    facts_added: int | None
+    last_error: str | None
+    run_at: str
+    created_at: str
+    updated_at: str
+
+
+class Erasure(TypedDict):
+    external_ref: str
+    deleted: dict[str, int]
+    receipt_id: str
+    completed_at: str
+
+
+class ErrorDetail(TypedDict, total=False):
+    code: str
+    message: str
+    request_id: str
+    last_seq: int
+
+
+SCHEMAS: dict[str, type] = {
+    "Conversation": Conversation,
+    "Message": Message,
+    "Fact": Fact,
+    "MemoryContext": MemoryContext,
+    "Consent": Consent,
+    "AgentConfig": AgentConfig,
+    "Job": Job,
+    "Erasure": Erasure,
+    "ErrorDetail": ErrorDetail,
+}

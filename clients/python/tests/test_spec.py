@@ -1,0 +1,36 @@
+"""The client covers the spec: every operation has a method, every model its fields."""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+
+import pytest
+
+from engram_client import AsyncEngram, Engram
+from engram_client.models import SCHEMAS
+
+SPEC = json.loads((Path(__file__).parents[3] / "openapi" / "openapi.json").read_text())
+OPERATIONS = [
+    (method.upper(), path, operation["operationId"])
+    for path, item in SPEC["paths"].items()
+    for method, operation in item.items()
+    if method in {"get", "put", "post", "patch", "delete"}
+]
+
+
+def test_the_spec_was_read() -> None:
+    assert len(OPERATIONS) > 30
+
+
+@pytest.mark.parametrize("client", [Engram, AsyncEngram])
+def test_every_operation_has_a_method(client: type) -> None:
+    missing = [f"{m} {p} ({op})" for m, p, op in OPERATIONS if not callable(getattr(client, op, None))]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_models_have_the_spec_fields(name: str) -> None:
+    spec_fields = set(SPEC["components"]["schemas"][name]["properties"])
+    assert set(typing.get_type_hints(SCHEMAS[name])) == spec_fields

@@ -1,0 +1,227 @@
+import type { components, operations } from "./generated/openapi.js";
+import { type Call, type EngramOptions, type QueryValue, Transport } from "./transport.js";
+
+export type Schemas = components["schemas"];
+export type OperationId = keyof operations;
+
+type Camel<S extends string> = S extends `${infer Head}_${infer Tail}` ? `${Head}${Capitalize<Camel<Tail>>}` : S;
+
+/** One method per operation of the spec, named after its `operationId` in camelCase. */
+export type OperationMethods = { [K in OperationId as Camel<K>]: (...args: never[]) => Promise<unknown> };
+
+type Json<R> = R extends { content: { "application/json": infer T } }
+  ? T
+  : R extends { content: { "text/plain": infer T } }
+    ? T
+    : undefined;
+type Responses<K extends OperationId> = operations[K]["responses"];
+/** What operation `K` answers on success. */
+export type Result<K extends OperationId> = Json<Responses<K>[Extract<keyof Responses<K>, 200 | 201 | 204>]>;
+/** The JSON body operation `K` takes. */
+export type Body<K extends OperationId> = operations[K] extends {
+  requestBody: { content: { "application/json": infer B } };
+}
+  ? B
+  : never;
+/** The query parameters of operation `K`. */
+export type Query<K extends OperationId> = operations[K]["parameters"] extends { query?: infer Q } ? NonNullable<Q> : never;
+
+/** A page of a list: `items` and the cursor of the next page (null on the last). */
+interface Page<T> {
+  items: T[];
+  next_cursor?: string | null;
+}
+
+/** Options of an append. */
+export interface AppendOptions {
+  /**
+   * The `Idempotency-Key`. By default every append gets a fresh one, reused by its
+   * retries, so a retried append is stored once. `false` sends none.
+   */
+  idempotencyKey?: string | false;
+}
+
+const seg = encodeURIComponent;
+
+/**
+ * A typed client for every route of Engram's API. Errors are thrown as `EngramError`;
+ * 429 and 503 are retried as `EngramOptions` says. Lists have an async iterator too
+ * (`conversations()`, `messages()`, `facts()`, `jobs()`, `configs()`) that follows the
+ * cursors.
+ */
+export class EngramClient implements OperationMethods {
+  readonly transport: Transport;
+
+  constructor(options: EngramOptions) {
+    this.transport = new Transport(options);
+  }
+
+  private call<K extends OperationId>(call: Call): Promise<Result<K>> {
+    return this.transport.send<Result<K>>(call);
+  }
+
+  private get<K extends OperationId>(path: string, query?: object): Promise<Result<K>> {
+    return this.call<K>({ method: "GET", path, query: query as Record<string, QueryValue> | undefined });
+  }
+
+  // Operations and health
+  healthz() {
+    return this.get<"healthz">("/healthz");
+  }
+  readyz() {
+    return this.get<"readyz">("/readyz");
+  }
+  metrics() {
+    return this.get<"metrics">("/metrics") as Promise<string>;
+  }
+
+  // Agent configuration
+  listConfigs(query?: Query<"list_configs">) {
+    return this.get<"list_configs">("/api/agents-config", query);
+  }
+  getConfig(agentId: string) {
+    return this.get<"get_config">(`/api/agents-config/${seg(agentId)}`);
+  }
+  putConfig(agentId: string, body: Body<"put_config">) {
+    return this.call<"put_config">({ method: "PUT", path: `/api/agents-config/${seg(agentId)}`, body });
+  }
+  deleteConfig(agentId: string) {
+    return this.call<"delete_config">({ method: "DELETE", path: `/api/agents-config/${seg(agentId)}` });
+  }
+
+  // Consent
+  getConsent(externalRef: string) {
+    return this.get<"get_consent">(`/api/users/${seg(externalRef)}/consent`);
+  }
+  putConsent(externalRef: string, body: Body<"put_consent">) {
+    return this.call<"put_consent">({ method: "PUT", path: `/api/users/${seg(externalRef)}/consent`, body });
+  }
+
+  // Conversations
+  listConversations(query?: Query<"list_conversations">) {
+    return this.get<"list_conversations">("/api/conversations", query);
+  }
+  createConversation(body: Body<"create_conversation">) {
+    return this.call<"create_conversation">({ method: "POST", path: "/api/conversations", body });
+  }
+  getConversation(id: string) {
+    return this.get<"get_conversation">(`/api/conversations/${seg(id)}`);
+  }
+  updateConversation(id: string, body: Body<"update_conversation">) {
+    return this.call<"update_conversation">({ method: "PATCH", path: `/api/conversations/${seg(id)}`, body });
+  }
+  deleteConversation(id: string) {
+    return this.call<"delete_conversation">({ method: "DELETE", path: `/api/conversations/${seg(id)}` });
+  }
+  endConversation(id: string) {
+    return this.call<"end_conversation">({ method: "POST", path: `/api/conversations/${seg(id)}/end` });
+  }
+  getContext(id: string, query?: Query<"get_context">) {
+    return this.get<"get_context">(`/api/conversations/${seg(id)}/context`, query);
+  }
+  validateHistory(id: string, body: Body<"validate_history">) {
+    return this.call<"validate_history">({ method: "POST", path: `/api/conversations/${seg(id)}/validate`, body });
+  }
+
+  // Messages
+  listMessages(id: string, query?: Query<"list_messages">) {
+    return this.get<"list_messages">(`/api/conversations/${seg(id)}/messages`, query);
+  }
+  appendMessages(id: string, body: Body<"append_messages">, options: AppendOptions = {}) {
+    const key = options.idempotencyKey ?? crypto.randomUUID();
+    return this.call<"append_messages">({
+      method: "POST",
+      path: `/api/conversations/${seg(id)}/messages`,
+      body,
+      headers: key === false ? {} : { "Idempotency-Key": key },
+    });
+  }
+  clearMessages(id: string) {
+    return this.call<"clear_messages">({ method: "DELETE", path: `/api/conversations/${seg(id)}/messages` });
+  }
+
+  // Facts and memory context
+  private userPath(agentId: string, externalRef: string, rest: string): string {
+    return `/api/agents/${seg(agentId)}/users/${seg(externalRef)}${rest}`;
+  }
+  listFacts(agentId: string, externalRef: string, query?: Query<"list_facts">) {
+    return this.get<"list_facts">(this.userPath(agentId, externalRef, "/facts"), query);
+  }
+  rememberFact(agentId: string, externalRef: string, body: Body<"remember_fact">) {
+    return this.call<"remember_fact">({ method: "POST", path: this.userPath(agentId, externalRef, "/facts"), body });
+  }
+  searchFacts(agentId: string, externalRef: string, query: Query<"search_facts">) {
+    return this.get<"search_facts">(this.userPath(agentId, externalRef, "/facts/search"), query);
+  }
+  updateFact(agentId: string, externalRef: string, factId: string, body: Body<"update_fact">) {
+    const path = this.userPath(agentId, externalRef, `/facts/${seg(factId)}`);
+    return this.call<"update_fact">({ method: "PATCH", path, body });
+  }
+  deleteFact(agentId: string, externalRef: string, factId: string) {
+    const path = this.userPath(agentId, externalRef, `/facts/${seg(factId)}`);
+    return this.call<"delete_fact">({ method: "DELETE", path });
+  }
+  deleteFacts(agentId: string, externalRef: string) {
+    return this.call<"delete_facts">({ method: "DELETE", path: this.userPath(agentId, externalRef, "/facts") });
+  }
+  memoryContext(agentId: string, externalRef: string, query?: Query<"memory_context">) {
+    return this.get<"memory_context">(this.userPath(agentId, externalRef, "/memory-context"), query);
+  }
+
+  // Jobs
+  listJobs(query?: Query<"list_jobs">) {
+    return this.get<"list_jobs">("/api/jobs", query);
+  }
+  getJob(id: string) {
+    return this.get<"get_job">(`/api/jobs/${seg(id)}`);
+  }
+  retryJob(id: string) {
+    return this.call<"retry_job">({ method: "POST", path: `/api/jobs/${seg(id)}/retry` });
+  }
+
+  // GDPR
+  exportUser(externalRef: string) {
+    return this.get<"export_user">(`/api/rgpd/users/${seg(externalRef)}/ai-data`);
+  }
+  eraseUser(externalRef: string) {
+    return this.call<"erase_user">({ method: "DELETE", path: `/api/rgpd/users/${seg(externalRef)}/ai-data` });
+  }
+  getReceipt(receiptId: string) {
+    return this.get<"get_receipt">(`/api/rgpd/receipts/${seg(receiptId)}`);
+  }
+
+  // Tools
+  listTools(query: Query<"list_tools">) {
+    return this.get<"list_tools">("/api/tools", query);
+  }
+  callTool(body: Body<"call_tool">) {
+    return this.call<"call_tool">({ method: "POST", path: "/api/tools/call", body });
+  }
+
+  // Lists as async iterators, following `next_cursor`
+  conversations(query: Omit<Query<"list_conversations">, "cursor"> = {}) {
+    return paginate((cursor) => this.listConversations({ ...query, cursor }));
+  }
+  messages(id: string, query: Omit<Query<"list_messages">, "cursor" | "last"> = {}) {
+    return paginate((cursor) => this.listMessages(id, { ...query, cursor }));
+  }
+  facts(agentId: string, externalRef: string, query: Omit<Query<"list_facts">, "cursor"> = {}) {
+    return paginate((cursor) => this.listFacts(agentId, externalRef, { ...query, cursor }));
+  }
+  jobs(query: Omit<Query<"list_jobs">, "cursor"> = {}) {
+    return paginate((cursor) => this.listJobs({ ...query, cursor }));
+  }
+  configs(query: Omit<Query<"list_configs">, "cursor"> = {}) {
+    return paginate((cursor) => this.listConfigs({ ...query, cursor }));
+  }
+}
+
+/** Every item of a keyset-paginated list, fetching the next page only when needed. */
+export async function* paginate<T>(page: (cursor: string | undefined) => Promise<Page<T>>): AsyncGenerator<T> {
+  let cursor: string | undefined;
+  do {
+    const current = await page(cursor);
+    yield* current.items;
+    cursor = current.next_cursor ?? undefined;
+  } while (cursor !== undefined);
+}

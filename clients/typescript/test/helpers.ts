@@ -1,0 +1,39 @@
+// What every test needs: the live Engram that scripts/test-clients started, and tokens for
+// a tenant of the test's own, so that tests never see each other's data.
+import { createHmac, randomUUID } from "node:crypto";
+import { EngramClient, type EngramOptions } from "../src/index.js";
+
+function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the tests through scripts/test-clients`);
+  return value;
+}
+
+export const ENGRAM_URL = env("ENGRAM_URL");
+/** A second server whose tenants may send 2 requests a second (burst 4), for the 429 tests. */
+export const ENGRAM_LIMITED_URL = env("ENGRAM_LIMITED_URL");
+
+const b64 = (value: string | Buffer) => Buffer.from(value).toString("base64url");
+
+/** A token signed with the server's HS256 secret. */
+export function mintToken(claims: Record<string, unknown>): string {
+  const header = b64(JSON.stringify({ alg: "HS256", typ: "JWT" }));
+  const body = b64(JSON.stringify({ exp: Math.floor(Date.now() / 1000) + 3600, ...claims }));
+  const signature = createHmac("sha256", env("ENGRAM_JWT_SECRET")).update(`${header}.${body}`).digest();
+  return `${header}.${body}.${b64(signature)}`;
+}
+
+/** A fresh tenant: its name, an admin client, and a way to mint more tokens for it. */
+export function newTenant(options: Partial<EngramOptions> = {}) {
+  const tenant = `ts-${randomUUID()}`;
+  const token = mintToken({ tenant, scope: "admin rgpd" });
+  const client = new EngramClient({ baseUrl: ENGRAM_URL, token, ...options });
+  return { tenant, token, client };
+}
+
+/** An agent id that no other test uses, with memory switched on. */
+export async function memoryAgent(client: EngramClient): Promise<string> {
+  const agentId = `agent-${randomUUID()}`;
+  await client.putConfig(agentId, { memory_enabled: true });
+  return agentId;
+}
