@@ -13,10 +13,23 @@ are kept as generated.
 - `POST /api/tools/call` runs a tool only while the agent's memory is on and the user
   consents (else 409, documented), on facts that exist (else 404) and with opaque cursors:
   its answer to a schema-valid call depends on state, not on the body.
+
+One failure is dropped, in every phase and chain: `DELETE /api/conversations/{id}/messages`
+clears a thread and keeps the conversation (docs/api.md, "Clearing"), so reading that same
+thread's messages afterwards answers 200 with an empty page. Schemathesis's use-after-free
+heuristic takes any DELETE followed by a read of the same path for a deleted resource still
+served. A per-operation exemption in the configuration (`checks.use_after_free.enabled =
+false` for the read) did not hold in every stateful chain: the contract test failed about
+one run in six on PostgreSQL. The `filter_failure` hook runs on every failure of every
+check wherever it is raised, and drops exactly this pair (a clear of the messages of one
+conversation, then a read of the messages of that same conversation), so the heuristic
+stays on for every other read, including the messages of a deleted conversation.
+`scripts/schemathesis_hooks_test.py` replays the failure the check raised.
 """
 
 import schemathesis
 from schemathesis import GenerationMode
+from schemathesis.openapi.checks import UseAfterFree
 
 
 def _is_positive(case):
@@ -45,3 +58,16 @@ def filter_case(context, case):
     if "last" in query and ("limit" in query or "cursor" in query):
         return False
     return True
+
+
+def is_read_after_clear(failure):
+    """A use-after-free whose "free" cleared the messages of the very thread then read."""
+    if not isinstance(failure, UseAfterFree):
+        return False
+    method, _, path = failure.usage.partition(" ")
+    return method == "GET" and path.endswith("/messages") and failure.free == f"DELETE {path}"
+
+
+@schemathesis.hook
+def filter_failure(context, failure, case, response):
+    return not is_read_after_clear(failure)
