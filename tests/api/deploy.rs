@@ -24,9 +24,14 @@ fn yaml(relative: &str) -> Vec<Yaml> {
     YamlLoader::load_from_str(&read(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
 }
 
+/// The settings of `engram serve` (a superset of every other command's), as clap declares them.
+fn serve_settings() -> Command {
+    ServeConfig::augment_args(Command::new("serve"))
+}
+
 /// `ENGRAM_SHUTDOWN_GRACE_SECS`'s default, read from the settings themselves.
 fn default_shutdown_grace_secs() -> i64 {
-    let serve = ServeConfig::augment_args(Command::new("serve"));
+    let serve = serve_settings();
     let arg = serve
         .get_arguments()
         .find(|arg| arg.get_env().is_some_and(|env| env == "ENGRAM_SHUTDOWN_GRACE_SECS"))
@@ -136,6 +141,63 @@ fn compose_requires_the_secrets_checks_health_and_waits_for_jobs() {
         grace.is_some_and(|g: i64| g > default_shutdown_grace_secs()),
         "stop_grace_period {grace:?} must exceed ENGRAM_SHUTDOWN_GRACE_SECS"
     );
+}
+
+/// A deploy file that sets a variable no setting reads (a typo, a renamed setting) fails
+/// silently at run time: each one must be a setting's. And a secret (a setting whose value
+/// `--help` hides, or a password) must never be written into the file: a compose value is
+/// passed through, or required (`${VAR:?…}`, whole or as the credential of a URL).
+#[test]
+fn deploy_files_set_only_real_settings_and_no_secret_values() {
+    let settings: Vec<(String, bool)> = serve_settings()
+        .get_arguments()
+        .filter_map(|arg| Some((arg.get_env()?.to_str()?.to_owned(), arg.is_hide_env_values_set())))
+        .collect();
+    let setting = |name: &str| settings.iter().find(|(env, _)| env == name).map(|(_, secret)| *secret);
+    let is_secret_name = |name: &str| ["PASSWORD", "SECRET", "KEY"].iter().any(|word| name.contains(word));
+
+    let docs = yaml("deploy/docker-compose.yml");
+    for (service, definition) in docs[0]["services"].as_hash().expect("services") {
+        let runs_engram = !definition["build"].is_badvalue();
+        for (name, value) in definition["environment"].as_hash().into_iter().flatten() {
+            let name = name.as_str().expect("a variable name");
+            let secret = if runs_engram {
+                setting(name).unwrap_or_else(|| panic!("compose {service:?} sets {name}, which no setting reads"))
+            } else {
+                false
+            };
+            let Some(value) = value.as_str() else { continue };
+            if secret || is_secret_name(name) {
+                assert!(
+                    value.contains(":?") && !value.contains(":-"),
+                    "compose {service:?} {name}: a secret written in the file ({value:?}), not required"
+                );
+            }
+        }
+    }
+
+    let mut manifests = 0;
+    for (pod, template) in pod_templates() {
+        for container in template["containers"].as_vec().expect("containers") {
+            for var in container["env"].as_vec().into_iter().flatten() {
+                let name = var["name"].as_str().expect("a variable name");
+                let secret = setting(name).unwrap_or_else(|| panic!("{pod} sets {name}, which no setting reads"));
+                if secret || is_secret_name(name) {
+                    assert!(var["value"].is_badvalue(), "{pod} {name}: a secret written in the manifest");
+                }
+                manifests += 1;
+            }
+        }
+    }
+    assert!(manifests > 0, "no variables found in the manifests");
+
+    for (keyword, value) in dockerfile_instructions() {
+        if keyword == "ENV" {
+            for name in value.split_whitespace().filter_map(|pair| pair.split_once('=')).map(|(name, _)| name) {
+                assert!(setting(name).is_some(), "the Dockerfile sets {name}, which no setting reads");
+            }
+        }
+    }
 }
 
 /// Every Kubernetes manifest: each document with a pod template.
