@@ -35,6 +35,66 @@ pub(super) fn skip_lead(tokens: &[Tok], mut i: usize) -> (usize, bool) {
     (i, greeting)
 }
 
+/// Verbs that open a subjectless clause about oneself after a first-person sentence ("I
+/// live in the country. Just drive my truck and listen to country music"): activities and
+/// tastes, in the form "I" takes. Verbs of talk ("tell", "let", "see") are left out, since
+/// those open requests to the listener.
+const CARRIED_VERBS: &[&str] = &[
+    "love",
+    "like",
+    "enjoy",
+    "hate",
+    "work",
+    "live",
+    "play",
+    "drive",
+    "listen",
+    "watch",
+    "read",
+    "cook",
+    "bake",
+    "paint",
+    "run",
+    "swim",
+    "hike",
+    "fish",
+    "hunt",
+    "collect",
+    "teach",
+    "study",
+    "volunteer",
+    "own",
+    "write",
+    "sing",
+    "dance",
+    "ride",
+    "garden",
+    "knit",
+    "sew",
+    "travel",
+    "spend",
+    "walk",
+    "jog",
+    "grow",
+    "raise",
+];
+
+/// The sentence with "I" put back before its first verb when it has no subject and opens
+/// with one of [`CARRIED_VERBS`], possibly after adverbs ("Just drive my truck"); `start`
+/// is where its words begin.
+pub(super) fn implied_subject(tokens: &[Tok], start: usize) -> Option<Vec<Tok>> {
+    let mut k = start;
+    while tokens.get(k).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
+        k += 1;
+    }
+    if !tokens.get(k).is_some_and(|t| in_list(CARRIED_VERBS, &t.lower)) {
+        return None;
+    }
+    let mut out = vec![Tok { text: "I".into(), lower: "i".into(), word: true }];
+    out.extend_from_slice(&tokens[start..]);
+    Some(out)
+}
+
 const WH_WORDS: &[&str] = &["what", "who", "where", "when", "why", "how", "which", "whose"];
 pub(super) const AUXILIARIES: &[&str] = &[
     "do", "does", "did", "is", "are", "am", "was", "were", "can", "could", "would", "will", "should", "have", "has",
