@@ -25,9 +25,9 @@ use std::collections::HashSet;
 
 use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
-use clauses::{implied_subject, is_hypothetical, is_question, skip_lead, split_clauses, statements};
+use clauses::{implied_subject, is_hypothetical, is_question, short_answer, skip_lead, split_clauses, statements};
 use rules::match_clause;
-use tokens::{split_sentences, tokenize};
+use tokens::{Tok, split_sentences, tokenize};
 
 /// Extracts facts from the user turns with `seq > from_seq`, in order of appearance,
 /// deduplicated case-insensitively.
@@ -35,8 +35,13 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
     let mut seen = HashSet::new();
     let mut facts = Vec::new();
     let mut mentioned = Vec::new();
-    let turns = request.turns.iter().filter(|turn| turn.role == Role::User && turn.seq > request.from_seq);
-    for turn in turns {
+    // The last yes-no question asked ("Do you have pets?"), which a short answer completes.
+    let mut asked: Option<Vec<Tok>> = None;
+    for turn in &request.turns {
+        if turn.role != Role::User || turn.seq <= request.from_seq {
+            asked = split_sentences(&turn.text).last().filter(|s| s.question).map(|s| tokenize(s.text));
+            continue;
+        }
         // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
         let mut greeted = false;
         // "I live in the country. Just drive my truck": the subject carries on.
@@ -46,6 +51,12 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
             let (mut start, greeting) = skip_lead(&tokens, 0);
             if about_self && let Some(with_subject) = implied_subject(&tokens, start) {
                 (tokens, start) = (with_subject, 0);
+            }
+            if let Some(statement) = asked.take().and_then(|question| short_answer(&question, &tokens)) {
+                (tokens, start) = (statement, 0);
+            }
+            if sentence.question {
+                asked = Some(tokens.clone());
             }
             about_self = tokens.get(start).is_some_and(|t| t.is("i")) && !sentence.question;
             let after_greeting = greeted;
@@ -618,6 +629,21 @@ mod tests {
         );
         assert!(facts("I think the movie was great").is_empty());
         assert!(facts("I used to breed rabbits").is_empty());
+    }
+
+    #[test]
+    fn short_answers_to_yes_no_questions() {
+        let asked = |question: &str, answer: &str| -> Vec<String> {
+            let turns = [(Role::Assistant, question), (Role::User, answer)];
+            extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
+        };
+        assert_eq!(asked("Cool. Do you have any pets?", "No, I don't. I travel a lot."), ["Has no pets", "Travels"]);
+        assert_eq!(asked("Do you play the guitar?", "Yes! Every day."), ["Plays the guitar"]);
+        assert_eq!(facts("Do you like the holidays? I don't."), ["Dislikes the holidays"]);
+        // Only the first sentence after the question answers it.
+        assert!(asked("Do you play the guitar?", "Hi. Yes.").is_empty());
+        assert!(asked("Do you play the guitar?", "Yes, but I hate it.").iter().all(|f| f != "Plays the guitar"));
+        assert!(asked("Do you think so?", "Yes.").is_empty());
     }
 
     #[test]
