@@ -12,7 +12,7 @@
 //! present moment ("today", "right now", "last night").
 
 use super::clauses::AUXILIARIES;
-use super::lexicon::{ADVERBS, in_list};
+use super::lexicon::in_list;
 use super::phrase::{fact, lower_words, object, tags_for, third_person};
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
