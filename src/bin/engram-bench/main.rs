@@ -365,14 +365,18 @@ fn extraction(args: &ExtractionArgs) -> Result<(), String> {
 
 /// The conversation as the extractor sees it when `speaker` is the user.
 fn speaker_request(dialogue: &Dialogue, speaker: usize) -> ExtractionRequest {
-    let turns = dialogue
-        .turns
-        .iter()
+    request_of(dialogue.turns.iter().map(|(who, text)| (*who == speaker, text.as_str())))
+}
+
+/// A conversation as the extractor is asked it: each turn the user's (`true`) or the
+/// assistant's, numbered from 1, all of them new.
+fn request_of<'a>(turns: impl Iterator<Item = (bool, &'a str)>) -> ExtractionRequest {
+    let turns = turns
         .zip(1..)
-        .map(|((who, text), seq)| Turn {
+        .map(|((user, text), seq)| Turn {
             seq,
-            role: if *who == speaker { Role::User } else { Role::Assistant },
-            text: text.clone(),
+            role: if user { Role::User } else { Role::Assistant },
+            text: text.to_owned(),
         })
         .collect();
     ExtractionRequest { turns, from_seq: 0, instructions: None }

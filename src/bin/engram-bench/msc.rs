@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use engram::domain::message::Role;
-use engram::extract::{ExtractionRequest, Turn, builtin};
+use engram::extract::{ExtractionRequest, builtin};
 use serde_json::{Value, json};
 
 use crate::drive::{Budget, drive};
@@ -34,17 +34,7 @@ struct Conversation {
 
 impl Conversation {
     fn request(&self) -> ExtractionRequest {
-        let turns = self
-            .turns
-            .iter()
-            .zip(1..)
-            .map(|((own, text), seq)| Turn {
-                seq,
-                role: if *own { Role::User } else { Role::Assistant },
-                text: text.clone(),
-            })
-            .collect();
-        ExtractionRequest { turns, from_seq: 0, instructions: None }
+        crate::request_of(self.turns.iter().map(|(own, text)| (*own, text.as_str())))
     }
 
     fn said(&self) -> impl Iterator<Item = &str> {
@@ -275,15 +265,7 @@ async fn through_api(
         .status();
     anyhow::ensure!(status.is_success(), "configuring the agent failed: {status}");
     let sessions: Arc<Vec<Vec<(Role, String)>>> = Arc::new(
-        conversations
-            .iter()
-            .map(|c| {
-                c.turns
-                    .iter()
-                    .map(|(own, text)| (if *own { Role::User } else { Role::Assistant }, text.clone()))
-                    .collect()
-            })
-            .collect(),
+        conversations.iter().map(|c| c.request().turns.into_iter().map(|t| (t.role, t.text)).collect()).collect(),
     );
     let stored: Arc<Mutex<Vec<Option<Vec<String>>>>> = Arc::new(Mutex::new(vec![None; conversations.len()]));
     let (base, out) = (server.base.clone(), stored.clone());
