@@ -690,6 +690,11 @@ mod tests {
         assert_eq!(defaults.data, PathBuf::from(SPC_VALID));
         assert_eq!(defaults.limit, None);
         assert!(parse(&["extraction", "--limit", "many"]).is_err());
+        let msc = parse(&["extraction", "--msc", "dir", "--in-process"]).expect("valid args");
+        assert_eq!(msc.msc, Some(PathBuf::from("dir")));
+        assert!(msc.in_process && defaults.msc.is_none() && !defaults.in_process);
+        assert!(parse(&["extraction", "--in-process"]).is_err());
+        assert!(parse(&["extraction", "--json", "out.json"]).is_err());
         assert!(parse(&["extraction", "--bogus"]).is_err());
         assert!(parse(&["extraction", "--data"]).is_err());
         assert!(parse(&["bogus"]).is_err());
