@@ -15,6 +15,7 @@
 mod drive;
 mod load;
 mod locomo;
+mod msc;
 mod scale;
 
 use std::collections::{HashMap, HashSet};
@@ -73,7 +74,7 @@ struct Database {
 }
 
 /// Whether the Engram a benchmark starts recalls by meaning.
-#[derive(Args)]
+#[derive(Args, Default)]
 struct Embeddings {
     /// Run with local embeddings, all-MiniLM-L6-v2's files read from DIR (never fetched);
     /// without it, embeddings are off and recall is full text.
@@ -186,7 +187,12 @@ struct Server {
 impl Scratch {
     /// Starts an Engram on this database, with `embeddings`.
     async fn serve(&self, embeddings: &Embeddings) -> anyhow::Result<Server> {
-        let config = serve_config(&[self.serve_args("127.0.0.1:0"), embeddings.serve_args()].concat())?;
+        self.serve_with(embeddings, &[]).await
+    }
+
+    /// Starts an Engram on this database, with `embeddings` and the further settings `extra`.
+    async fn serve_with(&self, embeddings: &Embeddings, extra: &[String]) -> anyhow::Result<Server> {
+        let config = serve_config(&[self.serve_args("127.0.0.1:0"), embeddings.serve_args(), extra.to_vec()].concat())?;
         let started = Instant::now();
         let app = engram::app::App::build(config).await?;
         let base = format!("http://{}", app.local_addr()?);
@@ -247,16 +253,33 @@ struct ExtractionArgs {
     /// Synthetic-Persona-Chat CSV file.
     #[arg(long, value_name = "PATH", default_value = SPC_VALID)]
     data: PathBuf,
-    /// Evaluate only the first N conversations.
+    /// Evaluate only the first N conversations (with `--msc`: the first N dialogues of
+    /// each session).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Score on Multi-Session Chat instead: the `session_N.jsonl` files under DIR, each
+    /// conversation held through the API of an Engram started in this process.
+    #[arg(long, value_name = "DIR")]
+    msc: Option<PathBuf>,
+    /// With `--msc`: call the extractor directly only, without the API (faster, for
+    /// iterating on rules).
+    #[arg(long, requires = "msc")]
+    in_process: bool,
+    #[command(flatten)]
+    database: Database,
+    /// With `--msc`: also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE", requires = "msc")]
+    json: Option<PathBuf>,
 }
 
 /// Command-line mistakes exit with 2 and the usage (clap's convention); a failed run exits
 /// with 1 and its message.
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Extraction(args) => extraction(&args),
+        Command::Extraction(args) => match &args.msc {
+            Some(dir) => block_on(msc::run(&args, dir)),
+            None => extraction(&args),
+        },
         Command::Load(args) => block_on(load::run(&args)),
         Command::Scale(args) => block_on(scale::run(&args)),
         Command::Locomo(args) => block_on(locomo::run(&args)),
@@ -302,7 +325,8 @@ fn extraction(args: &ExtractionArgs) -> Result<(), String> {
             let every: Vec<String> = facts.into_iter().map(|f| f.fact).collect();
             confident.add(&scorer, &kept, gold);
             all_scores.add(&scorer, &every, gold);
-            baseline.add(&scorer, &first_person_sentences(dialogue, speaker), gold);
+            let said = dialogue.turns.iter().filter(|(who, _)| *who == speaker).map(|(_, text)| text.as_str());
+            baseline.add(&scorer, &first_person_sentences(said), gold);
         }
     }
     let elapsed = started.elapsed();
@@ -341,14 +365,18 @@ fn extraction(args: &ExtractionArgs) -> Result<(), String> {
 
 /// The conversation as the extractor sees it when `speaker` is the user.
 fn speaker_request(dialogue: &Dialogue, speaker: usize) -> ExtractionRequest {
-    let turns = dialogue
-        .turns
-        .iter()
+    request_of(dialogue.turns.iter().map(|(who, text)| (*who == speaker, text.as_str())))
+}
+
+/// A conversation as the extractor is asked it: each turn the user's (`true`) or the
+/// assistant's, numbered from 1, all of them new.
+fn request_of<'a>(turns: impl Iterator<Item = (bool, &'a str)>) -> ExtractionRequest {
+    let turns = turns
         .zip(1..)
-        .map(|((who, text), seq)| Turn {
+        .map(|((user, text), seq)| Turn {
             seq,
-            role: if *who == speaker { Role::User } else { Role::Assistant },
-            text: text.clone(),
+            role: if user { Role::User } else { Role::Assistant },
+            text: text.to_owned(),
         })
         .collect();
     ExtractionRequest { turns, from_seq: 0, instructions: None }
@@ -356,11 +384,12 @@ fn speaker_request(dialogue: &Dialogue, speaker: usize) -> ExtractionRequest {
 
 const FIRST_PERSON: &[&str] = &["i", "i'm", "im", "i've", "i'd", "i'll", "me", "my", "mine", "myself"];
 
-/// The baseline: every sentence of the speaker that mentions themself, verbatim.
-fn first_person_sentences(dialogue: &Dialogue, speaker: usize) -> Vec<String> {
+/// The baseline: every sentence of what the speaker `said` that mentions themself,
+/// verbatim.
+fn first_person_sentences<'a>(said: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for (_, text) in dialogue.turns.iter().filter(|(who, _)| *who == speaker) {
+    for text in said {
         for sentence in text.split_inclusive(['.', '!', '?']) {
             let sentence = sentence.trim();
             let first_person = sentence
@@ -443,14 +472,33 @@ impl Scorer {
         }
     }
 
-    /// Lowercased, split on non-alphanumerics, stop words dropped, stemmed.
+    /// Lowercased, contractions expanded, split on non-alphanumerics, stop words dropped,
+    /// stemmed.
     fn content_words(&self, text: &str) -> Vec<String> {
-        text.to_lowercase()
+        expand_contractions(&text.to_lowercase())
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty() && !self.stop_words.contains(w))
             .map(|w| self.stemmer.stem(w).into_owned())
             .collect()
     }
+
+    /// Which of the `gold` lines the `facts` match.
+    fn matched_gold(&self, facts: &[String], gold: &[String]) -> Vec<bool> {
+        let words = |texts: &[String]| texts.iter().map(|t| self.content_words(t)).collect::<Vec<_>>();
+        greedy_match(&words(facts), &words(gold))
+    }
+}
+
+/// "don't" → "do not", "doesn't" → "does not", "I'm" → "I am", "I've" → "I have": so
+/// that a negated auxiliary leaves only stop words, not a stray "doesn".
+fn expand_contractions(lower: &str) -> String {
+    lower
+        .replace('\u{2019}', "'")
+        .replace("can't", "can not")
+        .replace("won't", "will not")
+        .replace("n't", " not")
+        .replace("'m", " am")
+        .replace("'ve", " have")
 }
 
 /// Token F1 of two bags of words (counting repeats, as in SQuAD).
@@ -479,9 +527,9 @@ fn token_f1(a: &[String], b: &[String]) -> f64 {
     2.0 * precision * recall / (precision + recall)
 }
 
-/// Pairs facts with gold lines, best overlap first, each used at most once; returns the
-/// number of pairs.
-fn greedy_match(facts: &[Vec<String>], gold: &[Vec<String>]) -> usize {
+/// Pairs facts with gold lines, best overlap first, each used at most once; returns
+/// which gold lines were paired.
+fn greedy_match(facts: &[Vec<String>], gold: &[Vec<String>]) -> Vec<bool> {
     let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
     for (i, fact) in facts.iter().enumerate() {
         for (j, line) in gold.iter().enumerate() {
@@ -494,15 +542,13 @@ fn greedy_match(facts: &[Vec<String>], gold: &[Vec<String>]) -> usize {
     pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     let mut fact_used = vec![false; facts.len()];
     let mut gold_used = vec![false; gold.len()];
-    let mut matched = 0;
     for (_, i, j) in pairs {
         if !fact_used[i] && !gold_used[j] {
             fact_used[i] = true;
             gold_used[j] = true;
-            matched += 1;
         }
     }
-    matched
+    gold_used
 }
 
 #[derive(Default)]
@@ -514,11 +560,9 @@ struct Tally {
 
 impl Tally {
     fn add(&mut self, scorer: &Scorer, facts: &[String], gold: &[String]) {
-        let facts: Vec<Vec<String>> = facts.iter().map(|f| scorer.content_words(f)).collect();
-        let gold: Vec<Vec<String>> = gold.iter().map(|g| scorer.content_words(g)).collect();
         self.facts += facts.len();
         self.gold += gold.len();
-        self.matched += greedy_match(&facts, &gold);
+        self.matched += scorer.matched_gold(facts, gold).into_iter().filter(|&m| m).count();
     }
 
     fn precision(&self) -> f64 {
@@ -553,6 +597,9 @@ mod tests {
         assert_eq!(words(&scorer, "I love to bake cookies."), ["love", "bake", "cooki"]);
         assert_eq!(words(&scorer, "Loves baking cookies"), ["love", "bake", "cooki"]);
         assert!(words(&scorer, "I am. You are!").is_empty());
+        // Negated auxiliaries leave stop words only, whatever the apostrophe.
+        assert_eq!(words(&scorer, "She doesn't swim; I can't, I won’t"), ["swim"]);
+        assert_eq!(words(&scorer, "I'm sure I've been"), ["sure"]);
     }
 
     #[test]
@@ -576,11 +623,11 @@ mod tests {
             ["Likes tea", "Likes green tea", "Plays chess"].iter().map(|f| words(&scorer, f)).collect();
         let gold: Vec<Vec<String>> = ["I like green tea.", "I hate cats."].iter().map(|g| words(&scorer, g)).collect();
         // Both tea facts match the first line, but it can be used only once.
-        assert_eq!(greedy_match(&facts, &gold), 1);
+        assert_eq!(greedy_match(&facts, &gold), [true, false]);
         let gold_both: Vec<Vec<String>> =
             ["I like green tea.", "I like tea."].iter().map(|g| words(&scorer, g)).collect();
-        assert_eq!(greedy_match(&facts, &gold_both), 2);
-        assert_eq!(greedy_match(&[], &gold), 0);
+        assert_eq!(greedy_match(&facts, &gold_both), [true, true]);
+        assert_eq!(greedy_match(&[], &gold), [false, false]);
     }
 
     #[test]
@@ -622,7 +669,8 @@ mod tests {
         assert_eq!(request.turns[0].role, Role::Assistant);
         assert_eq!(request.turns[1].role, Role::User);
         assert_eq!(request.turns[1].seq, 2);
-        assert_eq!(first_person_sentences(d, 0), ["I like tea."]);
+        let said = d.turns.iter().filter(|(who, _)| *who == 0).map(|(_, text)| text.as_str());
+        assert_eq!(first_person_sentences(said), ["I like tea."]);
     }
 
     fn parse(args: &[&str]) -> Result<ExtractionArgs, clap::Error> {
@@ -642,6 +690,11 @@ mod tests {
         assert_eq!(defaults.data, PathBuf::from(SPC_VALID));
         assert_eq!(defaults.limit, None);
         assert!(parse(&["extraction", "--limit", "many"]).is_err());
+        let msc = parse(&["extraction", "--msc", "dir", "--in-process"]).expect("valid args");
+        assert_eq!(msc.msc, Some(PathBuf::from("dir")));
+        assert!(msc.in_process && defaults.msc.is_none() && !defaults.in_process);
+        assert!(parse(&["extraction", "--in-process"]).is_err());
+        assert!(parse(&["extraction", "--json", "out.json"]).is_err());
         assert!(parse(&["extraction", "--bogus"]).is_err());
         assert!(parse(&["extraction", "--data"]).is_err());
         assert!(parse(&["bogus"]).is_err());

@@ -35,6 +35,100 @@ pub(super) fn skip_lead(tokens: &[Tok], mut i: usize) -> (usize, bool) {
     (i, greeting)
 }
 
+/// Verbs that open a subjectless clause about oneself after a first-person sentence ("I
+/// live in the country. Just drive my truck and listen to country music"): activities and
+/// tastes, in the form "I" takes. Verbs of talk ("tell", "let", "see") are left out, since
+/// those open requests to the listener.
+const CARRIED_VERBS: &[&str] = &[
+    "love",
+    "like",
+    "enjoy",
+    "hate",
+    "work",
+    "live",
+    "play",
+    "drive",
+    "listen",
+    "watch",
+    "read",
+    "cook",
+    "bake",
+    "paint",
+    "run",
+    "swim",
+    "hike",
+    "fish",
+    "hunt",
+    "collect",
+    "teach",
+    "study",
+    "volunteer",
+    "own",
+    "write",
+    "sing",
+    "dance",
+    "ride",
+    "garden",
+    "knit",
+    "sew",
+    "travel",
+    "spend",
+    "walk",
+    "jog",
+    "grow",
+    "raise",
+];
+
+/// The sentence with "I" put back before its first verb when it has no subject and opens
+/// with one of [`CARRIED_VERBS`], possibly after adverbs ("Just drive my truck"); `start`
+/// is where its words begin.
+pub(super) fn implied_subject(tokens: &[Tok], start: usize) -> Option<Vec<Tok>> {
+    let mut k = start;
+    while tokens.get(k).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
+        k += 1;
+    }
+    if !tokens.get(k).is_some_and(|t| in_list(CARRIED_VERBS, &t.lower)) {
+        return None;
+    }
+    let mut out = vec![Tok { text: "I".into(), lower: "i".into(), word: true }];
+    out.extend_from_slice(&tokens[start..]);
+    Some(out)
+}
+
+/// "Do you have pets?" "No.": a bare answer about oneself to a yes-no question, as the
+/// statement it stands for ("I do not have pets"), for the rules to read. The answer is
+/// "yes", "no", "I do" or "I don't" and nothing more; the question is "do you …" with the
+/// listener's words turned to the speaker's.
+pub(super) fn short_answer(question: &[Tok], answer: &[Tok]) -> Option<Vec<Tok>> {
+    let (q, _) = skip_lead(question, 0);
+    let asked = question.get(q + 2..).filter(|_| question[q].is("do") && question[q + 1].is("you"))?;
+    let words: Vec<&str> = answer.iter().filter(|t| t.word).map(|t| t.lower.as_str()).collect();
+    let negated = match words.as_slice() {
+        ["yes" | "yeah" | "yep" | "yup" | "sure"] | [.., "i", "do"] | [.., "i", "do", "too"] => false,
+        ["no" | "nope"] | [.., "i", "do", "not"] | [.., "i", "do", "not", "either"] => true,
+        _ => return None,
+    };
+    // Before "I do" only a "yes" or a "no" and the like: "Yes, I do", "Well no, I don't".
+    let core = words.iter().rposition(|w| *w == "i").unwrap_or(0);
+    let fillers = ["yes", "yeah", "yep", "yup", "sure", "no", "nope", "oh", "well", "actually"];
+    let stance = asked.first().is_none_or(|t| in_list(&["think", "mean", "know", "want"], &t.lower));
+    if stance || !words[..core].iter().all(|w| fillers.contains(w)) {
+        return None;
+    }
+    let word = |text: &str| Tok { text: text.into(), lower: text.to_lowercase(), word: true };
+    let mut out = vec![word("I")];
+    if negated {
+        out.extend([word("do"), word("not")]);
+    }
+    out.extend(asked.iter().map(|t| match t.lower.as_str() {
+        "your" => word("my"),
+        "you" => word("me"),
+        "yourself" => word("myself"),
+        _ => t.clone(),
+    }));
+    Some(out)
+}
+
 const WH_WORDS: &[&str] = &["what", "who", "where", "when", "why", "how", "which", "whose"];
 pub(super) const AUXILIARIES: &[&str] = &[
     "do", "does", "did", "is", "are", "am", "was", "were", "can", "could", "would", "will", "should", "have", "has",

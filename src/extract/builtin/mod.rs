@@ -18,6 +18,7 @@ mod mentions;
 mod names;
 mod phrase;
 mod rules;
+mod statement;
 mod tokens;
 mod verbs;
 
@@ -25,9 +26,9 @@ use std::collections::HashSet;
 
 use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
-use clauses::{is_hypothetical, is_question, skip_lead, split_clauses, statements};
+use clauses::{implied_subject, is_hypothetical, is_question, short_answer, skip_lead, split_clauses, statements};
 use rules::match_clause;
-use tokens::{split_sentences, tokenize};
+use tokens::{Tok, split_sentences, tokenize};
 
 /// Extracts facts from the user turns with `seq > from_seq`, in order of appearance,
 /// deduplicated case-insensitively.
@@ -35,13 +36,30 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
     let mut seen = HashSet::new();
     let mut facts = Vec::new();
     let mut mentioned = Vec::new();
-    let turns = request.turns.iter().filter(|turn| turn.role == Role::User && turn.seq > request.from_seq);
-    for turn in turns {
+    // The last yes-no question asked ("Do you have pets?"), which a short answer completes.
+    let mut asked: Option<Vec<Tok>> = None;
+    for turn in &request.turns {
+        if turn.role != Role::User || turn.seq <= request.from_seq {
+            asked = split_sentences(&turn.text).last().filter(|s| s.question).map(|s| tokenize(s.text));
+            continue;
+        }
         // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
         let mut greeted = false;
+        // "I live in the country. Just drive my truck": the subject carries on.
+        let mut about_self = false;
         for sentence in split_sentences(&turn.text) {
-            let tokens = tokenize(sentence.text);
-            let (start, greeting) = skip_lead(&tokens, 0);
+            let mut tokens = tokenize(sentence.text);
+            let (mut start, greeting) = skip_lead(&tokens, 0);
+            if about_self && let Some(with_subject) = implied_subject(&tokens, start) {
+                (tokens, start) = (with_subject, 0);
+            }
+            if let Some(statement) = asked.take().and_then(|question| short_answer(&question, &tokens)) {
+                (tokens, start) = (statement, 0);
+            }
+            if sentence.question {
+                asked = Some(tokens.clone());
+            }
+            about_self = tokens.get(start).is_some_and(|t| t.is("i")) && !sentence.question;
             let after_greeting = greeted;
             greeted = greeting && start == tokens.len();
             if sentence.question || is_question(&tokens[start..]) || is_hypothetical(&tokens[start..]) {
@@ -211,7 +229,7 @@ mod tests {
         assert!(facts("My friend's dog is cute").is_empty());
         assert!(facts("My mom says hi").is_empty());
         // Only an "and" right after a relative carries the "my" on.
-        assert!(facts("I walked the dog and kittens followed").is_empty());
+        assert!(facts("I walked the dog and kittens followed").iter().all(|f| !f.starts_with("Has")));
         assert!(facts("Do you want to meet my dog?").is_empty());
         assert!(facts("If I had kids, my kids would be spoiled").is_empty());
     }
@@ -589,8 +607,54 @@ mod tests {
 
     #[test]
     fn vague_patterns_score_below_default_threshold() {
-        assert!(one("I have blonde hair.").score < 0.7);
-        assert!(one("I am shy").score < 0.7);
         assert!(one("I'm going to the store later").score < 0.7);
+        assert!(one("I love the colors").score < 0.7);
+    }
+
+    /// On human chat (the Multi-Session Chat development split) these matched a persona
+    /// sentence about half the time, as often as the facts stored at 0.7, and storing them
+    /// cost Synthetic-Persona-Chat nothing: people describe themselves this plainly.
+    #[test]
+    fn plain_traits_possessions_and_beginnings_are_stored() {
+        assert_fact("I have blonde hair.", "Has blonde hair", "possession");
+        assert_fact("I am shy", "Is shy", "personality");
+        assert_fact("I started a pottery class", "Started a pottery class", "hobby");
+    }
+
+    #[test]
+    fn first_person_clauses_with_verbs_no_rule_knows() {
+        assert_fact("I foster old furniture for a charity.", "Fosters old furniture for a charity", "personal");
+        assert_eq!(
+            facts("Not much. I restore old furniture, and I breed rabbits."),
+            ["Restores old furniture", "Breeds rabbits"]
+        );
+        assert!(facts("I think the movie was great").is_empty());
+        assert!(facts("I used to breed rabbits").is_empty());
+    }
+
+    #[test]
+    fn short_answers_to_yes_no_questions() {
+        let asked = |question: &str, answer: &str| -> Vec<String> {
+            let turns = [(Role::Assistant, question), (Role::User, answer)];
+            extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
+        };
+        assert_eq!(asked("Cool. Do you have any pets?", "No, I don't. I travel a lot."), ["Has no pets", "Travels"]);
+        assert_eq!(asked("Do you play the guitar?", "Yes! Every day."), ["Plays the guitar"]);
+        assert_eq!(facts("Do you like the holidays? I don't."), ["Dislikes the holidays"]);
+        // Only the first sentence after the question answers it.
+        assert!(asked("Do you play the guitar?", "Hi. Yes.").is_empty());
+        assert!(asked("Do you play the guitar?", "Yes, but I hate it.").iter().all(|f| f != "Plays the guitar"));
+        assert!(asked("Do you think so?", "Yes.").is_empty());
+    }
+
+    #[test]
+    fn a_subjectless_sentence_after_a_first_person_one_is_the_speakers() {
+        assert_eq!(
+            facts("I live in the country. Just drive my big truck and listen to country music."),
+            ["Lives in the country", "Drives their big truck and listen to country music"]
+        );
+        // Without a first-person sentence before it, it may be a request.
+        assert!(facts("Drive my big truck.").is_empty());
+        assert!(facts("Do you? Just drive my big truck.").is_empty());
     }
 }

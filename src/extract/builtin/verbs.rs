@@ -8,6 +8,7 @@ use super::names::name_fact;
 use super::phrase::{
     fact, lower_words, mentions_job, object, object_end, preference, tags_for, third_person, with_object,
 };
+use super::statement::plain_statement;
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
 
@@ -134,7 +135,7 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
             if mentions_job(&w[rest..]) {
                 with_object(c, rest, "Started", 0.75, &["work"])
             } else {
-                with_object(c, rest, "Started", 0.6, &["hobby"])
+                with_object(c, rest, "Started", 0.7, &["hobby"])
             }
         }
         "do" => {
@@ -154,7 +155,7 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
         "wake" if w.get(rest) == Some(&"up") && w.get(rest + 1).is_some_and(|x| *x == "at" || *x == "every") => {
             with_object(c, rest, "Wakes", 0.75, &["habit"])
         }
-        _ => None,
+        _ => plain_statement(c, k),
     }
 }
 
@@ -389,10 +390,13 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
                 return Some(fact(&format!("Has {obj}"), 0.8, &["personality"]));
             }
             let tags = tags_for(span, "possession");
+            // "I have worked hard today": a perfect tense, not something one has.
+            let perfect = span.first().is_some_and(|x| x.ends_with("ed"));
             let score = match tags[0] {
                 "pets" | "family" => 0.85,
                 "device" | "vehicle" | "health" => 0.8,
-                _ => 0.6,
+                _ if perfect => 0.6,
+                _ => 0.7,
             };
             Some(fact(&format!("Has {obj}"), score, &tags))
         }
@@ -565,7 +569,7 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         return with_object(c, rest, "Is", 0.6, &["identity"]);
     }
     if ends_clause && !in_list(MOMENTARY, next) && !next.ends_with("ing") && !next.ends_with("ed") {
-        return with_object(c, rest, "Is", 0.5, &["personality"]);
+        return with_object(c, rest, "Is", 0.7, &["personality"]);
     }
     None
 }

@@ -1,0 +1,528 @@
+//! `extraction --msc DIR`: the built-in extractor on Multi-Session Chat, human crowdworkers
+//! chatting in several sessions, scored as the held-out split is scored.
+//!
+//! Each (dialogue, speaker) is one conversation: the speaker's utterances are the user
+//! turns, from their first one on, and the other speaker's are the assistant turns. Gold
+//! is every sentence of the annotators' `persona_text` for that speaker's turns. The
+//! conversation goes through the API of an Engram started in this process (an agent with
+//! memory on and `min_user_turns` 1; the conversation is ended and its extraction job
+//! awaited) and the facts are what Engram then stores for that user. The first-person
+//! baseline and `builtin::extract` called directly are scored in the same run, on the same
+//! turns, with the same scorer as Synthetic-Persona-Chat; the two builtin rows differ only
+//! by what the service does after extraction (confidence threshold, per-job cap, merging
+//! of facts already stored).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engram::domain::message::Role;
+use engram::extract::{ExtractionRequest, builtin};
+use serde_json::{Value, json};
+
+use crate::drive::{Budget, drive};
+use crate::{Database, Embeddings, MIN_CONFIDENCE, Scorer, Tally, first_person_sentences, write_json};
+
+/// One conversation to score: which session file it came from, its turns (speaker's own
+/// marked `true`) and the gold persona sentences.
+struct Conversation {
+    session: u32,
+    turns: Vec<(bool, String)>,
+    gold: Vec<String>,
+}
+
+impl Conversation {
+    fn request(&self) -> ExtractionRequest {
+        crate::request_of(self.turns.iter().map(|(own, text)| (*own, text.as_str())))
+    }
+
+    fn said(&self) -> impl Iterator<Item = &str> {
+        self.turns.iter().filter(|(own, _)| *own).map(|(_, text)| text.as_str())
+    }
+}
+
+/// The three scored methods of one group (a session number, or all of them).
+#[derive(Default)]
+struct Row {
+    baseline: Tally,
+    direct: Tally,
+    api: Tally,
+}
+
+/// Extraction timings, for the speed bound: in all, and per conversation scaled to 20
+/// turns.
+#[derive(Default)]
+struct Timing {
+    turns: usize,
+    total: Duration,
+    per_20_turns: Vec<Duration>,
+}
+
+/// Gold sentences no API fact matched, and all of them, by statement form.
+#[derive(Default)]
+struct Forms {
+    gold: HashMap<String, usize>,
+    missed: HashMap<String, usize>,
+}
+
+/// How many of the most-missed forms to list.
+const FORMS_SHOWN: usize = 15;
+
+pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()> {
+    let conversations = load(dir, args.limit)?;
+    anyhow::ensure!(!conversations.is_empty(), "no dialogues under {}", dir.display());
+    let scorer = Scorer::new();
+    let mut rows: BTreeMap<u32, Row> = BTreeMap::new();
+    let mut timing = Timing::default();
+    for conversation in &conversations {
+        let request = conversation.request();
+        let started = Instant::now();
+        let facts = builtin::extract(&request);
+        let took = started.elapsed();
+        timing.add(took, conversation.turns.len());
+        let kept: Vec<String> = facts.into_iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact).collect();
+        let baseline = first_person_sentences(conversation.said());
+        for key in [0, conversation.session] {
+            let row = rows.entry(key).or_default();
+            row.direct.add(&scorer, &kept, &conversation.gold);
+            row.baseline.add(&scorer, &baseline, &conversation.gold);
+        }
+    }
+    let mut forms = Forms::default();
+    let (api_elapsed, backend) = if args.in_process {
+        (None, None)
+    } else {
+        let started = Instant::now();
+        let (stored, backend) = through_api(&conversations, &args.database).await?;
+        for (conversation, facts) in conversations.iter().zip(&stored) {
+            let matched = scorer.matched_gold(facts, &conversation.gold);
+            for (line, hit) in conversation.gold.iter().zip(matched) {
+                forms.add(&form(line), hit);
+            }
+            for key in [0, conversation.session] {
+                rows.entry(key).or_default().api.add(&scorer, facts, &conversation.gold);
+            }
+        }
+        (Some(started.elapsed()), Some(backend))
+    };
+    report(dir, &conversations, &rows, &mut timing, &forms, api_elapsed, backend);
+    let json_rows: Vec<Value> = rows
+        .iter()
+        .map(|(session, row)| {
+            let scores = |t: &Tally| json!({"facts": t.facts, "gold": t.gold, "matched": t.matched, "precision": t.precision(), "recall": t.recall(), "f1": t.f1()});
+            json!({
+                "session": if *session == 0 { "all".to_owned() } else { session.to_string() },
+                "baseline": scores(&row.baseline),
+                "builtin_direct": scores(&row.direct),
+                "builtin_api": (!args.in_process).then(|| scores(&row.api)),
+            })
+        })
+        .collect();
+    write_json(
+        args.json.as_deref(),
+        &json!({"command": "extraction", "data": dir.display().to_string(), "rows": json_rows, "ms_per_20_turns": timing.mean_per_20_turns_ms(), "p99_ms_per_20_turns": timing.p99_per_20_turns_ms()}),
+    )
+}
+
+impl Timing {
+    fn add(&mut self, took: Duration, turns: usize) {
+        self.turns += turns;
+        self.total += took;
+        self.per_20_turns.push(took.mul_f64(20.0 / turns.max(1) as f64));
+    }
+
+    /// The time per 20 turns under which 99 % of the conversations were extracted (the
+    /// slowest one is mostly a short conversation interrupted by the scheduler).
+    fn p99_per_20_turns_ms(&mut self) -> f64 {
+        self.per_20_turns.sort_unstable();
+        let index = (self.per_20_turns.len() * 99 / 100).min(self.per_20_turns.len().saturating_sub(1));
+        self.per_20_turns.get(index).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    }
+
+    fn mean_per_20_turns_ms(&self) -> f64 {
+        self.total.as_secs_f64() * 1e3 * 20.0 / self.turns.max(1) as f64
+    }
+}
+
+impl Forms {
+    fn add(&mut self, form: &str, hit: bool) {
+        *self.gold.entry(form.to_owned()).or_default() += 1;
+        if !hit {
+            *self.missed.entry(form.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// The forms with the most missed sentences, most first: (form, missed, all).
+    fn most_missed(&self) -> Vec<(&str, usize, usize)> {
+        let mut forms: Vec<(&str, usize, usize)> =
+            self.missed.iter().map(|(form, missed)| (form.as_str(), *missed, self.gold[form])).collect();
+        forms.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        forms.truncate(FORMS_SHOWN);
+        forms
+    }
+}
+
+/// The statement form of a gold sentence: its first two words, contractions expanded
+/// ("I don't …" → "i do not"), or "i <verb>" when it opens with "I"; a sentence about
+/// something else than the speaker shows as "(other subject)".
+fn form(line: &str) -> String {
+    let lower = line.to_lowercase().replace('\u{2019}', "'");
+    let expanded = lower.replace("i'm", "i am").replace("i've", "i have").replace("n't", " not");
+    let words: Vec<&str> = expanded.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).take(4).collect();
+    match words.as_slice() {
+        ["i", "do" | "am" | "have" | "can" | "will" | "was", "not", ..] => words[..3].join(" "),
+        ["i", verb, ..] => format!("i {verb}"),
+        ["my", ..] => "my …".to_owned(),
+        [] => "(empty)".to_owned(),
+        _ => "(other subject)".to_owned(),
+    }
+}
+
+fn report(
+    dir: &Path,
+    conversations: &[Conversation],
+    rows: &BTreeMap<u32, Row>,
+    timing: &mut Timing,
+    forms: &Forms,
+    api_elapsed: Option<Duration>,
+    backend: Option<&'static str>,
+) {
+    println!(
+        "extraction: {} ({} conversations, {} gold sentences){}",
+        dir.display(),
+        conversations.len(),
+        rows.get(&0).map_or(0, |r| r.baseline.gold),
+        match (api_elapsed, backend) {
+            (Some(elapsed), Some(backend)) =>
+                format!(", through the API on {backend} in {:.1} s", elapsed.as_secs_f64()),
+            _ => ", in process only".to_owned(),
+        }
+    );
+    println!(
+        "builtin::extract, one thread: {:.2} ms per 20 turns on average, {:.2} ms at the 99th percentile of conversations",
+        timing.mean_per_20_turns_ms(),
+        timing.p99_per_20_turns_ms()
+    );
+    println!("matching: greedy one-to-one, content-word token F1 >= 0.5; micro-averaged\n");
+    println!(
+        "{:<8} {:<26} {:>6} {:>6} {:>7} {:>9} {:>7} {:>7} {:>8}",
+        "session", "method", "facts", "gold", "matched", "precision", "recall", "F1", "vs base"
+    );
+    for (session, row) in rows {
+        let name = if *session == 0 { "all".to_owned() } else { session.to_string() };
+        let mut methods = vec![("first-person baseline", &row.baseline), ("builtin, direct", &row.direct)];
+        if api_elapsed.is_some() {
+            methods.push(("builtin, through the API", &row.api));
+        }
+        for (method, tally) in methods {
+            println!(
+                "{name:<8} {method:<26} {:>6} {:>6} {:>7} {:>9.3} {:>7.3} {:>7.3} {:>7.2}x",
+                tally.facts,
+                tally.gold,
+                tally.matched,
+                tally.precision(),
+                tally.recall(),
+                tally.f1(),
+                tally.f1() / row.baseline.f1().max(f64::MIN_POSITIVE)
+            );
+        }
+    }
+    if api_elapsed.is_some() {
+        println!("\nmost-missed statement forms (gold sentences no stored fact matched):");
+        println!("{:<22} {:>7} {:>7} {:>7}", "form", "missed", "gold", "recall");
+        for (form, missed, gold) in forms.most_missed() {
+            println!("{form:<22} {missed:>7} {gold:>7} {:>7.3}", 1.0 - missed as f64 / gold as f64);
+        }
+    }
+}
+
+/// The agent the conversations are held with.
+const AGENT: &str = "msc";
+
+/// Conversations sent through the API at once.
+const CONCURRENCY: usize = 8;
+
+/// Sends every conversation through an Engram started in this process; returns the facts
+/// stored for each, in order, and the backend's name.
+async fn through_api(
+    conversations: &[Conversation],
+    database: &Database,
+) -> anyhow::Result<(Vec<Vec<String>>, &'static str)> {
+    let scratch = database.create().await?;
+    let extra = ["--extractor", "builtin", "--job-poll-ms", "20"].map(str::to_owned);
+    let server = scratch.serve_with(&Embeddings::default(), &extra).await?;
+    let backend = server.state.store.backend();
+    let token: Arc<str> =
+        server.state.guard.authenticator.sign("bench", "admin", None, None, Duration::from_secs(24 * 3600))?.into();
+    let client = reqwest::Client::new();
+    let status = client
+        .put(format!("{}/api/agents-config/{AGENT}", server.base))
+        .bearer_auth(&*token)
+        .json(&json!({"memory_enabled": true, "min_user_turns": 1}))
+        .send()
+        .await?
+        .status();
+    anyhow::ensure!(status.is_success(), "configuring the agent failed: {status}");
+    let sessions: Arc<Vec<Vec<(Role, String)>>> = Arc::new(
+        conversations.iter().map(|c| c.request().turns.into_iter().map(|t| (t.role, t.text)).collect()).collect(),
+    );
+    let stored: Arc<Mutex<Vec<Option<Vec<String>>>>> = Arc::new(Mutex::new(vec![None; conversations.len()]));
+    let (base, out) = (server.base.clone(), stored.clone());
+    let outcome = drive(CONCURRENCY, Budget { count: Some(conversations.len()), until: None }, move |i| {
+        let (client, base, token, sessions, out) =
+            (client.clone(), base.clone(), token.clone(), sessions.clone(), out.clone());
+        async move {
+            match converse(&client, &base, &token, &format!("user-{i}"), &sessions[i]).await {
+                Ok(facts) => {
+                    out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(facts);
+                    true
+                }
+                Err(error) => {
+                    eprintln!("conversation {i} failed: {error:#}");
+                    false
+                }
+            }
+        }
+    })
+    .await;
+    server.stop().await?;
+    scratch.remove().await?;
+    anyhow::ensure!(outcome.errors == 0, "{} conversations failed", outcome.errors);
+    let stored = std::mem::take(&mut *stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    Ok((stored.into_iter().map(Option::unwrap_or_default).collect(), backend))
+}
+
+/// Messages per append request (the API's maximum is 100).
+const BATCH: usize = 100;
+
+/// How long one extraction job may take before the run fails.
+const JOB_LIMIT: Duration = Duration::from_secs(60);
+
+/// Holds one conversation with `user`, ends it, awaits its extraction job and returns the
+/// facts stored for the user.
+async fn converse(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    user: &str,
+    turns: &[(Role, String)],
+) -> anyhow::Result<Vec<String>> {
+    let created: Value = ok_json(
+        client
+            .post(format!("{base}/api/conversations"))
+            .bearer_auth(token)
+            .json(&json!({"agent_id": AGENT, "external_ref": user})),
+    )
+    .await?;
+    let id = created["id"].as_str().ok_or_else(|| anyhow::anyhow!("no conversation id in {created}"))?;
+    for batch in turns.chunks(BATCH) {
+        let messages: Vec<Value> =
+            batch.iter().map(|(role, text)| json!({"role": role.as_str(), "content": text})).collect();
+        ok_json(
+            client
+                .post(format!("{base}/api/conversations/{id}/messages"))
+                .bearer_auth(token)
+                .json(&json!({"messages": messages})),
+        )
+        .await?;
+    }
+    let ended: Value = ok_json(client.post(format!("{base}/api/conversations/{id}/end")).bearer_auth(token)).await?;
+    if let Some(job) = ended["extraction"]["job_id"].as_str() {
+        let started = Instant::now();
+        loop {
+            let job: Value = ok_json(client.get(format!("{base}/api/jobs/{job}")).bearer_auth(token)).await?;
+            match job["status"].as_str() {
+                Some("succeeded") => break,
+                Some("queued" | "running") => {}
+                other => anyhow::bail!("extraction job ended {other:?}: {}", job["last_error"]),
+            }
+            anyhow::ensure!(
+                started.elapsed() < JOB_LIMIT,
+                "extraction job still {} after {JOB_LIMIT:?}",
+                job["status"]
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let mut facts = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/api/agents/{AGENT}/users/{user}/facts?limit=200");
+        if let Some(cursor) = &cursor {
+            url.push_str(&format!("&cursor={}", crate::scale::encode(cursor)));
+        }
+        let page: Value = ok_json(client.get(url).bearer_auth(token)).await?;
+        facts.extend(
+            page["items"].as_array().into_iter().flatten().filter_map(|f| f["fact"].as_str().map(str::to_owned)),
+        );
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return Ok(facts),
+        }
+    }
+}
+
+/// Sends a request; its JSON body when it succeeded, else an error with status and body.
+async fn ok_json(request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+    let response = request.send().await?;
+    let status = response.status();
+    let body = response.text().await?;
+    anyhow::ensure!(status.is_success(), "{status}: {body}");
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// Reads `session_N.jsonl` under `dir` (N = 1, 2, …, in order), each dialogue cut into
+/// its two speakers' conversations; `limit` keeps the first dialogues of each session.
+fn load(dir: &Path, limit: Option<usize>) -> anyhow::Result<Vec<Conversation>> {
+    let mut files: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let n = name.strip_prefix("session_")?.strip_suffix(".jsonl")?.parse().ok()?;
+            Some((n, entry.path()))
+        })
+        .collect();
+    files.sort();
+    let mut conversations = Vec::new();
+    for (session, path) in files {
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let lines = text.lines().filter(|l| !l.trim().is_empty()).take(limit.unwrap_or(usize::MAX));
+        for (n, line) in lines.enumerate() {
+            let dialogue: Value =
+                serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), n + 1))?;
+            conversations.extend(speakers(session, &dialogue));
+        }
+    }
+    Ok(conversations)
+}
+
+/// The conversations of one dialogue, one per speaker who spoke in it.
+fn speakers(session: u32, dialogue: &Value) -> Vec<Conversation> {
+    let turns: Vec<(&str, &str, &str)> = dialogue["dialog"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|turn| {
+            Some((turn["id"].as_str()?, turn["text"].as_str()?, turn["persona_text"].as_str().unwrap_or_default()))
+        })
+        .collect();
+    let mut names: Vec<&str> = Vec::new();
+    for (id, _, _) in &turns {
+        if !names.contains(id) {
+            names.push(id);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let first = turns.iter().position(|(id, _, _)| *id == name).unwrap_or_default();
+            let own = &turns[first..];
+            let mut seen = HashSet::new();
+            let gold = own
+                .iter()
+                .filter(|(id, _, _)| *id == name)
+                .flat_map(|(_, _, persona)| sentences(persona))
+                .filter(|s| seen.insert(s.to_lowercase()))
+                .collect();
+            let turns = own.iter().map(|(id, text, _)| (*id == name, (*text).to_owned())).collect();
+            Conversation { session, turns, gold }
+        })
+        .collect()
+}
+
+/// The sentences of an annotation: cut after '.', '!' or '?', those with a letter or digit
+/// kept.
+fn sentences(text: &str) -> Vec<String> {
+    text.split_inclusive(['.', '!', '?'])
+        .map(str::trim)
+        .filter(|s| s.chars().any(char::is_alphanumeric))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dialogue_is_one_conversation_per_speaker_from_their_first_turn() {
+        let dialogue = json!({"dialog": [
+            {"id": "bot_0", "text": "Hi! Do you have pets?"},
+            {"id": "bot_1", "text": "Yes, two cats.", "persona_text": "I have two cats. I love cats."},
+            {"id": "bot_0", "text": "I live in Ohio.", "persona_text": "I live in Ohio."},
+            {"id": "bot_1", "text": "Nice.", "persona_text": "i have two cats."},
+        ]});
+        let [first, second] = <[Conversation; 2]>::try_from(speakers(3, &dialogue)).ok().expect("two speakers");
+        assert_eq!(first.session, 3);
+        assert_eq!(first.turns.len(), 4);
+        assert!(first.turns[0].0 && !first.turns[1].0);
+        assert_eq!(first.gold, ["I live in Ohio."]);
+        // The second speaker's conversation starts at their first turn; gold repeats once.
+        assert_eq!(second.turns.len(), 3);
+        assert!(second.turns[0].0 && !second.turns[1].0);
+        assert_eq!(second.gold, ["I have two cats.", "I love cats."]);
+        let request = second.request();
+        assert_eq!(request.turns[0].role, Role::User);
+        assert_eq!(request.turns[2].seq, 3);
+        assert_eq!(second.said().collect::<Vec<_>>(), ["Yes, two cats.", "Nice."]);
+    }
+
+    #[test]
+    fn annotations_split_into_sentences() {
+        assert_eq!(sentences("I like tea. I'm a nurse!  "), ["I like tea.", "I'm a nurse!"]);
+        assert_eq!(sentences("no period"), ["no period"]);
+        assert!(sentences(" . ").is_empty());
+    }
+
+    #[test]
+    fn forms_group_gold_sentences() {
+        assert_eq!(form("I don't like the holidays."), "i do not");
+        assert_eq!(form("I’m scared of scorpions."), "i am");
+        assert_eq!(form("I live in the southwest."), "i live");
+        assert_eq!(form("My dog is old."), "my …");
+        assert_eq!(form("Shawshank was filmed here."), "(other subject)");
+        let mut forms = Forms::default();
+        forms.add("i live", false);
+        forms.add("i live", true);
+        forms.add("i am", false);
+        forms.add("i am", false);
+        assert_eq!(forms.most_missed(), [("i am", 2, 2), ("i live", 1, 2)]);
+    }
+
+    #[test]
+    fn timings_are_per_20_turns() {
+        let mut timing = Timing::default();
+        for ms in 1..=100 {
+            timing.add(Duration::from_millis(ms), 10);
+        }
+        assert_eq!(timing.turns, 1000);
+        assert!((timing.mean_per_20_turns_ms() - 101.0).abs() < 1e-6);
+        assert!((timing.p99_per_20_turns_ms() - 200.0).abs() < 1e-6);
+        assert_eq!(Timing::default().p99_per_20_turns_ms(), 0.0);
+    }
+
+    #[test]
+    fn sessions_load_in_order_with_a_limit() {
+        let dir = std::env::temp_dir().join(format!("engram-msc-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let line = |text: &str| {
+            json!({"dialog": [{"id": "bot_0", "text": text, "persona_text": text}, {"id": "bot_1", "text": "ok"}]})
+                .to_string()
+        };
+        std::fs::write(dir.join("session_10.jsonl"), line("I am ten.")).expect("write");
+        std::fs::write(dir.join("session_2.jsonl"), format!("{}\n\n{}\n", line("I am two."), line("I am 2b.")))
+            .expect("write");
+        std::fs::write(dir.join("notes.txt"), "not a session").expect("write");
+        let all = load(&dir, None).expect("loads");
+        assert_eq!(all.iter().map(|c| c.session).collect::<Vec<_>>(), [2, 2, 2, 2, 10, 10]);
+        assert_eq!(all[0].gold, ["I am two."]);
+        assert_eq!(load(&dir, Some(1)).expect("loads").len(), 4);
+        std::fs::write(dir.join("session_3.jsonl"), "{").expect("write");
+        assert!(load(&dir, None).is_err());
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert!(load(&dir, None).is_err());
+    }
+}
