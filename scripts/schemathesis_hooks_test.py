@@ -1,9 +1,10 @@
-"""Replays, without a server, the failure schemathesis raised when a thread's messages were
-read after clearing them, and checks that the hook drops it and nothing else.
+"""Replays, without a server, the failures schemathesis raised when a collection was read
+after a DELETE emptied it, and checks that the hook drops those and nothing else.
 
 Run by scripts/schemathesis with its virtualenv, before the contract test. The failures are
-built as the `use_after_free` check builds them (schemathesis 4.32.5), from the chain
-of issue #31: POST /api/conversations, DELETE …/messages, GET …/{id}, GET …/messages.
+built as the `use_after_free` check builds them (schemathesis 4.32.5), from the chains
+that failed: POST /api/conversations, DELETE …/messages, GET …/{id}, GET …/messages
+(issue #31), and GET /api/agents-config, DELETE …/facts, GET …/facts (seed 302).
 """
 
 import sys
@@ -29,17 +30,37 @@ def kept(f):
     return hooks.filter_failure(None, f, None, None)
 
 
+FACTS = "/api/agents/support-bot/users/%C3%82%C4%9D%F0%A5%B3%A0%C2%B2%C2%BF%60/facts"
+PERSON = "/api/rgpd/users/whatsapp%3A%2B33612345678/ai-data"
+
+
 def main():
-    # The chain of the report: the read after the clear is dropped.
-    assert not kept(failure(f"DELETE {CONVERSATION}/messages", f"GET {CONVERSATION}/messages"))
+    # The chains of the reports: a read after a clear is dropped.
+    dropped = [
+        (f"DELETE {CONVERSATION}/messages", f"GET {CONVERSATION}/messages"),
+        (f"DELETE {FACTS}", f"GET {FACTS}"),
+        (f"DELETE {FACTS}", f"GET {FACTS}/search"),
+        (f"DELETE {PERSON}", f"GET {PERSON}"),
+    ]
+    for free, usage in dropped:
+        assert not kept(failure(free, usage)), (free, usage)
     # Everything else the heuristic finds is kept: a read of a deleted conversation or of
-    # its messages, another conversation's messages, and any other check's failure.
-    assert kept(failure(f"DELETE {CONVERSATION}", f"GET {CONVERSATION}"))
-    assert kept(failure(f"DELETE {CONVERSATION}", f"GET {CONVERSATION}/messages"))
-    assert kept(failure(f"DELETE {OTHER}/messages", f"GET {CONVERSATION}/messages"))
-    assert kept(failure("DELETE /api/agents-config/bot", "GET /api/agents-config/bot"))
+    # its messages, another conversation's messages, another user's facts, a write after
+    # a clear, other resources, and any other check's failure.
+    other_facts = FACTS.replace("/users/", "/users/x")
+    kept_pairs = [
+        (f"DELETE {CONVERSATION}", f"GET {CONVERSATION}"),
+        (f"DELETE {CONVERSATION}", f"GET {CONVERSATION}/messages"),
+        (f"DELETE {OTHER}/messages", f"GET {CONVERSATION}/messages"),
+        (f"DELETE {FACTS}", f"GET {other_facts}"),
+        (f"DELETE {FACTS}", f"PATCH {FACTS}/0199a2b4-8d3c-7f00-9b1e-3c5d6e7f8a92"),
+        ("DELETE /api/agents-config/bot", "GET /api/agents-config/bot"),
+    ]
+    for free, usage in kept_pairs:
+        assert kept(failure(free, usage)), (free, usage)
     assert hooks.filter_failure(None, AssertionError("another check"), None, None)
-    print("schemathesis hooks: 6 passed, 0 failed")
+    total = len(dropped) + len(kept_pairs) + 1
+    print(f"schemathesis hooks: {total} passed, 0 failed")
 
 
 if __name__ == "__main__":
