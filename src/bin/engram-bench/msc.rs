@@ -450,40 +450,40 @@ mod tests {
     #[test]
     fn a_dialogue_is_one_conversation_per_speaker_from_their_first_turn() {
         let dialogue = json!({"dialog": [
-            {"id": "bot_0", "text": "Hi! Do you have pets?"},
-            {"id": "bot_1", "text": "Yes, two cats.", "persona_text": "I have two cats. I love cats."},
-            {"id": "bot_0", "text": "I live in Ohio.", "persona_text": "I live in Ohio."},
-            {"id": "bot_1", "text": "Nice.", "persona_text": "i have two cats."},
+            {"id": "bot_0", "text": "Morning! Any hobbies?"},
+            {"id": "bot_1", "text": "I keep bees.", "persona_text": "I keep bees. I sell honey."},
+            {"id": "bot_0", "text": "I row on a lake.", "persona_text": "I row on a lake."},
+            {"id": "bot_1", "text": "Lovely.", "persona_text": "i keep bees."},
         ]});
         let [first, second] = <[Conversation; 2]>::try_from(speakers(3, &dialogue)).ok().expect("two speakers");
         assert_eq!(first.session, 3);
         assert_eq!(first.turns.len(), 4);
         assert!(first.turns[0].0 && !first.turns[1].0);
-        assert_eq!(first.gold, ["I live in Ohio."]);
+        assert_eq!(first.gold, ["I row on a lake."]);
         // The second speaker's conversation starts at their first turn; gold repeats once.
         assert_eq!(second.turns.len(), 3);
         assert!(second.turns[0].0 && !second.turns[1].0);
-        assert_eq!(second.gold, ["I have two cats.", "I love cats."]);
+        assert_eq!(second.gold, ["I keep bees.", "I sell honey."]);
         let request = second.request();
         assert_eq!(request.turns[0].role, Role::User);
         assert_eq!(request.turns[2].seq, 3);
-        assert_eq!(second.said().collect::<Vec<_>>(), ["Yes, two cats.", "Nice."]);
+        assert_eq!(second.said().collect::<Vec<_>>(), ["I keep bees.", "Lovely."]);
     }
 
     #[test]
     fn annotations_split_into_sentences() {
-        assert_eq!(sentences("I like tea. I'm a nurse!  "), ["I like tea.", "I'm a nurse!"]);
+        assert_eq!(sentences("I brew cider. I'm a welder!  "), ["I brew cider.", "I'm a welder!"]);
         assert_eq!(sentences("no period"), ["no period"]);
         assert!(sentences(" . ").is_empty());
     }
 
     #[test]
     fn forms_group_gold_sentences() {
-        assert_eq!(form("I don't like the holidays."), "i do not");
-        assert_eq!(form("I’m scared of scorpions."), "i am");
-        assert_eq!(form("I live in the southwest."), "i live");
-        assert_eq!(form("My dog is old."), "my …");
-        assert_eq!(form("Shawshank was filmed here."), "(other subject)");
+        assert_eq!(form("I don't like opera."), "i do not");
+        assert_eq!(form("I’m afraid of wasps."), "i am");
+        assert_eq!(form("I live on a houseboat."), "i live");
+        assert_eq!(form("My parrot talks."), "my …");
+        assert_eq!(form("The bridge was painted green."), "(other subject)");
         let mut forms = Forms::default();
         forms.add("i live", false);
         forms.add("i live", true);

@@ -36,7 +36,7 @@ pub(super) fn skip_lead(tokens: &[Tok], mut i: usize) -> (usize, bool) {
 }
 
 /// Verbs that open a subjectless clause about oneself after a first-person sentence ("I
-/// live in the country. Just drive my truck and listen to country music"): activities and
+/// live in the mountains. Just drive my old van and listen to jazz"): activities and
 /// tastes, in the form "I" takes. Verbs of talk ("tell", "let", "see") are left out, since
 /// those open requests to the listener.
 const CARRIED_VERBS: &[&str] = &[

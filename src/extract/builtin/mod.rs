@@ -640,7 +640,7 @@ mod tests {
         };
         assert_eq!(asked("Cool. Do you have any pets?", "No, I don't. I travel a lot."), ["Has no pets", "Travels"]);
         assert_eq!(asked("Do you play the guitar?", "Yes! Every day."), ["Plays the guitar"]);
-        assert_eq!(facts("Do you like the holidays? I don't."), ["Dislikes the holidays"]);
+        assert_eq!(facts("Do you like opera? I don't."), ["Dislikes opera"]);
         // Only the first sentence after the question answers it.
         assert!(asked("Do you play the guitar?", "Hi. Yes.").is_empty());
         assert!(asked("Do you play the guitar?", "Yes, but I hate it.").iter().all(|f| f != "Plays the guitar"));
@@ -650,11 +650,11 @@ mod tests {
     #[test]
     fn a_subjectless_sentence_after_a_first_person_one_is_the_speakers() {
         assert_eq!(
-            facts("I live in the country. Just drive my big truck and listen to country music."),
-            ["Lives in the country", "Drives their big truck and listen to country music"]
+            facts("I live in the mountains. Just drive my old van and listen to jazz."),
+            ["Lives in the mountains", "Drives their old van and listen to jazz"]
         );
         // Without a first-person sentence before it, it may be a request.
-        assert!(facts("Drive my big truck.").is_empty());
-        assert!(facts("Do you? Just drive my big truck.").is_empty());
+        assert!(facts("Drive my old van.").is_empty());
+        assert!(facts("Do you? Just drive my old van.").is_empty());
     }
 }
