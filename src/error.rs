@@ -31,6 +31,9 @@ pub enum ApiError {
     /// An append's `expected_last_seq` was stale; the conversation's last seq is this.
     #[error("expected_last_seq does not match: the conversation's last seq is {0}")]
     StaleSeq(i64),
+    /// A conditional write's `If-Match` / `If-None-Match` did not hold: nothing changed.
+    #[error("{0}")]
+    PreconditionFailed(String),
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("request body must be application/json")]
@@ -53,7 +56,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable machine-readable code: `invalid_request`, `unauthorized`, `forbidden`,
-    /// `not_found`, `conflict`, `payload_too_large`, `unsupported_media_type`,
+    /// `not_found`, `conflict`, `precondition_failed`, `payload_too_large`, `unsupported_media_type`,
     /// `rate_limited`, `internal`, `unavailable`.
     pub code: &'static str,
     pub message: String,
@@ -76,6 +79,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::StaleSeq(_) => StatusCode::CONFLICT,
+            ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -91,6 +95,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) | ApiError::StaleSeq(_) => "conflict",
+            ApiError::PreconditionFailed(_) => "precondition_failed",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::RateLimited(_) => "rate_limited",

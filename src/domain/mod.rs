@@ -23,3 +23,4 @@ pub mod search_query;
 pub mod slot;
 pub mod summary;
 pub mod vector;
+pub mod working_memory;

@@ -40,6 +40,9 @@ struct ContextParams {
     /// until the prompt fits.
     #[param(minimum = 1)]
     token_budget: Option<i64>,
+    /// Also the agent's working memory document about the user, in `working_memory`
+    /// and as a `<working-memory>` block at the end of `prompt`.
+    working_memory: Option<bool>,
 }
 
 /// The memory context: without `query` the most recent facts; with it the most
@@ -53,7 +56,12 @@ async fn memory_context(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<ContextParams>,
 ) -> Result<Json<MemoryContext>, ApiError> {
-    let request = ContextRequest::parse(params.query.as_deref(), params.max_facts, params.token_budget)
-        .map_err(ApiError::InvalidRequest)?;
+    let request = ContextRequest::parse(
+        params.query.as_deref(),
+        params.max_facts,
+        params.token_budget,
+        params.working_memory.unwrap_or(false),
+    )
+    .map_err(ApiError::InvalidRequest)?;
     Ok(Json(memory_context::read(&state, caller.owner(&agent, &user), request).await?))
 }

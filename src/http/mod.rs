@@ -36,6 +36,7 @@ pub mod memory_context;
 pub mod ops;
 pub mod rgpd;
 pub mod tools;
+pub mod working_memory;
 
 /// The errors every authenticated route can answer, listed once for the spec: a bad
 /// path or query value, no valid token, a token without the scope, the tenant's rate
@@ -131,7 +132,8 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(facts::router())
         .merge(memory_context::router())
         .merge(rgpd::router())
-        .merge(tools::router());
+        .merge(tools::router())
+        .merge(working_memory::router());
     let (router, mut doc) = api.split_for_parts();
     require_bearer(&mut doc);
     (router, doc)

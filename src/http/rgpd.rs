@@ -13,10 +13,13 @@ use super::ctx::Ctx;
 use super::{CommonErrors, NotFound, extractors::ApiPath};
 use crate::{
     auth::Rgpd,
-    domain::{conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message, policy::Consent},
+    domain::{
+        conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message, policy::Consent,
+        working_memory::WorkingMemory,
+    },
     error::ApiError,
     service::{AppState, erasure, export::export_body},
-    store::rgpd::{ErasedCounts, Receipt},
+    store::rgpd::{AgentWorkingMemory, ErasedCounts, Receipt},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -32,7 +35,7 @@ pub struct Erasure {
 }
 
 /// Erase everything about an end user in the tenant, across all agents: facts,
-/// conversations, messages and jobs, in one transaction, with a receipt. A running
+/// conversations, messages, working memory and jobs, in one transaction, with a receipt. A running
 /// extraction stores nothing afterwards. Repeating it answers zeros. A consent refusal
 /// is kept so that it outlives the erasure.
 #[utoipa::path(delete, path = "/api/rgpd/users/{external_ref}/ai-data", tag = "rgpd",
@@ -67,6 +70,8 @@ pub struct ExportedConversation {
     /// The last seq the summary covers (0: none).
     #[schema(minimum = 0)]
     pub summary_through_seq: i64,
+    /// The conversation's working memory document; null when it has none.
+    pub working_memory: Option<WorkingMemory>,
     pub messages: Vec<Message>,
 }
 
@@ -78,10 +83,13 @@ pub struct Export {
     pub consent: Consent,
     pub conversations: Vec<ExportedConversation>,
     pub facts: Vec<Fact>,
+    /// The person's working memory documents, one per agent that keeps one.
+    pub working_memories: Vec<AgentWorkingMemory>,
 }
 
 /// Everything held about an end user in the tenant, across agents, machine-readable:
-/// consent, conversations with their summaries and messages, and facts.
+/// consent, conversations with their summaries, working memory and messages, facts, and
+/// working memory documents.
 #[utoipa::path(get, path = "/api/rgpd/users/{external_ref}/ai-data", tag = "rgpd",
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
     responses((status = 200, body = Export), CommonErrors))]

@@ -1,7 +1,8 @@
 //! The GDPR export (Art. 15 and 20) as a stream: one snapshot of everything held about
 //! a person, written to the response a page at a time, so an export of any size costs
 //! the server bounded memory. The body is the `Export` document of the API (consent,
-//! conversations each with its summary and messages, facts), built from the same types.
+//! conversations each with its summary, working memory and messages, facts, the person's
+//! working memory documents), built from the same types.
 
 use std::{
     pin::Pin,
@@ -73,11 +74,13 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
             let mut fields = serde_json::to_vec(conversation)?;
             fields.pop(); // the closing brace
             out.raw(&fields);
-            let (summary, summary_through_seq) = reader.summary(conversation.id).await?;
+            let extras = reader.summary(conversation.id).await?;
             out.raw(b",\"summary\":");
-            out.json(&summary)?;
+            out.json(&extras.summary)?;
             out.raw(b",\"summary_through_seq\":");
-            out.json(&summary_through_seq)?;
+            out.json(&extras.summary_through_seq)?;
+            out.raw(b",\"working_memory\":");
+            out.json(&extras.working_memory)?;
             out.raw(b",\"messages\":[");
             let (mut after_seq, mut first_message) = (0, true);
             loop {
@@ -111,6 +114,20 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
         out.flush_if_full().await?;
         match page.last() {
             Some(last) if is_full(&page) => after = Some(last.id),
+            _ => break,
+        }
+    }
+    out.raw(b"],\"working_memories\":[");
+    let (mut after, mut first) = (None, true);
+    loop {
+        let page = reader.working_memories(after.as_deref(), PAGE).await?;
+        for document in &page {
+            out.separator(&mut first);
+            out.json(document)?;
+        }
+        out.flush_if_full().await?;
+        match page.last() {
+            Some(last) if is_full(&page) => after = Some(last.agent_id.as_str().to_owned()),
             _ => break,
         }
     }

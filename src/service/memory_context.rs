@@ -1,9 +1,9 @@
 //! The memory context: the facts and prompt block an agent puts into its system prompt.
 //! The REST route and the `memory_context` tool come here. The hot path: two database
 //! round trips (the agent's switch with the user's consent, then the facts), one when
-//! memory is off.
+//! memory is off; with `working_memory=true` the document is read beside the facts.
 
-use super::AppState;
+use super::{AppState, working_memory};
 use crate::{
     domain::{
         memory_context::{ContextRequest, MemoryContext, default_max_facts},
@@ -32,6 +32,11 @@ pub async fn build(
     };
     let max_facts = request.max_facts.unwrap_or(default_max);
     let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
-    let candidates = state.recall_for_context(owner, request.query.as_ref(), limit).await?;
-    Ok(MemoryContext::assemble(candidates, max_facts, request.token_budget))
+    let recalled = async { Ok::<_, ApiError>(state.recall_for_context(owner, request.query.as_ref(), limit).await?) };
+    if !request.working_memory {
+        return Ok(MemoryContext::assemble(recalled.await?, max_facts, request.token_budget, None));
+    }
+    // Asked for: the document is read beside the facts, not after them.
+    let (candidates, document) = tokio::try_join!(recalled, working_memory::read_optional(state, owner))?;
+    Ok(MemoryContext::assemble(candidates, max_facts, request.token_budget, Some(document)))
 }

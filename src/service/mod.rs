@@ -21,6 +21,7 @@ pub mod jobs;
 pub mod memory_context;
 pub mod recall;
 pub mod tools;
+pub mod working_memory;
 
 use crate::{
     auth::Guard,

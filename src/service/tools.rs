@@ -1,5 +1,6 @@
 //! The memory tools a model can call — `remember`, `recall`, `list_memories`,
-//! `update_memory`, `forget`, `memory_context` — written once: their descriptions, their
+//! `update_memory`, `forget`, `memory_context`, `read_working_memory`,
+//! `write_working_memory` — written once: their descriptions, their
 //! JSON Schemas and the code that runs them. The MCP server (`/mcp`) and the plain HTTP
 //! routes (`/api/tools`) both serve this catalogue, and each tool calls the same operation
 //! of `service/` as the REST route it mirrors, so a tool answers exactly what that route
@@ -19,7 +20,7 @@ use serde_json::{Map, Value, json};
 use utoipa::PartialSchema;
 use uuid::Uuid;
 
-use super::{AppState, facts, memory_context};
+use super::{AppState, facts, memory_context, working_memory};
 use crate::{
     auth::{Caller, Scope},
     domain::{
@@ -27,6 +28,7 @@ use crate::{
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MAX_FACTS},
         search_query::MAX_QUERY_CHARS,
+        working_memory::{self as document, Condition},
     },
     error::ApiError,
     store::facts::FactFilter,
@@ -41,11 +43,21 @@ pub enum Tool {
     UpdateMemory,
     Forget,
     MemoryContext,
+    ReadWorkingMemory,
+    WriteWorkingMemory,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 6] =
-        [Tool::Remember, Tool::Recall, Tool::ListMemories, Tool::UpdateMemory, Tool::Forget, Tool::MemoryContext];
+    pub const ALL: [Tool; 8] = [
+        Tool::Remember,
+        Tool::Recall,
+        Tool::ListMemories,
+        Tool::UpdateMemory,
+        Tool::Forget,
+        Tool::MemoryContext,
+        Tool::ReadWorkingMemory,
+        Tool::WriteWorkingMemory,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -55,6 +67,8 @@ impl Tool {
             Tool::UpdateMemory => "update_memory",
             Tool::Forget => "forget",
             Tool::MemoryContext => "memory_context",
+            Tool::ReadWorkingMemory => "read_working_memory",
+            Tool::WriteWorkingMemory => "write_working_memory",
         }
     }
 
@@ -83,14 +97,20 @@ impl Tool {
             Tool::MemoryContext => {
                 "Get what to keep in mind about the user for this conversation, as facts and a ready-made <user-memory> prompt block."
             }
+            Tool::ReadWorkingMemory => {
+                "Read your working memory about the user: the notes you keep and rewrite as you learn, with the etag to write them back (not_found before the first write)."
+            }
+            Tool::WriteWorkingMemory => {
+                "Replace your working memory about the user with a new version of the whole text; pass the etag you read so that a newer version is not overwritten."
+            }
         }
     }
 
     /// The scope a caller needs, as for the REST route the tool mirrors.
     fn scope(self) -> Scope {
         match self {
-            Tool::Remember | Tool::UpdateMemory | Tool::Forget => Scope::MemoryWrite,
-            Tool::Recall | Tool::ListMemories | Tool::MemoryContext => Scope::MemoryRead,
+            Tool::Remember | Tool::UpdateMemory | Tool::Forget | Tool::WriteWorkingMemory => Scope::MemoryWrite,
+            Tool::Recall | Tool::ListMemories | Tool::MemoryContext | Tool::ReadWorkingMemory => Scope::MemoryRead,
         }
     }
 
@@ -135,8 +155,18 @@ impl Tool {
                     "max_facts": {"type": "integer", "minimum": 1, "maximum": MAX_FACTS,
                         "description": "Default: the agent's max_injected_facts."},
                     "token_budget": {"type": "integer", "minimum": 1,
-                        "description": "Tokens (about characters / 4) the prompt block may take."}}),
+                        "description": "Tokens (about characters / 4) the prompt block may take."},
+                    "working_memory": {"type": "boolean", "default": false,
+                        "description": "Also your working memory about the user, as a <working-memory> block."}}),
                 &[],
+            ),
+            Tool::ReadWorkingMemory => (json!({}), &[]),
+            Tool::WriteWorkingMemory => (
+                json!({"content": {"type": "string", "maxLength": document::MAX_BYTES,
+                        "description": "The whole new text (Markdown is fine); it replaces the old one. At most 32 KiB."},
+                    "etag": {"type": "string", "minLength": 1,
+                        "description": "The etag read_working_memory gave: the write is refused if the text changed since. Omit only for the first write."}}),
+                &["content"],
             ),
         };
         let mut properties = match properties {
@@ -202,6 +232,15 @@ struct ContextArgs {
     query: Option<String>,
     max_facts: Option<i64>,
     token_budget: Option<i64>,
+    #[serde(default)]
+    working_memory: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteWorkingMemoryArgs {
+    content: String,
+    etag: Option<String>,
 }
 
 /// Runs tool `name` with `arguments` for `caller`; its result is what the mirrored REST
@@ -278,9 +317,20 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
         }
         Tool::MemoryContext => {
             let args: ContextArgs = parse(args)?;
-            let request = ContextRequest::parse(args.query.as_deref(), args.max_facts, args.token_budget)
-                .map_err(ApiError::InvalidRequest)?;
+            let request =
+                ContextRequest::parse(args.query.as_deref(), args.max_facts, args.token_budget, args.working_memory)
+                    .map_err(ApiError::InvalidRequest)?;
             to_value(memory_context::build(state, owner, &policy, request).await?)
+        }
+        Tool::ReadWorkingMemory => {
+            parse::<Empty>(args)?;
+            to_value(working_memory::read(state, document::Scope::User(owner)).await?)
+        }
+        Tool::WriteWorkingMemory => {
+            let args: WriteWorkingMemoryArgs = parse(args)?;
+            // An etag is the version the model read: the write is a compare-and-swap on it.
+            let condition = args.etag.map_or(Condition::Always, |etag| Condition::Matches(vec![etag]));
+            to_value(working_memory::write(state, document::Scope::User(owner), &args.content, &condition).await?.1)
         }
     };
     Ok(value)

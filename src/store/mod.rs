@@ -44,6 +44,7 @@ pub mod policy;
 pub mod rgpd;
 pub mod summaries;
 pub mod vectors;
+pub mod working_memory;
 
 /// One value per backend: a store's pool, or an open transaction. Private to `store/`,
 /// so nothing else can tell the backends apart.

@@ -33,8 +33,9 @@ use super::{
 use crate::domain::{
     conversation::Conversation,
     fact::Fact,
-    ids::{ExternalRef, TenantId},
+    ids::{AgentId, ExternalRef, TenantId},
     message::Message,
+    working_memory::WorkingMemory,
 };
 
 /// Rows erased, per kind.
@@ -44,6 +45,10 @@ pub struct ErasedCounts {
     pub conversations: u64,
     pub messages: u64,
     pub jobs: u64,
+    /// Working memory documents: the person's own and their conversations'. Receipts
+    /// written before working memory existed read 0.
+    #[serde(default)]
+    pub working_memories: u64,
 }
 
 /// Proof that an erasure happened, without the person's identifier.
@@ -93,15 +98,42 @@ impl ExportReader {
         rows.into_iter().map(Conversation::try_from).collect()
     }
 
-    /// The rolling summary of one of the user's conversations and the last seq it
-    /// covers (`(None, 0)` when it has none).
-    pub async fn summary(&mut self, conversation_id: Uuid) -> Result<(Option<String>, i64)> {
-        let sql = "SELECT summary, summary_through_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
+    /// The rolling summary of one of the user's conversations, the last seq it covers
+    /// (`None, 0` when it has none) and its working memory.
+    pub async fn summary(&mut self, conversation_id: Uuid) -> Result<ConversationExtras> {
+        let sql = "SELECT c.summary, c.summary_through_seq, w.content, w.etag, w.updated_at FROM conversations c \
+            LEFT JOIN working_memories w ON w.conversation_id = c.id WHERE c.id = $1 AND c.tenant_id = $2";
         let tenant = self.tenant.as_str();
-        let found: Option<(Option<String>, i64)> = with_tx!(self.tx, tx => {
+        type Row = (Option<String>, i64, Option<String>, Option<String>, Option<DateTime<Utc>>);
+        let found: Option<Row> = with_tx!(self.tx, tx => {
             sqlx::query_as(sql).bind(conversation_id).bind(tenant).fetch_optional(&mut **tx).await?
         });
-        Ok(found.unwrap_or((None, 0)))
+        let Some((summary, summary_through_seq, content, etag, updated_at)) = found else {
+            return Ok(ConversationExtras { summary: None, summary_through_seq: 0, working_memory: None });
+        };
+        let working_memory = match (content, etag, updated_at) {
+            (Some(content), Some(etag), Some(updated_at)) => Some(WorkingMemory { content, etag, updated_at }),
+            _ => None,
+        };
+        Ok(ConversationExtras { summary, summary_through_seq, working_memory })
+    }
+
+    /// Up to `limit` of the person's own working memory documents (one per agent), by
+    /// agent id after `after`.
+    pub async fn working_memories(&mut self, after: Option<&str>, limit: i64) -> Result<Vec<AgentWorkingMemory>> {
+        // Uses working_memories_tenant_ref.
+        let sql = "SELECT agent_id, content, etag, updated_at FROM working_memories \
+            WHERE tenant_id = $1 AND external_ref = $2 AND conversation_id IS NULL AND ($3 IS NULL OR agent_id > $3) \
+            ORDER BY agent_id LIMIT $4";
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        let rows: Vec<(AgentId, String, String, DateTime<Utc>)> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
+        });
+        let document = |(agent_id, content, etag, updated_at)| AgentWorkingMemory {
+            agent_id,
+            memory: WorkingMemory { content, etag, updated_at },
+        };
+        Ok(rows.into_iter().map(document).collect())
     }
 
     /// Up to `limit` messages of one of the user's conversations after seq `after_seq`.
@@ -134,6 +166,21 @@ impl ExportReader {
     }
 }
 
+/// What an export shows of a conversation beside its own fields and messages.
+pub struct ConversationExtras {
+    pub summary: Option<String>,
+    pub summary_through_seq: i64,
+    pub working_memory: Option<WorkingMemory>,
+}
+
+/// A person's working memory document kept by one agent, as the export holds it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AgentWorkingMemory {
+    pub agent_id: AgentId,
+    #[serde(flatten)]
+    pub memory: WorkingMemory,
+}
+
 #[derive(sqlx::FromRow)]
 struct ReceiptRow {
     id: Uuid,
@@ -159,6 +206,8 @@ impl Store {
             // Jobs queued by ends that committed while we waited for the conversations.
             "DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2",
             "DELETE FROM facts WHERE tenant_id = $1 AND external_ref = $2",
+            // The person's documents and their conversations' (which would also go by cascade).
+            "DELETE FROM working_memories WHERE tenant_id = $1 AND external_ref = $2",
             "DELETE FROM messages WHERE tenant_id = $1 AND conversation_id IN \
              (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2)",
             // Idempotency records (they hold message bodies) go by cascade.
@@ -166,14 +215,14 @@ impl Store {
             // A refusal outlives the erasure.
             "DELETE FROM user_consents WHERE tenant_id = $1 AND external_ref = $2 AND ai_consent",
         ];
-        let mut counts = [0u64; 7];
+        let mut counts = [0u64; 8];
         for (count, sql) in counts.iter_mut().zip(steps) {
             *count = with_tx!(tx, tx => {
                 sqlx::query(sql).bind(tenant.as_str()).bind(who).execute(&mut **tx).await?.rows_affected()
             });
         }
-        let [jobs_before, _, jobs_after, facts, messages, conversations, _] = counts;
-        let deleted = ErasedCounts { facts, conversations, messages, jobs: jobs_before + jobs_after };
+        let [jobs_before, _, jobs_after, facts, working_memories, messages, conversations, _] = counts;
+        let deleted = ErasedCounts { facts, conversations, messages, jobs: jobs_before + jobs_after, working_memories };
         with_tx!(tx, tx => {
             sqlx::query(
                 "INSERT INTO erasure_receipts (id, tenant_id, subject_hash, deleted, completed_at) \

@@ -11,8 +11,8 @@ use serde_json::json;
 const SUBJECT: &str = "subject-7f3kq9@example.test";
 
 /// Words only this person used, each its own Porter stem, so that the full-text index
-/// stores them as written (lowercased).
-const WORDS: [&str; 4] = ["Zorblax", "Quendrith", "Vimbleshaw", "Glimmerquaff"];
+/// stores them as written (lowercased). The last two are only in working memory.
+const WORDS: [&str; 6] = ["Zorblax", "Quendrith", "Vimbleshaw", "Glimmerquaff", "Plumbustique", "Snarfwiddle"];
 
 /// Which of `needles` occur, case-insensitively, in the raw bytes of the database files
 /// (`engram.db`, `-wal`, `-shm`), each with the file it is in.
@@ -64,6 +64,14 @@ async fn sqlite_erasure_leaves_nothing_in_the_files() {
         let (status, body) = app.post(&format!("/api/conversations/{id}/messages"), &writer, messages).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         conversations.push(id);
+    }
+    let documents = [
+        (format!("/api/agents/concierge/users/{user}/working-memory"), "Gift idea: Plumbustique"),
+        (format!("/api/conversations/{}/working-memory", conversations[1]), "Snarfwiddle booked"),
+    ];
+    for (path, content) in documents {
+        let (status, body) = app.put(&path, &writer, json!({"content": content})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
     }
     let facts = format!("/api/agents/concierge/users/{user}/facts");
     let (status, body) = app.post(&facts, &writer, json!({"fact": "Favourite drink is Glimmerquaff"})).await;

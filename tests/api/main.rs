@@ -36,3 +36,4 @@ mod spec;
 mod summaries;
 mod superseded;
 mod threads;
+mod working_memory;

@@ -32,7 +32,16 @@ on_both_backends!(
     the_fact_cap_answers_alike_through_rest_tools_and_mcp,
 );
 
-const TOOLS: [&str; 6] = ["remember", "recall", "list_memories", "update_memory", "forget", "memory_context"];
+const TOOLS: [&str; 8] = [
+    "remember",
+    "recall",
+    "list_memories",
+    "update_memory",
+    "forget",
+    "memory_context",
+    "read_working_memory",
+    "write_working_memory",
+];
 
 type Client = RunningService<RoleClient, ()>;
 

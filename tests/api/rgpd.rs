@@ -51,6 +51,15 @@ async fn history(app: &TestApp, tenant: &str, agent_id: &str, user: &str, marker
         )
         .await;
     assert_eq!(status, StatusCode::CREATED);
+    // Working memory in both scopes: the person's own and this conversation's.
+    let documents = [
+        (format!("/api/agents/{agent_id}/users/{}/working-memory", enc(user)), format!("{marker} likes aisle seats")),
+        (format!("/api/conversations/{id}/working-memory"), format!("{marker} trip: step 1")),
+    ];
+    for (path, content) in documents {
+        let (status, body) = app.put(&path, &token, json!({"content": content})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
     id
 }
 
@@ -101,11 +110,13 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
     assert_eq!(erased["deleted"]["messages"], 8);
     assert_eq!(erased["deleted"]["jobs"], 3, "one extraction and two summaries");
     assert!(erased["deleted"]["facts"].as_u64().is_some_and(|n| n >= 3), "{erased}");
+    assert_eq!(erased["deleted"]["working_memories"], 4, "two agents' and two conversations' documents");
 
     // Nothing is left through the API.
     let (_, export) = app.get(&user_path(SUBJECT), &token("acme", "rgpd")).await;
     assert_eq!(export["conversations"], json!([]));
     assert_eq!(export["facts"], json!([]));
+    assert_eq!(export["working_memories"], json!([]));
     let reader = agent("acme");
     for agent_id in ["concierge", "sales"] {
         let base = format!("/api/agents/{agent_id}/users/{}", enc(SUBJECT));
@@ -115,6 +126,8 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
         assert_eq!(found["items"], json!([]));
         let (_, context) = app.get(&format!("{base}/memory-context"), &reader).await;
         assert_eq!(context["facts"], json!([]));
+        let (status, _) = app.get(&format!("{base}/working-memory"), &reader).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
         let (_, listed) =
             app.get(&format!("/api/conversations?agent_id={agent_id}&external_ref={}", enc(SUBJECT)), &reader).await;
         assert_eq!(listed["items"], json!([]));
@@ -134,8 +147,10 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
         for conversation in export["conversations"].as_array().into_iter().flatten() {
             assert_eq!(conversation["messages"].as_array().map(Vec::len), Some(4));
             assert_eq!(conversation["summary_through_seq"], 3, "{conversation}");
+            assert!(conversation["working_memory"]["content"].as_str().is_some_and(|c| c.ends_with("step 1")));
         }
         assert_eq!(export["facts"].as_array().map(Vec::len), Some(2), "{tenant}/{user}");
+        assert_eq!(export["working_memories"].as_array().map(Vec::len), Some(2), "{tenant}/{user}");
     }
 
     // No row of any table still holds the identifier or the person's words (PostgreSQL:
@@ -178,10 +193,16 @@ async fn repeating_an_erasure_answers_zeros(backend: Backend) {
     history(&app, "acme", "concierge", SUBJECT, "Zorblax").await;
     let rgpd = token("acme", "rgpd");
     let (_, first) = app.delete(&user_path(SUBJECT), &rgpd).await;
-    assert_eq!(first["deleted"]["conversations"], 1);
+    assert_eq!(
+        (first["deleted"]["conversations"].clone(), first["deleted"]["working_memories"].clone()),
+        (json!(1), json!(2))
+    );
     let (status, second) = app.delete(&user_path(SUBJECT), &rgpd).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(second["deleted"], json!({"facts": 0, "conversations": 0, "messages": 0, "jobs": 0}));
+    assert_eq!(
+        second["deleted"],
+        json!({"facts": 0, "conversations": 0, "messages": 0, "jobs": 0, "working_memories": 0})
+    );
     assert_ne!(second["receipt_id"], first["receipt_id"]);
 }
 
@@ -249,6 +270,12 @@ async fn export_returns_everything_held(backend: Backend) {
     assert_eq!(messages.iter().map(|m| m["seq"].as_i64().unwrap_or(0)).collect::<Vec<_>>(), [1, 2, 3, 4]);
     let facts = export["facts"].as_array().expect("facts");
     assert_eq!(facts.len(), 2, "facts of both agents");
+    assert_eq!(first["working_memory"]["content"], "Zorblax trip: step 1");
+    assert!(first["working_memory"]["etag"].is_string(), "{first}");
+    let documents = export["working_memories"].as_array().expect("working memories");
+    let agents: Vec<&str> = documents.iter().filter_map(|d| d["agent_id"].as_str()).collect();
+    assert_eq!(agents, ["concierge", "sales"], "one per agent, by agent id");
+    assert_eq!(documents[0]["content"], "Zorblax likes aisle seats");
     assert!(!export.to_string().contains("Quentin"), "nothing of another user");
 }
 

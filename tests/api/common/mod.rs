@@ -311,6 +311,25 @@ impl TestApp {
         read(request).await
     }
 
+    /// A request with extra `headers`; the answer's headers come back too.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+        let mut request = self.client.request(method, format!("{}{}", self.base, path)).bearer_auth(token);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        read_with_headers(request).await
+    }
+
     pub async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
         self.call(Method::GET, path, Some(token), None).await
     }
@@ -353,11 +372,17 @@ impl Drop for TestApp {
 /// Sends `request`; its status and its body as JSON (`null` when empty, a string when
 /// not JSON).
 async fn read(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let (status, _, value) = read_with_headers(request).await;
+    (status, value)
+}
+
+/// The answer's status, headers and body (JSON, a string when it is not, null when empty).
+async fn read_with_headers(request: reqwest::RequestBuilder) -> (StatusCode, reqwest::header::HeaderMap, Value) {
     let response = request.send().await.expect("request sent");
-    let status = response.status();
+    let (status, headers) = (response.status(), response.headers().clone());
     let text = response.text().await.expect("body read");
     let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
-    (status, value)
+    (status, headers, value)
 }
 
 pub fn token_with(claims: Value) -> String {

@@ -1,0 +1,82 @@
+//! Working memory (see [`crate::domain::working_memory`]): the REST routes, the memory
+//! tools and the admin panel read, replace and delete documents here, so each door
+//! answers a missing document, a stale version and an oversized one alike.
+//!
+//! Unlike extraction and memory context, these calls do not depend on the agent's
+//! `memory_enabled` or the user's consent: the document is what the agent itself wrote,
+//! stored like its messages. What memory context shows of it does depend on them.
+
+use super::AppState;
+use crate::{
+    domain::{
+        owner::Owner,
+        working_memory::{self, Condition, ContentError, Scope, WorkingMemory},
+    },
+    error::ApiError,
+    store::working_memory::{Deleted, Lookup, Written},
+};
+
+const NO_DOCUMENT: ApiError = ApiError::NotFound("working memory");
+const NO_CONVERSATION: ApiError = ApiError::NotFound("conversation");
+const CONTENDED: ApiError = ApiError::Unavailable("the working memory is being rewritten by other writers");
+
+/// The scope's document (404 when there is none, or no such conversation).
+pub async fn read(state: &AppState, scope: Scope<'_>) -> Result<WorkingMemory, ApiError> {
+    match state.store.working_memory(scope).await? {
+        Lookup::Found(document) => Ok(document),
+        Lookup::Absent => Err(NO_DOCUMENT),
+        Lookup::NoConversation => Err(NO_CONVERSATION),
+    }
+}
+
+/// The agent's document about the user, or `None` when it has none (memory context).
+pub async fn read_optional(state: &AppState, owner: Owner<'_>) -> Result<Option<WorkingMemory>, ApiError> {
+    match state.store.working_memory(Scope::User(owner)).await? {
+        Lookup::Found(document) => Ok(Some(document)),
+        Lookup::Absent | Lookup::NoConversation => Ok(None),
+    }
+}
+
+/// Replaces the scope's document with `content` if `condition` holds; `true` with the
+/// document when it was created.
+pub async fn write(
+    state: &AppState,
+    scope: Scope<'_>,
+    content: &str,
+    condition: &Condition,
+) -> Result<(bool, WorkingMemory), ApiError> {
+    working_memory::validate(content).map_err(|error| match error {
+        ContentError::Nul => ApiError::invalid(error.to_string()),
+        ContentError::TooLarge(_) => ApiError::PayloadTooLarge(error.to_string()),
+    })?;
+    match state.store.put_working_memory(scope, content, condition).await? {
+        Written::Created(document) => Ok((true, document)),
+        Written::Replaced(document) => Ok((false, document)),
+        Written::Refused => Err(refused(condition)),
+        Written::NoConversation => Err(NO_CONVERSATION),
+        Written::Contended => Err(CONTENDED),
+    }
+}
+
+/// Deletes the scope's document if `condition` holds.
+pub async fn delete(state: &AppState, scope: Scope<'_>, condition: &Condition) -> Result<(), ApiError> {
+    match state.store.delete_working_memory(scope, condition).await? {
+        Deleted::Deleted => Ok(()),
+        Deleted::Absent => Err(NO_DOCUMENT),
+        Deleted::Refused => Err(refused(condition)),
+        Deleted::NoConversation => Err(NO_CONVERSATION),
+        Deleted::Contended => Err(CONTENDED),
+    }
+}
+
+/// The 412 of a condition that did not hold, saying which.
+fn refused(condition: &Condition) -> ApiError {
+    ApiError::PreconditionFailed(
+        match condition {
+            Condition::Absent => "a working memory document already exists (If-None-Match: *): nothing was written",
+            Condition::Exists => "there is no working memory document (If-Match: *): nothing was changed",
+            _ => "the working memory changed since the version in If-Match: nothing was changed; read it again",
+        }
+        .into(),
+    )
+}
