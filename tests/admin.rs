@@ -488,6 +488,30 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(facts.len(), 1, "{facts:?}");
     assert_eq!(facts[0]["fact"], "Lives in Lyon");
 
+    // Working memory: each agent's document on the person page; a delete names the version
+    // shown, so a document rewritten since is not deleted unseen.
+    let document = format!("/api/agents/support-bot/users/{}/working-memory", enc(USER));
+    let (status, _) = app.put(&document, &admin, json!({"content": "## Alice\n- order 1182 is late"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let other = format!("/api/agents/sales-bot/users/{}/working-memory", enc(USER));
+    let (status, _) = app.put(&other, &admin, json!({"content": "Asked about the spring catalogue"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    browser.goto(&format!("/admin/people/{}", enc(USER))).await;
+    assert_eq!(browser.count("#working-memory section.document").await, 2);
+    let shown = "#working-memory section[data-agent='support-bot']";
+    assert_eq!(browser.text(&format!("{shown} pre")).await, "## Alice\n- order 1182 is late");
+    let (status, _) = app.put(&document, &admin, json!({"content": "## Alice\n- order 1182 arrived"})).await;
+    assert_eq!(status, StatusCode::OK);
+    browser.click_and_confirm(&format!("{shown} form.delete-working-memory button")).await;
+    assert!(browser.text("#error-message").await.contains("changed since"), "a stale delete is refused");
+    browser.expect_console_only_the_refusal(409).await;
+    assert_eq!(app.get(&document, &admin).await.1["content"], "## Alice\n- order 1182 arrived");
+    browser.goto(&format!("/admin/people/{}", enc(USER))).await;
+    browser.click_and_confirm(&format!("{shown} form.delete-working-memory button")).await;
+    assert_eq!(browser.text("#notice").await, "Working memory deleted.");
+    assert_eq!(app.get(&document, &admin).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(browser.count("#working-memory section.document").await, 1);
+
     // Consent off.
     browser.goto(&format!("/admin/people/{}", enc(USER))).await;
     browser.click("#consent-switch").await;
@@ -515,6 +539,7 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(browser.text("#erase-facts").await, "1");
     assert_eq!(browser.text("#erase-conversations").await, "1");
     assert_eq!(browser.text("#erase-messages").await, "4");
+    assert_eq!(browser.text("#erase-working-memories").await, "1");
     browser.step("erase-confirm").await;
     browser.click("#erase-confirm").await;
     assert_eq!(browser.text("#notice").await, "Everything about this person was erased.");
@@ -522,6 +547,7 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(browser.text("#erased-facts").await, "1");
     assert_eq!(browser.text("#erased-conversations").await, "1");
     assert_eq!(browser.text("#erased-messages").await, "4");
+    assert_eq!(browser.text("#erased-working-memories").await, "1");
     browser.step("receipt").await;
     let (status, receipt) = app.get(&format!("/api/rgpd/receipts/{receipt_id}"), &admin).await;
     assert_eq!(status, StatusCode::OK, "{receipt}");

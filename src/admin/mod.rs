@@ -49,6 +49,10 @@ pub fn router() -> Router<AppState> {
         .route("/admin/people/{external_ref}/conversations/{conversation_id}", get(people::conversation))
         .route("/admin/people/{external_ref}/agents/{agent_id}", get(people::facts))
         .route("/admin/people/{external_ref}/agents/{agent_id}/facts", post(people::add_fact))
+        .route(
+            "/admin/people/{external_ref}/agents/{agent_id}/working-memory/delete",
+            post(people::delete_working_memory),
+        )
         .route("/admin/people/{external_ref}/agents/{agent_id}/facts/forget", post(people::forget_facts))
         .route("/admin/people/{external_ref}/agents/{agent_id}/facts/{fact_id}", post(people::edit_fact))
         .route("/admin/people/{external_ref}/agents/{agent_id}/facts/{fact_id}/delete", post(people::delete_fact))
@@ -230,6 +234,7 @@ fn notice(key: Option<&str>) -> Option<&'static str> {
         "fact-existing" => "That fact was already stored.",
         "fact-saved" => "Fact saved.",
         "fact-deleted" => "Fact deleted.",
+        "working-memory-deleted" => "Working memory deleted.",
         "facts-forgotten" => "Every fact of this agent about this person was deleted.",
         "erased" => "Everything about this person was erased.",
         "retried" => "Job queued again.",

@@ -1,6 +1,6 @@
 //! `/admin/people`: one end user, found by external ref — their consent, per agent their
-//! facts (search, add, edit, delete, forget all), their conversations with messages,
-//! the export of everything held about them, and erasure with its receipt.
+//! facts (search, add, edit, delete, forget all) and working memory, their conversations
+//! with messages, the export of everything held about them, and erasure with its receipt.
 
 use askama::Template;
 use axum::{
@@ -26,15 +26,18 @@ use crate::{
         ids::{AgentId, ExternalRef},
         message::{Message, RoleSet},
         policy::Consent,
+        working_memory::{Condition, Scope as DocumentScope},
     },
     error::ApiError,
-    service::{AppState, consent, erasure, export::export_body, facts},
+    service::{AppState, consent, erasure, export::export_body, facts, working_memory},
     store::{conversations::ConversationFilter, facts::FactFilter, messages::Window, rgpd::ErasedCounts},
 };
 
 const FACTS_PAGE: i64 = 50;
 const CONVERSATIONS_SHOWN: i64 = 50;
 const MESSAGES_SHOWN: i64 = 1000;
+/// One per agent: a person is rarely known to more.
+const DOCUMENTS_SHOWN: i64 = 50;
 
 fn person(raw: String) -> Result<ExternalRef, AdminError> {
     ExternalRef::parse(raw).map_err(AdminError::BadRequest)
@@ -99,6 +102,17 @@ struct PersonPage {
     consent_updated: Option<String>,
     agents: Vec<AgentLink>,
     conversations: Vec<ConversationRow>,
+    documents: Vec<DocumentView>,
+}
+
+/// One agent's working memory document about the person.
+struct DocumentView {
+    agent_id: String,
+    etag: String,
+    content: String,
+    updated: String,
+    /// Where its delete form posts.
+    delete_path: String,
 }
 
 #[derive(Deserialize)]
@@ -122,7 +136,7 @@ pub async fn show(
         operator.require(Scope::MemoryRead)?;
     }
     let tenant = operator.tenant();
-    let (mut consent, mut agents, mut conversations) = (None, Vec::new(), Vec::new());
+    let (mut consent, mut agents, mut conversations, mut documents) = (None, Vec::new(), Vec::new(), Vec::new());
     if can_read {
         consent = Some(consent::get(&state, tenant, &user).await?);
         agents = state
@@ -144,6 +158,19 @@ pub async fn show(
                 conversation,
             })
             .collect();
+        documents = state
+            .store
+            .person_working_memories(tenant, &user, DOCUMENTS_SHOWN)
+            .await?
+            .into_iter()
+            .map(|document| DocumentView {
+                delete_path: format!("{}/working-memory/delete", facts_path(&user, &document.agent_id)),
+                agent_id: document.agent_id.as_str().to_owned(),
+                updated: when(&document.memory.updated_at),
+                etag: document.memory.etag,
+                content: document.memory.content,
+            })
+            .collect();
     }
     render(&PersonPage {
         layout: operator.layout(format!("Person {}", user.as_str()), "people", q.done.as_deref()),
@@ -156,6 +183,7 @@ pub async fn show(
         consent,
         agents,
         conversations,
+        documents,
     })
 }
 
@@ -470,6 +498,24 @@ pub async fn delete_fact(
 }
 
 #[derive(Deserialize)]
+pub struct DocumentForm {
+    /// The version the page showed: a document rewritten since is not deleted unseen.
+    etag: String,
+}
+
+/// Deletes an agent's working memory document about the person, as `DELETE
+/// …/working-memory` with `If-Match` on the version the operator saw.
+pub async fn delete_working_memory(
+    State(state): State<AppState>,
+    AdminPath((user, agent)): AdminPath<(ExternalRef, AgentId)>,
+    Guarded { operator, form, .. }: Guarded<DocumentForm, MemoryWrite>,
+) -> AdminResult {
+    let scope = DocumentScope::User(operator.caller.owner(&agent, &user));
+    working_memory::delete(&state, scope, &Condition::Matches(vec![form.etag])).await?;
+    see_other(&format!("{}?done=working-memory-deleted", person_path(&user)))
+}
+
+#[derive(Deserialize)]
 pub struct ForgetForm {
     confirm: Option<String>,
 }
@@ -519,6 +565,7 @@ struct ErasePage {
     agents: Vec<String>,
     conversations: usize,
     messages: usize,
+    working_memories: usize,
     consent_kept: bool,
 }
 
@@ -529,7 +576,8 @@ pub async fn erase_confirm(
     AdminPath(user): AdminPath<ExternalRef>,
 ) -> AdminResult {
     operator.require(Scope::Rgpd)?;
-    let (facts, conversations, messages) = state.store.person_footprint(operator.tenant(), &user).await?;
+    let (facts, conversations, messages, working_memories) =
+        state.store.person_footprint(operator.tenant(), &user).await?;
     let agents = state.store.agents_of_user(operator.tenant(), &user).await?;
     let consent = state.store.get_consent(operator.tenant(), &user).await?;
     let count = |n: i64| usize::try_from(n).unwrap_or(0);
@@ -541,6 +589,7 @@ pub async fn erase_confirm(
         agents: agents.into_iter().map(String::from).collect(),
         conversations: count(conversations),
         messages: count(messages),
+        working_memories: count(working_memories),
         consent_kept: consent.is_some_and(|(consent, _)| !consent),
     })
 }

@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{ids::TenantId, owner::Owner};
+use super::{
+    ids::{AgentId, TenantId},
+    owner::Owner,
+};
 
 /// The most a document may hold, in UTF-8 bytes: a page an agent keeps in its prompt
 /// (about 8 000 tokens), not a store for files.
@@ -36,6 +39,14 @@ pub struct WorkingMemory {
     #[schema(example = "0194c1f2-6d4e-7a8b-9c0d-1e2f3a4b5c6d")]
     pub etag: String,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A person's document kept by one agent, as the export and the admin panel list them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct AgentWorkingMemory {
+    pub agent_id: AgentId,
+    #[serde(flatten)]
+    pub memory: WorkingMemory,
 }
 
 /// The body of `PUT …/working-memory`.

@@ -14,12 +14,16 @@ use super::{CommonErrors, NotFound, extractors::ApiPath};
 use crate::{
     auth::Rgpd,
     domain::{
-        conversation::Conversation, fact::Fact, ids::ExternalRef, message::Message, policy::Consent,
-        working_memory::WorkingMemory,
+        conversation::Conversation,
+        fact::Fact,
+        ids::ExternalRef,
+        message::Message,
+        policy::Consent,
+        working_memory::{AgentWorkingMemory, WorkingMemory},
     },
     error::ApiError,
     service::{AppState, erasure, export::export_body},
-    store::rgpd::{AgentWorkingMemory, ErasedCounts, Receipt},
+    store::rgpd::{ErasedCounts, Receipt},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {

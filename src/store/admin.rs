@@ -25,15 +25,16 @@ impl Store {
         })
     }
 
-    /// How many facts, conversations and messages are held about `user`: what an
-    /// erasure would delete, counted without reading them.
+    /// How many facts, conversations, messages and working memory documents are held
+    /// about `user`: what an erasure would delete, counted without reading them.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "person_footprint", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn person_footprint(&self, tenant: &TenantId, user: &ExternalRef) -> Result<(i64, i64, i64)> {
+    pub async fn person_footprint(&self, tenant: &TenantId, user: &ExternalRef) -> Result<(i64, i64, i64, i64)> {
         let sql = "SELECT \
              (SELECT count(*) FROM facts WHERE tenant_id = $1 AND external_ref = $2), \
              (SELECT count(*) FROM conversations WHERE tenant_id = $1 AND external_ref = $2), \
              (SELECT count(*) FROM messages WHERE tenant_id = $1 AND conversation_id IN \
-                (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2))";
+                (SELECT id FROM conversations WHERE tenant_id = $1 AND external_ref = $2)), \
+             (SELECT count(*) FROM working_memories WHERE tenant_id = $1 AND external_ref = $2)";
         with_pool!(self, pool => sqlx::query_as(sql).bind(tenant.as_str()).bind(user.as_str()).fetch_one(pool).await)
     }
 }

@@ -29,13 +29,14 @@ use super::{
     facts::{FactRow, fact_columns},
     messages::{MessageRow, message_columns},
     with_pool, with_tx,
+    working_memory::{PERSON_DOCUMENTS, PersonDocumentRow},
 };
 use crate::domain::{
     conversation::Conversation,
     fact::Fact,
-    ids::{AgentId, ExternalRef, TenantId},
+    ids::{ExternalRef, TenantId},
     message::Message,
-    working_memory::WorkingMemory,
+    working_memory::{AgentWorkingMemory, WorkingMemory},
 };
 
 /// Rows erased, per kind.
@@ -121,19 +122,11 @@ impl ExportReader {
     /// Up to `limit` of the person's own working memory documents (one per agent), by
     /// agent id after `after`.
     pub async fn working_memories(&mut self, after: Option<&str>, limit: i64) -> Result<Vec<AgentWorkingMemory>> {
-        // Uses working_memories_tenant_ref.
-        let sql = "SELECT agent_id, content, etag, updated_at FROM working_memories \
-            WHERE tenant_id = $1 AND external_ref = $2 AND conversation_id IS NULL AND ($3 IS NULL OR agent_id > $3) \
-            ORDER BY agent_id LIMIT $4";
         let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
-        let rows: Vec<(AgentId, String, String, DateTime<Utc>)> = with_tx!(self.tx, tx => {
-            sqlx::query_as(sql).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
+        let rows: Vec<PersonDocumentRow> = with_tx!(self.tx, tx => {
+            sqlx::query_as(PERSON_DOCUMENTS).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
         });
-        let document = |(agent_id, content, etag, updated_at)| AgentWorkingMemory {
-            agent_id,
-            memory: WorkingMemory { content, etag, updated_at },
-        };
-        Ok(rows.into_iter().map(document).collect())
+        Ok(rows.into_iter().map(AgentWorkingMemory::from).collect())
     }
 
     /// Up to `limit` messages of one of the user's conversations after seq `after_seq`.
@@ -171,14 +164,6 @@ pub struct ConversationExtras {
     pub summary: Option<String>,
     pub summary_through_seq: i64,
     pub working_memory: Option<WorkingMemory>,
-}
-
-/// A person's working memory document kept by one agent, as the export holds it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct AgentWorkingMemory {
-    pub agent_id: AgentId,
-    #[serde(flatten)]
-    pub memory: WorkingMemory,
 }
 
 #[derive(sqlx::FromRow)]

@@ -13,7 +13,10 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{Result, Store, Tx, facts::BindOwner, with_pool, with_tx};
-use crate::domain::working_memory::{Condition, Scope, WorkingMemory};
+use crate::domain::{
+    ids::{AgentId, ExternalRef, TenantId},
+    working_memory::{AgentWorkingMemory, Condition, Scope, WorkingMemory},
+};
 
 /// What a read found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +55,21 @@ pub enum Deleted {
 /// another writer committed in between, so this many in a row is a hot spot, not a race.
 const TRIES: usize = 3;
 
+/// A person's own documents (one per agent), by agent id after `$3` (NULL: from the
+/// first), at most `$4`; binds `$1` tenant, `$2` external ref. Uses working_memories_tenant_ref.
+pub(super) const PERSON_DOCUMENTS: &str = "SELECT agent_id, content, etag, updated_at FROM working_memories \
+    WHERE tenant_id = $1 AND external_ref = $2 AND conversation_id IS NULL AND ($3 IS NULL OR agent_id > $3) \
+    ORDER BY agent_id LIMIT $4";
+
+/// A row of [`PERSON_DOCUMENTS`].
+pub(super) type PersonDocumentRow = (AgentId, String, String, DateTime<Utc>);
+
+impl From<PersonDocumentRow> for AgentWorkingMemory {
+    fn from((agent_id, content, etag, updated_at): PersonDocumentRow) -> Self {
+        AgentWorkingMemory { agent_id, memory: WorkingMemory { content, etag, updated_at } }
+    }
+}
+
 /// Binds `$1` tenant, `$2` agent, `$3` external ref.
 const USER_CURRENT: &str = "SELECT id, etag FROM working_memories \
     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND conversation_id IS NULL";
@@ -85,6 +103,23 @@ impl Store {
                 Ok(row.map_or(Lookup::NoConversation, found))
             }
         }
+    }
+
+    /// The first `limit` of a person's own documents, by agent id (the admin panel's
+    /// person page).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "person_working_memories", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn person_working_memories(
+        &self,
+        tenant: &TenantId,
+        user: &ExternalRef,
+        limit: i64,
+    ) -> Result<Vec<AgentWorkingMemory>> {
+        let rows: Vec<PersonDocumentRow> = with_pool!(self, pool => {
+            sqlx::query_as(PERSON_DOCUMENTS).bind(tenant.as_str()).bind(user.as_str()).bind(None::<&str>)
+                .bind(limit).fetch_all(pool).await?
+        });
+        super::counted(&rows);
+        Ok(rows.into_iter().map(AgentWorkingMemory::from).collect())
     }
 
     /// Replaces (or creates) the scope's document with `content` if `condition` holds for
