@@ -511,7 +511,7 @@ pub async fn delete_working_memory(
     Guarded { operator, form, .. }: Guarded<DocumentForm, MemoryWrite>,
 ) -> AdminResult {
     let scope = DocumentScope::User(operator.caller.owner(&agent, &user));
-    working_memory::delete(&state, scope, &Condition::Matches(vec![form.etag])).await?;
+    working_memory::delete(&state, scope, &Condition::matching(form.etag)).await?;
     see_other(&format!("{}?done=working-memory-deleted", person_path(&user)))
 }
 

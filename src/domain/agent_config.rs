@@ -85,9 +85,13 @@ pub struct ConfigPatch {
     pub summary_window: Option<i32>,
 }
 
+/// The largest integer a JSON number written as a float holds exactly (2^53 − 1, also
+/// JavaScript's `Number.MAX_SAFE_INTEGER`): the spec's bound on integers that may come so.
+pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
 /// An optional integer that also takes a number with a zero fraction (`3.0`): JSON
 /// Schema's `integer`, which the spec promises, counts `3.0` as an integer, and a
-/// client's JSON library may write one so.
+/// client's JSON library may write one so (up to [`MAX_SAFE_INTEGER`]).
 pub(crate) fn whole_number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -98,7 +102,7 @@ where
         None => Ok(None),
         Some(n) => n
             .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15).map(|f| f as i64))
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER).map(|f| f as i64))
             .and_then(|i| T::try_from(i).ok())
             .map(Some)
             .ok_or_else(|| D::Error::custom(format!("expected an integer, got {n}"))),

@@ -160,7 +160,7 @@ pub struct AppendRequest {
     /// otherwise 409 `conflict` with the current one in `error.last_seq`, nothing stored.
     /// Left out of the fingerprint when absent, so keys stored before it existed still match.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::agent_config::whole_number")]
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 9_007_199_254_740_991_i64)]
     pub expected_last_seq: Option<i64>,
 }
 
@@ -298,6 +298,10 @@ mod tests {
             |seq: serde_json::Value| json!({"messages": [{"role": "user", "content": "x"}], "expected_last_seq": seq});
         let read = |seq| serde_json::from_value::<AppendRequest>(body(seq)).map(|r| r.expected_last_seq);
         assert_eq!(read(json!(1.0)).expect("1.0 is an integer"), Some(1));
+        // Any float that holds an integer exactly, up to 2^53 − 1, the spec's maximum.
+        assert_eq!(read(json!(6_402_373_705_727_999.0)).expect("exact"), Some(6_402_373_705_727_999));
+        assert_eq!(read(json!(9_007_199_254_740_991.0)).expect("2^53 - 1"), Some(9_007_199_254_740_991));
+        assert!(read(json!(1e300)).is_err());
         assert_eq!(read(json!(7)).expect("7"), Some(7));
         assert!(read(json!(1.5)).is_err());
         assert!(read(json!("1")).is_err());

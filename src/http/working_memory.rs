@@ -217,19 +217,29 @@ fn quoted(etag: &str) -> Result<HeaderValue, ApiError> {
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)] // only its documentation is used
 struct IfMatch {
-    /// Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
-    /// `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
-    #[param(rename = "If-Match", pattern = r#"^[ \t]*(\*|"[!#-~]*"([ \t]*,[ \t]*"[!#-~]*")*)[ \t]*$"#)]
+    /// Only if the stored version is one of these `ETag`s (comma-separated, quoted or
+    /// bare), or `*` for any stored version; otherwise 412 and nothing changes. Weak tags
+    /// (`W/"…"`) never match a write.
+    #[param(
+        rename = "If-Match",
+        nullable = false,
+        pattern = r#"^[ \t]*(\*|((W/)?"[!#-~]*"|[!#-+\--~]+)([ \t]*,[ \t]*((W/)?"[!#-~]*"|[!#-+\--~]+))*)[ \t]*$"#
+    )]
     if_match: Option<String>,
 }
 
-/// `If-None-Match` on a write: create only.
+/// `If-None-Match` on a write: `*` creates only.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)] // only its documentation is used
 struct IfNoneMatchWrite {
-    /// `*`: only if there is no document yet (412 otherwise). Not with `If-Match`.
-    #[param(rename = "If-None-Match", pattern = r"^[ \t]*\*[ \t]*$")]
+    /// `*`: only if there is no document yet; `ETag`s: only if the stored version is none
+    /// of them (weak tags compare by value). Otherwise 412. With `If-Match`, both must hold.
+    #[param(
+        rename = "If-None-Match",
+        nullable = false,
+        pattern = r#"^[ \t]*(\*|((W/)?"[!#-~]*"|[!#-+\--~]+)([ \t]*,[ \t]*((W/)?"[!#-~]*"|[!#-+\--~]+))*)[ \t]*$"#
+    )]
     if_none_match: Option<String>,
 }
 
@@ -238,8 +248,12 @@ struct IfNoneMatchWrite {
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)] // only its documentation is used
 struct IfNoneMatchRead {
-    /// `ETag`s (quoted, comma-separated; weak ones compare by value) or `*`: 304 with no
-    /// body when the stored version is one of them.
-    #[param(rename = "If-None-Match", pattern = r#"^[ \t]*(\*|(W/)?"[!#-~]*"([ \t]*,[ \t]*(W/)?"[!#-~]*")*)[ \t]*$"#)]
+    /// `ETag`s (comma-separated, quoted or bare; weak ones compare by value) or `*`: 304
+    /// with no body when the stored version is one of them.
+    #[param(
+        rename = "If-None-Match",
+        nullable = false,
+        pattern = r#"^[ \t]*(\*|((W/)?"[!#-~]*"|[!#-+\--~]+)([ \t]*,[ \t]*((W/)?"[!#-~]*"|[!#-+\--~]+))*)[ \t]*$"#
+    )]
     if_none_match: Option<String>,
 }

@@ -162,8 +162,8 @@ impl Tool {
             ),
             Tool::ReadWorkingMemory => (json!({}), &[]),
             Tool::WriteWorkingMemory => (
-                json!({"content": {"type": "string", "maxLength": document::MAX_BYTES,
-                        "description": "The whole new text (Markdown is fine); it replaces the old one. At most 32 KiB."},
+                json!({"content": {"type": "string", "maxLength": document::MAX_CHARS,
+                        "description": "The whole new text (Markdown is fine); it replaces the old one. At most 32 768 characters."},
                     "etag": {"type": "string", "minLength": 1,
                         "description": "The etag read_working_memory gave: the write is refused if the text changed since. Omit only for the first write."}}),
                 &["content"],
@@ -329,7 +329,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
         Tool::WriteWorkingMemory => {
             let args: WriteWorkingMemoryArgs = parse(args)?;
             // An etag is the version the model read: the write is a compare-and-swap on it.
-            let condition = args.etag.map_or(Condition::Always, |etag| Condition::Matches(vec![etag]));
+            let condition = args.etag.map_or(Condition::ALWAYS, Condition::matching);
             to_value(working_memory::write(state, document::Scope::User(owner), &args.content, &condition).await?.1)
         }
     };

@@ -71,12 +71,5 @@ pub async fn delete(state: &AppState, scope: Scope<'_>, condition: &Condition) -
 
 /// The 412 of a condition that did not hold, saying which.
 fn refused(condition: &Condition) -> ApiError {
-    ApiError::PreconditionFailed(
-        match condition {
-            Condition::Absent => "a working memory document already exists (If-None-Match: *): nothing was written",
-            Condition::Exists => "there is no working memory document (If-Match: *): nothing was changed",
-            _ => "the working memory changed since the version in If-Match: nothing was changed; read it again",
-        }
-        .into(),
-    )
+    ApiError::PreconditionFailed(condition.refusal().into())
 }

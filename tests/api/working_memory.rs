@@ -1,7 +1,7 @@
 //! Working memory (issue 24), on both backends: a document per agent and user and per
 //! conversation, read, replaced and deleted with `ETag` / `If-Match`; two writers of one
 //! version get one winner and one 412 with nothing lost; create-only with
-//! `If-None-Match: *`; 304 on a read of the stored version; the 32 KiB cap; bad headers
+//! `If-None-Match: *`; 304 on a read of the stored version; the cap of 32 768 characters; bad headers
 //! and bodies change nothing; a conversation's document goes with it; scopes and
 //! user-bound tokens; memory context's `<working-memory>` block; the two tools.
 
@@ -174,12 +174,15 @@ async fn bad_writes_are_refused_and_change_nothing(backend: Backend) {
     let (_, headers, created) = put(&app, &path, &[], "kept").await;
     let tag = etag_of(&headers, &created);
 
-    // Exactly 32 KiB is stored; one byte more is a 413 (bytes, not characters).
+    // Exactly 32 768 characters are stored, of one byte or two; one more is a 413.
+    let (status, headers, body) = put(&app, &path, &[("if-match", &tag)], &"é".repeat(32 * 1024)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let tag = etag_of(&headers, &body);
     let full = "a".repeat(32 * 1024);
     let (status, headers, body) = put(&app, &path, &[("if-match", &tag)], &full).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let tag = etag_of(&headers, &body);
-    for over in ["a".repeat(32 * 1024 + 1), "é".repeat(16 * 1024 + 1)] {
+    for over in ["a".repeat(32 * 1024 + 1), "é".repeat(32 * 1024 + 1)] {
         let (status, _, body) = put(&app, &path, &[("if-match", &tag)], &over).await;
         assert_error(status, &body, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
     }
@@ -189,29 +192,39 @@ async fn bad_writes_are_refused_and_change_nothing(backend: Backend) {
         let (status, _, answer) = app.send(Method::PUT, &path, &agent("acme"), &[], Some(body.clone())).await;
         assert_error(status, &answer, StatusCode::BAD_REQUEST, "invalid_request");
     }
-    let weak = format!("W/{tag}");
-    let malformed: [&[(&str, &str)]; 5] = [
-        &[("if-match", "no-quotes")],
-        &[("if-match", &weak)],
-        &[("if-match", "\"open")],
-        &[("if-none-match", &tag)],
-        &[("if-match", "*"), ("if-none-match", "*")],
-    ];
-    for headers in malformed {
+    // Not a list of entity tags: 400.
+    for headers in [&[("if-match", "\"open")][..], &[("if-none-match", "\"a\" \"b\"")], &[("if-match", ",")]] {
         let (status, _, body) = put(&app, &path, headers, "changed").await;
         assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
     }
-    let (status, body) = delete(&app, &path, &[("if-match", "no-quotes")]).await;
+    let (status, body) = delete(&app, &path, &[("if-match", "\"open")]).await;
     assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
-    let (status, _, body) = get(&app, &path, &[("if-none-match", "no-quotes")]).await;
+    let (status, _, body) = get(&app, &path, &[("if-none-match", "\"open")]).await;
     assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
+    // Well-formed conditions that do not hold: 412. A weak tag never matches a write; a
+    // bare tag is compared as written; If-None-Match naming the stored version refuses.
+    let weak = format!("W/{tag}");
+    let bare = tag.trim_matches('"').to_owned();
+    let refused: [&[(&str, &str)]; 4] = [
+        &[("if-match", &weak)],
+        &[("if-match", "some-other-version")],
+        &[("if-none-match", &tag)],
+        &[("if-match", &tag), ("if-none-match", "*")],
+    ];
+    for headers in refused {
+        let (status, _, body) = put(&app, &path, headers, "changed").await;
+        assert_error(status, &body, StatusCode::PRECONDITION_FAILED, "precondition_failed");
+    }
     // Create-only over an existing document is a 412.
     let (status, _, body) = put(&app, &path, &[("if-none-match", "*")], "changed").await;
     assert_error(status, &body, StatusCode::PRECONDITION_FAILED, "precondition_failed");
 
     let (status, headers, body) = get(&app, &path, &[]).await;
-    assert_eq!((status, etag_of(&headers, &body)), (StatusCode::OK, tag));
+    assert_eq!((status, etag_of(&headers, &body)), (StatusCode::OK, tag.clone()));
     assert_eq!(body["content"], full.as_str());
+    // The same tag written bare matches; If-None-Match naming another version lets it through.
+    let (status, _, body) = put(&app, &path, &[("if-match", &bare), ("if-none-match", "\"v0\"")], "ok").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 async fn a_conversation_keeps_its_own_document_which_goes_with_it(backend: Backend) {
