@@ -210,10 +210,9 @@ describe("VoltAgent working memory in Engram", () => {
 
     // Read as absent: the adapter's first write creates only, so a document made meanwhile stays.
     await client.putUserDocument(agentId, "fay", { content: "written elsewhere" });
-    const created = await assert.rejects(storage.setWorkingMemory({ ...user, content: "mine" }), (error: unknown) =>
+    await assert.rejects(storage.setWorkingMemory({ ...user, content: "mine" }), (error: unknown) =>
       error instanceof EngramError && error.code === "precondition_failed",
     );
-    void created;
     assert.equal((await client.getUserDocument(agentId, "fay"))?.content, "written elsewhere");
 
     // Read, changed by another writer, written: refused; after a read it goes through.
