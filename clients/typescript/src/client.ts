@@ -41,7 +41,59 @@ export interface AppendOptions {
   idempotencyKey?: string | false;
 }
 
+/** A working memory document: `content`, its version `etag` (unquoted) and `updated_at`. */
+export type WorkingMemory = Schemas["WorkingMemory"];
+
+/** What a read with `ifNoneMatch` answers when the stored version is the one named (a 304). */
+export interface NotModified {
+  notModified: true;
+  /** The stored version (unquoted), as the 304's `ETag` says. */
+  etag: string;
+}
+
+/** Conditions of a working memory read. */
+export interface ReadConditions {
+  /**
+   * An etag you hold (or `*`): when the stored version is that one, the read answers
+   * `{ notModified: true, etag }` instead of the document (the server's 304, no body).
+   */
+  ifNoneMatch?: string;
+}
+
+/** Conditions of a working memory write or delete. */
+export interface WriteConditions {
+  /**
+   * The etag you read (as the document's `etag` gives it, quoted or not; several in an
+   * array; or `*` for "whatever is stored"): the write happens only if the stored version
+   * is still that one, else the call throws `EngramError` with code `precondition_failed`
+   * (412, never retried) and nothing changes. (A write retried after a timeout or a lost
+   * connection may find its own first attempt stored, and answer `precondition_failed`:
+   * reread before writing again.)
+   */
+  ifMatch?: string | readonly string[];
+  /** `*` on a write: create only, `precondition_failed` when a document exists. */
+  ifNoneMatch?: "*";
+}
+
 const seg = encodeURIComponent;
+
+/** An entity tag as a header wants it: quoted, unless it is `*` or already quoted. */
+function quoteTag(tag: string): string {
+  const trimmed = tag.trim();
+  return trimmed === "*" || trimmed.startsWith('"') || trimmed.startsWith('W/"') ? trimmed : `"${trimmed}"`;
+}
+
+function conditionHeaders(conditions: { ifMatch?: string | readonly string[]; ifNoneMatch?: string }): Record<string, string> {
+  const headers: Record<string, string> = {};
+  const { ifMatch, ifNoneMatch } = conditions;
+  if (ifMatch !== undefined) headers["If-Match"] = (typeof ifMatch === "string" ? [ifMatch] : ifMatch).map(quoteTag).join(", ");
+  if (ifNoneMatch !== undefined) headers["If-None-Match"] = quoteTag(ifNoneMatch);
+  return headers;
+}
+
+function unquoteTag(tag: string | null): string {
+  return (tag ?? "").replace(/^W\//, "").replace(/^"(.*)"$/, "$1");
+}
 
 /**
  * A typed client for every route of Engram's API. Errors are thrown as `EngramError`;
@@ -164,8 +216,74 @@ export class EngramClient implements OperationMethods {
   deleteFacts(agentId: string, externalRef: string) {
     return this.call<"delete_facts">({ method: "DELETE", path: this.userPath(agentId, externalRef, "/facts") });
   }
+  /** Memory context; `{ working_memory: true }` adds the user's working memory document. */
   memoryContext(agentId: string, externalRef: string, query?: Query<"memory_context">) {
     return this.get<"memory_context">(this.userPath(agentId, externalRef, "/memory-context"), query);
+  }
+
+  // Working memory: the agent's own document about a user, and one per conversation
+
+  /** The agent's working memory about the user, or null before the first write. */
+  getUserDocument(agentId: string, externalRef: string): Promise<WorkingMemory | null>;
+  getUserDocument(
+    agentId: string,
+    externalRef: string,
+    conditions: ReadConditions,
+  ): Promise<WorkingMemory | NotModified | null>;
+  getUserDocument(agentId: string, externalRef: string, conditions: ReadConditions = {}) {
+    return this.readDocument(this.userPath(agentId, externalRef, "/working-memory"), conditions);
+  }
+  /** Replaces (or creates) the user document; `conditions` guard against a concurrent writer. */
+  putUserDocument(
+    agentId: string,
+    externalRef: string,
+    body: Body<"put_user_document">,
+    conditions: WriteConditions = {},
+  ): Promise<WorkingMemory> {
+    return this.writeDocument(this.userPath(agentId, externalRef, "/working-memory"), body, conditions);
+  }
+  /** Deletes the user document (`not_found` when there is none). */
+  deleteUserDocument(agentId: string, externalRef: string, conditions: Pick<WriteConditions, "ifMatch"> = {}) {
+    const path = this.userPath(agentId, externalRef, "/working-memory");
+    return this.call<"delete_user_document">({ method: "DELETE", path, headers: conditionHeaders(conditions) });
+  }
+  /**
+   * The conversation's working memory, or null when it has none — or when there is no
+   * such conversation (the server answers both with `not_found`).
+   */
+  getConversationDocument(id: string): Promise<WorkingMemory | null>;
+  getConversationDocument(id: string, conditions: ReadConditions): Promise<WorkingMemory | NotModified | null>;
+  getConversationDocument(id: string, conditions: ReadConditions = {}) {
+    return this.readDocument(`/api/conversations/${seg(id)}/working-memory`, conditions);
+  }
+  /** Replaces (or creates) the conversation's document; as `putUserDocument`. */
+  putConversationDocument(
+    id: string,
+    body: Body<"put_conversation_document">,
+    conditions: WriteConditions = {},
+  ): Promise<WorkingMemory> {
+    return this.writeDocument(`/api/conversations/${seg(id)}/working-memory`, body, conditions);
+  }
+  /** Deletes the conversation's document (`not_found` when there is none). */
+  deleteConversationDocument(id: string, conditions: Pick<WriteConditions, "ifMatch"> = {}) {
+    const path = `/api/conversations/${seg(id)}/working-memory`;
+    return this.call<"delete_conversation_document">({ method: "DELETE", path, headers: conditionHeaders(conditions) });
+  }
+
+  private async readDocument(path: string, conditions: ReadConditions): Promise<WorkingMemory | NotModified | null> {
+    const answer = await this.transport.exchange<WorkingMemory | undefined>({
+      method: "GET",
+      path,
+      headers: conditionHeaders(conditions),
+      answers: [304, 404],
+    });
+    if (answer.status === 404) return null;
+    if (answer.status === 304) return { notModified: true, etag: unquoteTag(answer.headers.get("etag")) };
+    return answer.body!;
+  }
+
+  private writeDocument(path: string, body: { content: string }, conditions: WriteConditions): Promise<WorkingMemory> {
+    return this.transport.send<WorkingMemory>({ method: "PUT", path, body, headers: conditionHeaders(conditions) });
   }
 
   // Jobs

@@ -9,7 +9,10 @@ export class EngramError extends Error {
   constructor(
     /** HTTP status; 0 when no answer came back. */
     readonly status: number,
-    /** The API's error code (`invalid_request`, `not_found`, `rate_limited`…), or `network`, `timeout`, `unsupported`. */
+    /**
+     * The API's error code (`invalid_request`, `not_found`, `precondition_failed`, `rate_limited`…), or
+     * `network`, `timeout`, `unsupported`.
+     */
     readonly code: string,
     message: string,
     /** The request id the server logged this request under (`x-request-id`). */

@@ -29,6 +29,18 @@ export interface Call {
   query?: Record<string, QueryValue> | undefined;
   body?: unknown;
   headers?: Record<string, string>;
+  /**
+   * Statuses besides 2xx that are answers, not errors (a read's 304, a 404 that means
+   * "none yet"): `exchange` returns them, `send` still throws them.
+   */
+  answers?: readonly number[];
+}
+
+/** An answer: its status, headers and parsed body (JSON, text, or undefined for 204 and 304). */
+export interface Exchange<T> {
+  status: number;
+  headers: Headers;
+  body: T;
 }
 
 const IDEMPOTENT = new Set(["GET", "PUT", "DELETE"]);
@@ -67,13 +79,23 @@ export class Transport {
 
   /** Sends `call`, retrying as described above; the parsed answer (JSON, text, or undefined for 204). */
   async send<T>(call: Call): Promise<T> {
+    return (await this.exchange<T>({ ...call, answers: undefined })).body;
+  }
+
+  /**
+   * Sends `call` with the same retries, and returns the answer with its status and
+   * headers: a 2xx, or one of `call.answers`. Any other status is thrown as `EngramError`.
+   */
+  async exchange<T>(call: Call): Promise<Exchange<T>> {
     const maxRetries = this.options.maxRetries ?? 2;
     const replayable = IDEMPOTENT.has(call.method) || call.headers?.["Idempotency-Key"] !== undefined;
     for (let attempt = 0; ; attempt++) {
       let error: EngramError;
       try {
         const response = await this.attempt(call);
-        if (response.ok) return (await parseBody(response)) as T;
+        if (response.ok || call.answers?.includes(response.status)) {
+          return { status: response.status, headers: response.headers, body: (await parseBody(response)) as T };
+        }
         error = await errorFromResponse(response);
       } catch (cause) {
         error = cause instanceof EngramError ? cause : networkError(cause);
@@ -119,7 +141,7 @@ function networkError(cause: unknown): EngramError {
 }
 
 async function parseBody(response: Response): Promise<unknown> {
-  if (response.status === 204) return undefined;
+  if (response.status === 204 || response.status === 304) return undefined;
   const type = response.headers.get("content-type") ?? "";
   return type.includes("json") ? response.json() : response.text();
 }

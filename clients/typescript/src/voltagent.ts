@@ -6,6 +6,24 @@
  * `resourceId` (the agent's id) is Engram's `agent_id`, its `userId` Engram's
  * `external_ref`. A UIMessage is stored with its `parts` as the message's content and its
  * id and metadata under the message's `metadata.voltagent`, so it reads back unchanged.
+ *
+ * Working memory (`new Memory({ storage, workingMemory: { enabled: true, scope } })`) is
+ * Engram's working memory document: scope `"user"` is the document of the adapter's
+ * `agentId` about VoltAgent's `userId` (`…/agents/{agentId}/users/{userId}/working-memory`),
+ * the same one memory context and Engram's MCP tools show; scope `"conversation"` is the
+ * document of the Engram conversation VoltAgent's conversation id maps to (created, like
+ * for an append, when the first write comes before any message).
+ *
+ * Concurrent writers: the adapter remembers, per document, the version (`ETag`) it last
+ * read or wrote, and sends it as `If-Match` on the next write or delete. A writer that
+ * changed the document since (another process, Engram's MCP tools, the admin panel) is
+ * never silently overwritten: the write fails with `EngramError` code
+ * `precondition_failed`, and the next read (VoltAgent reads before every turn) lets the
+ * one after go through on top of it. A document read as absent is written with
+ * `If-None-Match: *` (created only if still absent). A document this adapter has never
+ * read is written unconditionally: VoltAgent's "replace" means "whatever is there", and a
+ * create-only write would make every first replace after a restart fail. The versions are
+ * per adapter instance, so calls that share one instance count as one writer.
  */
 import {
   type Conversation,
@@ -15,9 +33,10 @@ import {
   type GetMessagesOptions,
   type StorageAdapter,
   type WorkflowStateEntry,
+  type WorkingMemoryScope,
 } from "@voltagent/core";
 import type { UIMessage } from "ai";
-import type { EngramClient, Schemas } from "./client.js";
+import type { EngramClient, Schemas, WriteConditions } from "./client.js";
 import { EngramError } from "./errors.js";
 
 type EngramConversation = Schemas["Conversation"];
@@ -26,14 +45,25 @@ type Role = "system" | "user" | "assistant";
 
 export interface EngramStorageOptions {
   client: EngramClient;
-  /** The agent id used when VoltAgent gives no `resourceId`, and the one conversations are looked up under. */
+  /**
+   * The agent id used when VoltAgent gives no `resourceId`, and the one conversations are
+   * looked up under. Needed for user-scoped working memory, which Engram keeps per agent
+   * and user.
+   */
   agentId?: string;
 }
 
+interface WorkingMemoryParams {
+  conversationId?: string;
+  userId?: string;
+  scope: WorkingMemoryScope;
+}
+
+/** Documents whose version is remembered; past this, the least recently used is forgotten. */
+const MAX_VERSIONS = 10_000;
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-const WORKING_MEMORY =
-  "working memory (VoltAgent's Memory `workingMemory` option): this Engram server has no working-memory routes yet";
 const WORKFLOW_STATE =
   "workflow state (VoltAgent workflows' suspend/resume records): Engram holds agent memory, not workflow runs; " +
   "give workflows a storage of their own";
@@ -46,6 +76,11 @@ export class EngramStorage implements StorageAdapter {
   private readonly known = new Map<string, EngramConversation>();
   /** The append in flight per conversation, so that the next one waits for it. */
   private readonly appending = new Map<string, Promise<void>>();
+  /**
+   * Per working memory document, the version this adapter last read or wrote (null: read
+   * as absent). Not there: never read, so a write is unconditional.
+   */
+  private readonly versions = new Map<string, string | null>();
 
   constructor(options: EngramStorageOptions) {
     this.client = options.client;
@@ -155,10 +190,7 @@ export class EngramStorage implements StorageAdapter {
 
   private async append(messages: UIMessage[], userId: string, conversationId: string): Promise<void> {
     if (messages.length === 0) return;
-    const conversation =
-      (await this.find(conversationId)) ??
-      (await this.client.createConversation({ agent_id: this.agentOf(), external_ref: userId, key: conversationId }));
-    this.known.set(conversationId, conversation);
+    const conversation = await this.ensure(conversationId, userId);
     const body = messages.map((message) => ({
       role: message.role as Role,
       content: message.parts as { type: string }[],
@@ -211,16 +243,105 @@ export class EngramStorage implements StorageAdapter {
     );
   }
 
-  // Working memory: one small addition once the server has its routes.
+  // Working memory
 
-  async getWorkingMemory(): Promise<string | null> {
-    throw EngramError.unsupported(WORKING_MEMORY);
+  /** The document's content, or null when there is none (or no such conversation yet). */
+  async getWorkingMemory(params: WorkingMemoryParams): Promise<string | null> {
+    const target = await this.document(params, false);
+    if (!target) return null;
+    const document = await target.read();
+    this.remember(target.key, document?.etag ?? null);
+    return document?.content ?? null;
   }
-  async setWorkingMemory(): Promise<void> {
-    throw EngramError.unsupported(WORKING_MEMORY);
+
+  /**
+   * Replaces the document, guarded by the version last read or written (see the module
+   * doc): `EngramError` `precondition_failed` when another writer changed it since.
+   */
+  async setWorkingMemory(params: WorkingMemoryParams & { content: string }): Promise<void> {
+    const target = (await this.document(params, true))!;
+    const written = await target.write(params.content, this.conditions(target.key));
+    this.remember(target.key, written.etag);
   }
-  async deleteWorkingMemory(): Promise<void> {
-    throw EngramError.unsupported(WORKING_MEMORY);
+
+  /** Deletes the document, guarded like a write; deleting none is not an error. */
+  async deleteWorkingMemory(params: WorkingMemoryParams): Promise<void> {
+    const target = await this.document(params, false);
+    if (!target) return;
+    const { ifMatch } = this.conditions(target.key);
+    try {
+      await target.remove(ifMatch === undefined ? {} : { ifMatch });
+    } catch (error) {
+      if (!(error instanceof EngramError && error.status === 404)) throw error;
+    }
+    this.remember(target.key, null);
+  }
+
+  /** The If-Match / If-None-Match a write of document `key` sends. */
+  private conditions(key: string): WriteConditions {
+    const version = this.versions.get(key);
+    if (version === undefined) return {};
+    return version === null ? { ifNoneMatch: "*" } : { ifMatch: version };
+  }
+
+  private remember(key: string, version: string | null): void {
+    this.versions.delete(key);
+    this.versions.set(key, version);
+    if (this.versions.size > MAX_VERSIONS) this.versions.delete(this.versions.keys().next().value!);
+  }
+
+  /**
+   * Where the document of `params` lives, with its read, write and delete calls. For a
+   * read or a delete, undefined when there can be none (no such conversation, no user or
+   * conversation id given); a write (`create`) creates the conversation, and fails without
+   * the id it needs rather than drop the content.
+   */
+  private async document(params: WorkingMemoryParams, create: boolean) {
+    const client = this.client;
+    if (params.scope === "user") {
+      if (!this.agentId) {
+        throw new EngramError(
+          0,
+          "invalid_request",
+          'EngramStorage needs the `agentId` option for working memory with scope "user": Engram keeps that document per agent and user',
+          undefined,
+          undefined,
+        );
+      }
+      const agentId = this.agentId;
+      const userId = create ? need(params.userId, "a userId") : params.userId;
+      if (!userId) return undefined;
+      return {
+        key: `user\u0000${agentId}\u0000${userId}`,
+        read: () => client.getUserDocument(agentId, userId),
+        write: (content: string, conditions: WriteConditions) =>
+          client.putUserDocument(agentId, userId, { content }, conditions),
+        remove: (conditions: Pick<WriteConditions, "ifMatch">) => client.deleteUserDocument(agentId, userId, conditions),
+      };
+    }
+    const conversationId = create ? need(params.conversationId, "a conversationId") : params.conversationId;
+    if (!conversationId) return undefined;
+    const conversation = create
+      ? await this.ensure(conversationId, need(params.userId, "a userId"))
+      : await this.find(conversationId);
+    if (!conversation) return undefined;
+    if (params.userId !== undefined && conversation.external_ref !== params.userId) {
+      throw new EngramError(
+        403,
+        "forbidden",
+        `conversation ${conversationId} belongs to another user than ${params.userId}`,
+        undefined,
+        undefined,
+      );
+    }
+    const id = conversation.id;
+    return {
+      key: `conversation\u0000${id}`,
+      read: () => client.getConversationDocument(id),
+      write: (content: string, conditions: WriteConditions) =>
+        client.putConversationDocument(id, { content }, conditions),
+      remove: (conditions: Pick<WriteConditions, "ifMatch">) => client.deleteConversationDocument(id, conditions),
+    };
   }
 
   // Workflow state: no home in Engram.
@@ -274,6 +395,26 @@ export class EngramStorage implements StorageAdapter {
     return found;
   }
 
+  /**
+   * The conversation `id`, created for `userId` under the adapter's agent when there is none
+   * yet. VoltAgent creates a new conversation itself (with a title) while it persists the
+   * turn and runs its tools; when that creation wins the race, Engram answers 409 (same key,
+   * other fields) and the conversation it made is the one.
+   */
+  private async ensure(id: string, userId: string): Promise<EngramConversation> {
+    let conversation = await this.find(id);
+    if (!conversation) {
+      try {
+        conversation = await this.client.createConversation({ agent_id: this.agentOf(), external_ref: userId, key: id });
+      } catch (error) {
+        conversation = error instanceof EngramError && error.status === 409 ? await this.find(id) : undefined;
+        if (!conversation) throw error;
+      }
+    }
+    this.known.set(id, conversation);
+    return conversation;
+  }
+
   private async require(id: string): Promise<EngramConversation> {
     const found = await this.find(id);
     if (!found) throw new EngramError(404, "not_found", `no conversation ${id}`, undefined, undefined);
@@ -284,6 +425,11 @@ export class EngramStorage implements StorageAdapter {
     this.known.delete(id);
     return [];
   }
+}
+
+function need(value: string | undefined, what: string): string {
+  if (!value) throw new EngramError(0, "invalid_request", `working memory needs ${what}`, undefined, undefined);
+  return value;
 }
 
 function toConversation(c: EngramConversation): Conversation {

@@ -17,6 +17,16 @@ const reply = (text: string) => ({
   usage,
   warnings: [],
 });
+/** The model calls VoltAgent's `update_working_memory` tool with `input`. */
+let calls = 0;
+const updateWorkingMemory = (input: { content: string; mode: "replace" | "append" }) => ({
+  content: [
+    { type: "tool-call" as const, toolCallId: `call-${++calls}`, toolName: "update_working_memory", input: JSON.stringify(input) },
+  ],
+  finishReason: { unified: "tool-calls" as const, raw: "tool_calls" },
+  usage,
+  warnings: [],
+});
 const textOf = (content: unknown) =>
   typeof content === "string"
     ? content
@@ -111,15 +121,9 @@ describe("VoltAgent StorageAdapter", () => {
   test("what Engram has no home for fails loudly, naming it", async () => {
     const { client } = newTenant();
     const storage = new EngramStorage({ client, agentId: "a" });
-    for (const call of [
-      () => storage.getWorkingMemory(),
-      () => storage.setWorkingMemory(),
-      () => storage.setWorkflowState(),
-      () => storage.deleteMessages(),
-    ]) {
+    for (const call of [() => storage.setWorkflowState(), () => storage.getWorkflowState(), () => storage.deleteMessages()]) {
       await assert.rejects(call(), (error: unknown) => error instanceof EngramError && error.code === "unsupported");
     }
-    await assert.rejects(storage.setWorkingMemory(), /working memory/);
     await assert.rejects(storage.setWorkflowState(), /workflow state/);
   });
 
@@ -129,6 +133,132 @@ describe("VoltAgent StorageAdapter", () => {
     await assert.rejects(
       storage.createConversation({ id: "has spaces", resourceId: "a", userId: "u", title: "", metadata: {} }),
       (error: unknown) => error instanceof EngramError && error.code === "invalid_request",
+    );
+  });
+});
+
+describe("VoltAgent working memory in Engram", () => {
+  const template = "## Guest\n- Name:\n- Drink:";
+
+  test('scope "user": what the Agent writes is the user document Engram serves, in every conversation', async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    const profile = "## Guest\n- Name: Dana\n- Drink: mint tea";
+    const model = new MockLanguageModelV3({
+      doGenerate: [updateWorkingMemory({ content: profile, mode: "replace" }), reply("Noted, Dana."), reply("Mint tea.")],
+    });
+    const agent = new Agent({
+      id: agentId,
+      name: "host",
+      instructions: "Answer briefly.",
+      model,
+      memory: new Memory({
+        storage: new EngramStorage({ client, agentId }),
+        workingMemory: { enabled: true, scope: "user", template },
+      }),
+    });
+    await agent.generateText("I am Dana and I drink mint tea.", { userId: "dana", conversationId: "wm-thread-1" });
+    const stored = await client.getUserDocument(agentId, "dana");
+    assert.equal(stored?.content, profile, "Engram's REST route serves what the Agent wrote");
+
+    // Another conversation of the same user: VoltAgent reads the document back into the prompt.
+    assert.equal((await agent.generateText("What do I drink?", { userId: "dana", conversationId: "wm-thread-2" })).text, "Mint tea.");
+    const system = model.doGenerateCalls[2]!.prompt.filter((m) => m.role === "system").map((m) => textOf(m.content));
+    assert.ok(system.some((text) => text.includes("- Drink: mint tea")), `the prompt holds the document: ${system}`);
+
+    // Engram's memory context shows the same document.
+    const context = await client.memoryContext(agentId, "dana", { working_memory: true });
+    assert.match(context.prompt, /<working-memory>[\s\S]*- Name: Dana/);
+  });
+
+  test('scope "conversation": the document of the Engram conversation, appended to by VoltAgent', async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        updateWorkingMemory({ content: "- Name: Eli", mode: "replace" }),
+        reply("Hi Eli."),
+        updateWorkingMemory({ content: "- Drink: cocoa", mode: "append" }),
+        reply("Cocoa it is."),
+      ],
+    });
+    const agent = new Agent({
+      id: agentId,
+      name: "host",
+      instructions: "Answer briefly.",
+      model,
+      memory: new Memory({
+        storage: new EngramStorage({ client, agentId }),
+        workingMemory: { enabled: true, scope: "conversation", template },
+      }),
+    });
+    const who = { userId: "eli", conversationId: "wm-thread-3" };
+    await agent.generateText("I am Eli.", who);
+    await agent.generateText("I would like cocoa.", who);
+    const [conversation] = (await client.listConversations({ agent_id: agentId, key: who.conversationId })).items;
+    assert.equal(conversation?.external_ref, "eli");
+    assert.equal((await client.getConversationDocument(conversation!.id))?.content, "- Name: Eli\n\n- Drink: cocoa");
+    assert.equal(await client.getUserDocument(agentId, "eli"), null, "the user document is another one");
+  });
+
+  test("a write over a concurrent writer's change fails with precondition_failed and loses nothing", async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    const storage = new EngramStorage({ client, agentId });
+    const user = { userId: "fay", scope: "user" as const };
+    assert.equal(await storage.getWorkingMemory(user), null);
+
+    // Read as absent: the adapter's first write creates only, so a document made meanwhile stays.
+    await client.putUserDocument(agentId, "fay", { content: "written elsewhere" });
+    await assert.rejects(storage.setWorkingMemory({ ...user, content: "mine" }), (error: unknown) =>
+      error instanceof EngramError && error.code === "precondition_failed",
+    );
+    assert.equal((await client.getUserDocument(agentId, "fay"))?.content, "written elsewhere");
+
+    // Read, changed by another writer, written: refused; after a read it goes through.
+    assert.equal(await storage.getWorkingMemory(user), "written elsewhere");
+    await client.putUserDocument(agentId, "fay", { content: "changed elsewhere" });
+    await assert.rejects(storage.setWorkingMemory({ ...user, content: "mine, on a stale read" }), (error: unknown) =>
+      error instanceof EngramError && error.status === 412 && error.code === "precondition_failed",
+    );
+    assert.equal((await client.getUserDocument(agentId, "fay"))?.content, "changed elsewhere");
+    assert.equal(await storage.getWorkingMemory(user), "changed elsewhere");
+    await storage.setWorkingMemory({ ...user, content: "changed elsewhere, then mine" });
+    await storage.setWorkingMemory({ ...user, content: "mine again: my own version is the one I hold" });
+    assert.equal((await client.getUserDocument(agentId, "fay"))?.content, "mine again: my own version is the one I hold");
+
+    // A delete is guarded the same way; deleting what is gone is not an error.
+    await client.putUserDocument(agentId, "fay", { content: "changed once more" });
+    await assert.rejects(storage.deleteWorkingMemory(user), /changed since/);
+    assert.equal(await storage.getWorkingMemory(user), "changed once more");
+    await storage.deleteWorkingMemory(user);
+    assert.equal(await client.getUserDocument(agentId, "fay"), null);
+    await storage.deleteWorkingMemory(user);
+
+    // An adapter that never read the document writes whatever is there (VoltAgent's "replace").
+    await client.putUserDocument(agentId, "fay", { content: "old" });
+    await new EngramStorage({ client, agentId }).setWorkingMemory({ ...user, content: "replaced" });
+    assert.equal((await client.getUserDocument(agentId, "fay"))?.content, "replaced");
+  });
+
+  test("conversation scope creates the conversation on a first write; user scope needs agentId", async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    const storage = new EngramStorage({ client, agentId });
+    const where = { userId: "gil", conversationId: "wm-thread-4", scope: "conversation" as const };
+    assert.equal(await storage.getWorkingMemory(where), null, "no conversation yet reads as none");
+    await storage.setWorkingMemory({ ...where, content: "agenda: one item" });
+    const [conversation] = (await client.listConversations({ agent_id: agentId, key: "wm-thread-4" })).items;
+    assert.equal(conversation?.external_ref, "gil");
+    assert.equal((await client.getConversationDocument(conversation!.id))?.content, "agenda: one item");
+    assert.equal(await storage.getWorkingMemory(where), "agenda: one item");
+    await storage.deleteWorkingMemory(where);
+    assert.equal(await client.getConversationDocument(conversation!.id), null);
+
+    const anonymous = new EngramStorage({ client });
+    await assert.rejects(
+      anonymous.setWorkingMemory({ userId: "gil", scope: "user", content: "x" }),
+      (error: unknown) => error instanceof EngramError && /`agentId` option/.test(error.message),
     );
   });
 });

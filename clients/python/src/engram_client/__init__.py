@@ -5,5 +5,6 @@ and LangChain (``engram_client.langchain``)."""
 from ._base import Settings
 from .client import AsyncEngram, Engram
 from .errors import EngramError
+from .models import NotModified
 
-__all__ = ["AsyncEngram", "Engram", "EngramError", "Settings"]
+__all__ = ["AsyncEngram", "Engram", "EngramError", "NotModified", "Settings"]

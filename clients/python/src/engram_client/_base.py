@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from .errors import EngramError
+from .models import NotModified
 
 IDEMPOTENT = frozenset({"GET", "PUT", "DELETE"})
 
@@ -21,6 +23,10 @@ class Call:
     query: dict[str, Any] | None = None
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    # Statuses besides 2xx that are answers, not errors (a read's 304, a 404 meaning "none
+    # yet"), and what makes the answer of (status, headers, body) when they are set.
+    answers: frozenset[int] = frozenset()
+    shape: Callable[[int, Mapping[str, str], Any], Any] | None = None
 
     def params(self) -> dict[str, Any]:
         return {k: _query_value(v) for k, v in (self.query or {}).items() if v is not None}
@@ -62,6 +68,35 @@ def _seg(value: str) -> str:
 
 def _user(agent_id: str, external_ref: str, rest: str) -> str:
     return f"/api/agents/{_seg(agent_id)}/users/{_seg(external_ref)}{rest}"
+
+
+def _tag(tag: str) -> str:
+    """An entity tag as a header wants it: quoted, unless it is ``*`` or already quoted."""
+    tag = tag.strip()
+    return tag if tag == "*" or tag.startswith(('"', 'W/"')) else f'"{tag}"'
+
+
+def _conditions(if_match: str | Sequence[str] | None = None, if_none_match: str | None = None) -> dict[str, str]:
+    headers = {}
+    if if_match is not None:
+        headers["If-Match"] = ", ".join(_tag(t) for t in ([if_match] if isinstance(if_match, str) else if_match))
+    if if_none_match is not None:
+        headers["If-None-Match"] = _tag(if_none_match)
+    return headers
+
+
+def _document(status: int, headers: Mapping[str, str], body: Any) -> Any:
+    """A working memory read's answer: the document, None (404), or :class:`NotModified` (304)."""
+    if status == 404:
+        return None
+    if status == 304:
+        etag = headers.get("etag", "")
+        return NotModified(etag.removeprefix("W/").strip('"'))
+    return body
+
+
+def _read_document(path: str, if_none_match: str | None) -> Call:
+    return Call("GET", path, headers=_conditions(if_none_match=if_none_match), answers=frozenset({304, 404}), shape=_document)
 
 
 class Operations:
@@ -174,7 +209,51 @@ class Operations:
         return self._send(Call("DELETE", _user(agent_id, external_ref, "/facts")))
 
     def memory_context(self, agent_id: str, external_ref: str, **query: Any) -> Any:
+        """Memory context; ``working_memory=True`` adds the user's working memory document."""
         return self._get(_user(agent_id, external_ref, "/memory-context"), **query)
+
+    # Working memory: the agent's own document about a user, and one per conversation.
+    # Reads answer the document, None before the first write, or NotModified when
+    # ``if_none_match`` names the stored version. Writes and deletes take ``if_match`` (the
+    # ``etag`` you read, quoted for you; or ``*``): a document changed since raises
+    # EngramError ``precondition_failed`` (412, not retried) and nothing changes.
+    # ``if_none_match="*"`` on a write creates only.
+    def get_user_document(self, agent_id: str, external_ref: str, *, if_none_match: str | None = None) -> Any:
+        return self._send(_read_document(_user(agent_id, external_ref, "/working-memory"), if_none_match))
+
+    def put_user_document(
+        self,
+        agent_id: str,
+        external_ref: str,
+        content: str,
+        *,
+        if_match: str | Sequence[str] | None = None,
+        if_none_match: str | None = None,
+    ) -> Any:
+        path = _user(agent_id, external_ref, "/working-memory")
+        return self._send(Call("PUT", path, body={"content": content}, headers=_conditions(if_match, if_none_match)))
+
+    def delete_user_document(self, agent_id: str, external_ref: str, *, if_match: str | Sequence[str] | None = None) -> Any:
+        return self._send(Call("DELETE", _user(agent_id, external_ref, "/working-memory"), headers=_conditions(if_match)))
+
+    def get_conversation_document(self, id: str, *, if_none_match: str | None = None) -> Any:
+        """None also when there is no such conversation: the server answers both with ``not_found``."""
+        return self._send(_read_document(f"/api/conversations/{_seg(id)}/working-memory", if_none_match))
+
+    def put_conversation_document(
+        self,
+        id: str,
+        content: str,
+        *,
+        if_match: str | Sequence[str] | None = None,
+        if_none_match: str | None = None,
+    ) -> Any:
+        path = f"/api/conversations/{_seg(id)}/working-memory"
+        return self._send(Call("PUT", path, body={"content": content}, headers=_conditions(if_match, if_none_match)))
+
+    def delete_conversation_document(self, id: str, *, if_match: str | Sequence[str] | None = None) -> Any:
+        path = f"/api/conversations/{_seg(id)}/working-memory"
+        return self._send(Call("DELETE", path, headers=_conditions(if_match)))
 
     # Jobs
     def list_jobs(self, **query: Any) -> Any:

@@ -22,11 +22,13 @@ LISTS = {
 }
 
 
-def _answer(response: httpx.Response) -> Any:
-    if response.is_success:
-        if response.status_code == 204:
-            return None
-        return response.json() if "json" in response.headers.get("content-type", "") else response.text
+def _answer(response: httpx.Response, call: Call) -> Any:
+    if response.is_success or response.status_code in call.answers:
+        if response.status_code in (204, 304):
+            body = None
+        else:
+            body = response.json() if "json" in response.headers.get("content-type", "") else response.text
+        return call.shape(response.status_code, response.headers, body) if call.shape else body
     raise error_from_response(response)
 
 
@@ -41,7 +43,7 @@ def _settle(outcome: httpx.Response | httpx.HTTPError, call: Call, attempt: int,
     try:
         if isinstance(outcome, httpx.HTTPError):
             raise _failure(outcome)
-        return True, _answer(outcome)
+        return True, _answer(outcome, call)
     except EngramError as error:
         delay = retry_delay(error, call, attempt, settings)
         if delay is None:

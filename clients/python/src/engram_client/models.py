@@ -4,6 +4,7 @@ adds or drops fails that test."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -53,10 +54,30 @@ class Fact(TypedDict, total=False):
     updated_at: str
 
 
-class MemoryContext(TypedDict):
+class WorkingMemory(TypedDict):
+    """A working memory document: ``content``, its version ``etag`` (unquoted) and ``updated_at``."""
+
+    content: str
+    etag: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class NotModified:
+    """What a working memory read with ``if_none_match`` answers while the stored version is
+    the one named (the server's 304, no body). Not a model of the spec."""
+
+    etag: str
+
+
+class _MemoryContext(TypedDict):
     enabled: bool
     facts: list[Fact]
     prompt: str
+
+
+class MemoryContext(_MemoryContext, total=False):
+    working_memory: WorkingMemory | None
 
 
 class Consent(TypedDict, total=False):
@@ -112,6 +133,7 @@ SCHEMAS: dict[str, type] = {
     "Message": Message,
     "Fact": Fact,
     "MemoryContext": MemoryContext,
+    "WorkingMemory": WorkingMemory,
     "Consent": Consent,
     "AgentConfig": AgentConfig,
     "Job": Job,

@@ -129,6 +129,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{agent_id}/users/{external_ref}/working-memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the agent's working memory document about an end user: the page it rewrites
+         *     as it learns about them, across their conversations.
+         */
+        get: operations["get_user_document"];
+        /**
+         * Replace the agent's working memory document about an end user (created when there
+         *     is none). Send the `ETag` you read as `If-Match` so that a write made since yours
+         *     was read is not overwritten (412 instead), or `If-None-Match: *` to create only.
+         */
+        put: operations["put_user_document"];
+        post?: never;
+        /**
+         * Delete the agent's working memory document about an end user (only the version in
+         *     `If-Match`, when sent).
+         */
+        delete: operations["delete_user_document"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/conversations": {
         parameters: {
             query?: never;
@@ -286,6 +315,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/conversations/{id}/working-memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read one conversation's working memory document: what the agent keeps for this
+         *     thread only. It goes when the conversation is deleted.
+         */
+        get: operations["get_conversation_document"];
+        /**
+         * Replace one conversation's working memory document (created when there is none),
+         *     with `If-Match` / `If-None-Match: *` as for a user's.
+         */
+        put: operations["put_conversation_document"];
+        post?: never;
+        /** Delete one conversation's working memory document. */
+        delete: operations["delete_conversation_document"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs": {
         parameters: {
             query?: never;
@@ -366,14 +420,15 @@ export interface paths {
         };
         /**
          * Everything held about an end user in the tenant, across agents, machine-readable:
-         *     consent, conversations with their summaries and messages, and facts.
+         *     consent, conversations with their summaries, working memory and messages, facts, and
+         *     working memory documents.
          */
         get: operations["export_user"];
         put?: never;
         post?: never;
         /**
          * Erase everything about an end user in the tenant, across all agents: facts,
-         *     conversations, messages and jobs, in one transaction, with a receipt. A running
+         *     conversations, messages, working memory and jobs, in one transaction, with a receipt. A running
          *     extraction stores nothing afterwards. Repeating it answers zeros. A consent refusal
          *     is kept so that it outlives the erasure.
          */
@@ -532,6 +587,10 @@ export interface components {
          * @example support-bot
          */
         AgentId: string;
+        /** @description A person's working memory document kept by one agent, as the export holds it. */
+        AgentWorkingMemory: components["schemas"]["WorkingMemory"] & {
+            agent_id: components["schemas"]["AgentId"];
+        };
         /** @description An Anthropic tool. */
         AnthropicTool: {
             description: string;
@@ -674,6 +733,12 @@ export interface components {
             jobs: number;
             /** Format: int64 */
             messages: number;
+            /**
+             * Format: int64
+             * @description Working memory documents: the person's own and their conversations'. Receipts
+             *     written before working memory existed read 0.
+             */
+            working_memories?: number;
         };
         Erasure: {
             /** Format: date-time */
@@ -690,7 +755,7 @@ export interface components {
         ErrorDetail: {
             /**
              * @description Stable machine-readable code: `invalid_request`, `unauthorized`, `forbidden`,
-             *     `not_found`, `conflict`, `payload_too_large`, `unsupported_media_type`,
+             *     `not_found`, `conflict`, `precondition_failed`, `payload_too_large`, `unsupported_media_type`,
              *     `rate_limited`, `internal`, `unavailable`.
              */
             code: string;
@@ -709,6 +774,8 @@ export interface components {
             conversations: components["schemas"]["ExportedConversation"][];
             external_ref: components["schemas"]["ExternalRef"];
             facts: components["schemas"]["Fact"][];
+            /** @description The person's working memory documents, one per agent that keeps one. */
+            working_memories: components["schemas"]["AgentWorkingMemory"][];
         };
         /** @description One conversation with its rolling summary and its messages, as the export holds it. */
         ExportedConversation: components["schemas"]["Conversation"] & {
@@ -720,6 +787,7 @@ export interface components {
              * @description The last seq the summary covers (0: none).
              */
             summary_through_seq: number;
+            working_memory?: components["schemas"]["WorkingMemory"] | null;
         };
         /**
          * @description The end user's id on the caller's channel: 1–256 bytes of printable UTF-8 (no control
@@ -861,13 +929,15 @@ export interface components {
             /** @description Exactly the facts in `prompt`, in the same order. */
             facts: components["schemas"]["Fact"][];
             /**
-             * @description The fenced `<user-memory>` block, or "" when there is no fact.
+             * @description The fenced `<user-memory>` block ("" when there is no fact), then, with
+             *     `working_memory=true`, a blank line and the `<working-memory>` block.
              * @example <user-memory>
              *     - Name is Alice
              *     - Prefers tea over coffee
              *     </user-memory>
              */
             prompt: string;
+            working_memory?: components["schemas"]["WorkingMemory"] | null;
         };
         /** @description A stored message. */
         Message: {
@@ -1307,9 +1377,36 @@ export interface components {
                 query?: string;
                 /** @description Tokens (about characters / 4) the prompt block may take. */
                 token_budget?: number;
+                /**
+                 * @description Also your working memory about the user, as a <working-memory> block.
+                 * @default false
+                 */
+                working_memory?: boolean;
             };
             /** @enum {string} */
             name: "memory_context";
+        } | {
+            arguments: {
+                /** @description The agent whose memory this is. */
+                agent_id: string;
+                /** @description The end user's id on your channel. */
+                external_ref: string;
+            };
+            /** @enum {string} */
+            name: "read_working_memory";
+        } | {
+            arguments: {
+                /** @description The agent whose memory this is. */
+                agent_id: string;
+                /** @description The whole new text (Markdown is fine); it replaces the old one. At most 32 KiB. */
+                content: string;
+                /** @description The etag read_working_memory gave: the write is refused if the text changed since. Omit only for the first write. */
+                etag?: string;
+                /** @description The end user's id on your channel. */
+                external_ref: string;
+            };
+            /** @enum {string} */
+            name: "write_working_memory";
         };
         /** @description `POST /api/conversations/{id}/validate`: the history a client claims to hold. */
         ValidateRequest: {
@@ -1321,6 +1418,29 @@ export interface components {
             problems: components["schemas"]["Problem"][];
             /** @description True when `problems` is empty: the claim is the stored thread or a prefix of it. */
             valid: boolean;
+        };
+        /** @description A stored document, as every route and tool answers it. */
+        WorkingMemory: {
+            /**
+             * @description The document, exactly as last written.
+             * @example ## Trip planning
+             *     - prefers trains
+             *     - budget not settled
+             */
+            content: string;
+            /**
+             * @description The version, also the response's `ETag` header (quoted there): send it back in
+             *     `If-Match` to replace or delete only that version.
+             * @example 0194c1f2-6d4e-7a8b-9c0d-1e2f3a4b5c6d
+             */
+            etag: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description The body of `PUT …/working-memory`. */
+        WorkingMemoryBody: {
+            /** @description The whole new document (it replaces the old one); at most 32 KiB of UTF-8, no NUL. */
+            content: string;
         };
     };
     responses: never;
@@ -2203,6 +2323,11 @@ export interface operations {
                  *     until the prompt fits.
                  */
                 token_budget?: number;
+                /**
+                 * @description Also the agent's working memory document about the user, in `working_memory`
+                 *     and as a `<working-memory>` block at the end of `prompt`.
+                 */
+                working_memory?: boolean;
             };
             header?: never;
             path: {
@@ -2243,6 +2368,331 @@ export interface operations {
             };
             /** @description `forbidden`: the token lacks the scope this route needs */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_user_document: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description `ETag`s (quoted, comma-separated; weak ones compare by value) or `*`: 304 with no
+                 *     body when the stored version is one of them.
+                 */
+                "If-None-Match"?: string | null;
+            };
+            path: {
+                agent_id: components["schemas"]["AgentId"];
+                external_ref: components["schemas"]["ExternalRef"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the document */
+            200: {
+                headers: {
+                    /** @description The document's version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingMemory"];
+                };
+            };
+            /** @description `If-None-Match` names the stored version: no body */
+            304: {
+                headers: {
+                    /** @description The document's version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no document here yet, or no such conversation in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_user_document: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
+                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 */
+                "If-Match"?: string | null;
+                /** @description `*`: only if there is no document yet (412 otherwise). Not with `If-Match`. */
+                "If-None-Match"?: string | null;
+            };
+            path: {
+                agent_id: components["schemas"]["AgentId"];
+                external_ref: components["schemas"]["ExternalRef"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkingMemoryBody"];
+            };
+        };
+        responses: {
+            /** @description replaced */
+            200: {
+                headers: {
+                    /** @description The new version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingMemory"];
+                };
+            };
+            /** @description created */
+            201: {
+                headers: {
+                    /** @description The new version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingMemory"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such conversation in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `precondition_failed`: `If-Match` names a version no longer stored, or `If-None-Match: *` met a document; nothing was written */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit (default 1 MiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_user_document: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
+                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 */
+                "If-Match"?: string | null;
+            };
+            path: {
+                agent_id: components["schemas"]["AgentId"];
+                external_ref: components["schemas"]["ExternalRef"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no document here, or no such conversation in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `precondition_failed`: `If-Match` names a version no longer stored; nothing was deleted */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3245,6 +3695,328 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: the body is not `application/json` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_conversation_document: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description `ETag`s (quoted, comma-separated; weak ones compare by value) or `*`: 304 with no
+                 *     body when the stored version is one of them.
+                 */
+                "If-None-Match"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the document */
+            200: {
+                headers: {
+                    /** @description The document's version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingMemory"];
+                };
+            };
+            /** @description `If-None-Match` names the stored version: no body */
+            304: {
+                headers: {
+                    /** @description The document's version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no document here yet, or no such conversation in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_conversation_document: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
+                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 */
+                "If-Match"?: string | null;
+                /** @description `*`: only if there is no document yet (412 otherwise). Not with `If-Match`. */
+                "If-None-Match"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkingMemoryBody"];
+            };
+        };
+        responses: {
+            /** @description replaced */
+            200: {
+                headers: {
+                    /** @description The new version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingMemory"];
+                };
+            };
+            /** @description created */
+            201: {
+                headers: {
+                    /** @description The new version, quoted */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingMemory"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such conversation in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `precondition_failed`: `If-Match` names a version no longer stored, or `If-None-Match: *` met a document; nothing was written */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit (default 1 MiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_conversation_document: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
+                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 */
+                "If-Match"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no document here, or no such conversation in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `precondition_failed`: `If-Match` names a version no longer stored; nothing was deleted */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
