@@ -68,11 +68,11 @@ def test_create_only_not_modified_and_guarded_delete(engram: Engram, agent_id: s
     assert gone.value.code == "not_found"
 
 
-def test_over_32_kib_of_utf8_is_413_and_changes_nothing(engram: Engram, agent_id: str) -> None:
-    full = "a" * 32 * 1024
+def test_over_32_768_characters_is_413_and_changes_nothing(engram: Engram, agent_id: str) -> None:
+    full = "é" * 32 * 1024  # the cap counts characters, as the spec's maxLength does
     engram.put_user_document(agent_id, "mona", full)
     with pytest.raises(EngramError) as too_large:
-        engram.put_user_document(agent_id, "mona", "é" * (16 * 1024 + 1))  # fewer characters than the cap, more bytes
+        engram.put_user_document(agent_id, "mona", "a" * (32 * 1024 + 1))
     assert (too_large.value.status, too_large.value.code) == (413, "payload_too_large")
     assert engram.get_user_document(agent_id, "mona")["content"] == full
 

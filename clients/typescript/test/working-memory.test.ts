@@ -117,13 +117,13 @@ describe("working memory", () => {
     assert.deepEqual(fresh, changed, "a changed document is answered whole");
   });
 
-  test("over 32 KiB of UTF-8 is payload_too_large and changes nothing", async () => {
+  test("over 32 768 characters is payload_too_large and changes nothing", async () => {
     const { client } = newTenant();
     const agentId = await memoryAgent(client);
-    const full = "a".repeat(32 * 1024);
+    // The cap counts characters, as the spec's maxLength does: two-byte ones too.
+    const full = "é".repeat(32 * 1024);
     await client.putUserDocument(agentId, "ines", { content: full });
-    // 16 385 two-byte characters: fewer characters than the cap, more bytes.
-    const error = await failure(client.putUserDocument(agentId, "ines", { content: "é".repeat(16 * 1024 + 1) }));
+    const error = await failure(client.putUserDocument(agentId, "ines", { content: "a".repeat(32 * 1024 + 1) }));
     assert.deepEqual([error.status, error.code], [413, "payload_too_large"]);
     assert.equal((await client.getUserDocument(agentId, "ines"))!.content, full);
   });

@@ -587,7 +587,7 @@ export interface components {
          * @example support-bot
          */
         AgentId: string;
-        /** @description A person's working memory document kept by one agent, as the export holds it. */
+        /** @description A person's document kept by one agent, as the export and the admin panel list them. */
         AgentWorkingMemory: components["schemas"]["WorkingMemory"] & {
             agent_id: components["schemas"]["AgentId"];
         };
@@ -1398,7 +1398,7 @@ export interface components {
             arguments: {
                 /** @description The agent whose memory this is. */
                 agent_id: string;
-                /** @description The whole new text (Markdown is fine); it replaces the old one. At most 32 KiB. */
+                /** @description The whole new text (Markdown is fine); it replaces the old one. At most 32 768 characters. */
                 content: string;
                 /** @description The etag read_working_memory gave: the write is refused if the text changed since. Omit only for the first write. */
                 etag?: string;
@@ -1439,7 +1439,7 @@ export interface components {
         };
         /** @description The body of `PUT …/working-memory`. */
         WorkingMemoryBody: {
-            /** @description The whole new document (it replaces the old one); at most 32 KiB of UTF-8, no NUL. */
+            /** @description The whole new document (it replaces the old one); at most 32 768 characters, no NUL. */
             content: string;
         };
     };
@@ -2402,10 +2402,10 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description `ETag`s (quoted, comma-separated; weak ones compare by value) or `*`: 304 with no
-                 *     body when the stored version is one of them.
+                 * @description `ETag`s (comma-separated, quoted or bare; weak ones compare by value) or `*`: 304
+                 *     with no body when the stored version is one of them.
                  */
-                "If-None-Match"?: string | null;
+                "If-None-Match"?: string;
             };
             path: {
                 agent_id: components["schemas"]["AgentId"];
@@ -2500,12 +2500,16 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
-                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 * @description Only if the stored version is one of these `ETag`s (comma-separated, quoted or
+                 *     bare), or `*` for any stored version; otherwise 412 and nothing changes. Weak tags
+                 *     (`W/"…"`) never match a write.
                  */
-                "If-Match"?: string | null;
-                /** @description `*`: only if there is no document yet (412 otherwise). Not with `If-Match`. */
-                "If-None-Match"?: string | null;
+                "If-Match"?: string;
+                /**
+                 * @description `*`: only if there is no document yet; `ETag`s: only if the stored version is none
+                 *     of them (weak tags compare by value). Otherwise 412. With `If-Match`, both must hold.
+                 */
+                "If-None-Match"?: string;
             };
             path: {
                 agent_id: components["schemas"]["AgentId"];
@@ -2633,10 +2637,11 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
-                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 * @description Only if the stored version is one of these `ETag`s (comma-separated, quoted or
+                 *     bare), or `*` for any stored version; otherwise 412 and nothing changes. Weak tags
+                 *     (`W/"…"`) never match a write.
                  */
-                "If-Match"?: string | null;
+                "If-Match"?: string;
             };
             path: {
                 agent_id: components["schemas"]["AgentId"];
@@ -3729,10 +3734,10 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description `ETag`s (quoted, comma-separated; weak ones compare by value) or `*`: 304 with no
-                 *     body when the stored version is one of them.
+                 * @description `ETag`s (comma-separated, quoted or bare; weak ones compare by value) or `*`: 304
+                 *     with no body when the stored version is one of them.
                  */
-                "If-None-Match"?: string | null;
+                "If-None-Match"?: string;
             };
             path: {
                 id: string;
@@ -3826,12 +3831,16 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
-                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 * @description Only if the stored version is one of these `ETag`s (comma-separated, quoted or
+                 *     bare), or `*` for any stored version; otherwise 412 and nothing changes. Weak tags
+                 *     (`W/"…"`) never match a write.
                  */
-                "If-Match"?: string | null;
-                /** @description `*`: only if there is no document yet (412 otherwise). Not with `If-Match`. */
-                "If-None-Match"?: string | null;
+                "If-Match"?: string;
+                /**
+                 * @description `*`: only if there is no document yet; `ETag`s: only if the stored version is none
+                 *     of them (weak tags compare by value). Otherwise 412. With `If-Match`, both must hold.
+                 */
+                "If-None-Match"?: string;
             };
             path: {
                 id: string;
@@ -3958,10 +3967,11 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Only if the stored version is one of these `ETag`s (quoted, comma-separated), or
-                 *     `*` for any stored version; otherwise 412 and nothing changes. Weak tags never match.
+                 * @description Only if the stored version is one of these `ETag`s (comma-separated, quoted or
+                 *     bare), or `*` for any stored version; otherwise 412 and nothing changes. Weak tags
+                 *     (`W/"…"`) never match a write.
                  */
-                "If-Match"?: string | null;
+                "If-Match"?: string;
             };
             path: {
                 id: string;
