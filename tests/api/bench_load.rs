@@ -1,6 +1,7 @@
 //! `engram-bench load` end to end with tiny settings, on SQLite and on PostgreSQL: it
 //! starts the `engram` binary, seeds, drives every operation through the API and
-//! directly, and reports each with requests and without errors.
+//! directly, twice (`--runs 2`), and reports each with requests, without errors, and
+//! with the server's overhead.
 
 use std::process::Command;
 
@@ -17,7 +18,7 @@ fn load(database: Option<String>) -> Value {
     let report = dir.join("load.json");
     let mut command = Command::new(env!("CARGO_BIN_EXE_engram-bench"));
     command.args(["load", "--seconds", "0.3", "--concurrency", "2", "--users", "3", "--facts-per-user", "5"]);
-    command.args(["--messages", "25", "--pool", "10", "--engram", env!("CARGO_BIN_EXE_engram")]);
+    command.args(["--messages", "25", "--pool", "10", "--runs", "2", "--engram", env!("CARGO_BIN_EXE_engram")]);
     command.arg("--json").arg(&report);
     if let Some(url) = database {
         command.args(["--database-url", &url]);
@@ -25,7 +26,9 @@ fn load(database: Option<String>) -> Value {
     let output = command.output().expect("engram-bench runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "load failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    for label in ["append one message", "read the last 20 messages", "memory context, no query", "erase a user"] {
+    for label in
+        ["append one message", "read the last 20 messages", "memory context, no query", "erase a user", "ovh µs"]
+    {
         assert!(stdout.contains(label), "{label} missing from:\n{stdout}");
     }
     let json: Value = serde_json::from_slice(&std::fs::read(&report).expect("the JSON report")).expect("JSON");
@@ -38,6 +41,7 @@ fn load_runs_every_operation_on_both_backends() {
     let postgres = std::thread::spawn(|| load(Some(postgres_url())));
     for (backend, report) in [("sqlite", load(None)), ("postgres", postgres.join().expect("no panic"))] {
         assert_eq!(report["backend"], backend);
+        assert_eq!(report["runs"], 2);
         assert!(report["http_floor"]["requests"].as_u64().is_some_and(|n| n > 0), "{report}");
         assert_eq!(report["http_floor"]["errors"], 0, "{report}");
         let rows = report["rows"].as_array().expect("rows");
@@ -48,6 +52,13 @@ fn load_runs_every_operation_on_both_backends() {
                 assert_eq!(row[side]["errors"], 0, "{side} failed: {row}");
             }
             assert!(row["ratio"].as_f64().is_some_and(|r| r > 0.0), "{row}");
+            // Each run ends and erases pool users of its own: twice the pool, no error.
+            if row["operation"] == "erase a user" {
+                assert_eq!(row["engram"]["requests"], 20, "{row}");
+            }
+            // The server's CPU is known (this bench started it), so its overhead is too:
+            // a number (it may be below zero on a tiny, noisy run, never missing).
+            assert!(row["overhead_us_per_request"].as_f64().is_some(), "{row}");
             // The server's peak RSS, read from /proc: some MiB, not zero.
             assert!(row["engram_peak_rss_kib"].as_u64().is_some_and(|kib| kib > 1024), "{row}");
         }

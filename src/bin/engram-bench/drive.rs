@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
 /// When a run stops: after `count` requests, at `until` after the start, whichever
 /// comes first (at least one of the two is set by every caller).
 #[derive(Clone, Copy)]
@@ -81,13 +79,6 @@ impl Outcome {
     pub fn percentile_ms(&self, p: usize) -> f64 {
         let index = (self.latencies.len() * p / 100).min(self.latencies.len().saturating_sub(1));
         self.latencies.get(index).map_or(0.0, |d| d.as_secs_f64() * 1e3)
-    }
-
-    pub fn to_json(&self) -> Value {
-        json!({
-            "requests": self.requests(), "requests_per_s": self.rate(), "errors": self.errors,
-            "p50_ms": self.percentile_ms(50), "p95_ms": self.percentile_ms(95), "p99_ms": self.percentile_ms(99),
-        })
     }
 }
 

@@ -21,6 +21,13 @@
 //! A first row gives what HTTP alone allows at the same concurrency (`GET /healthz`: the
 //! client, the server's stack, no token, no database), the ceiling of every other row.
 //!
+//! The last column, the server's **overhead**, is what it spends on a request that is
+//! neither the database's work nor HTTP's: its CPU per request, less the direct side's
+//! (the same `Store` calls, driver and — on SQLite — the database engine included), less
+//! HTTP alone's. That is request parsing and validation, auth, building and serialising
+//! the answer, the request log line and metrics. `--runs N` drives every operation N
+//! times on each side and prints the median of each figure.
+//!
 //! The server runs with `--workers 0` (ended conversations queue jobs that nobody runs
 //! while measuring) and `--embeddings off` (recall is full text, the statements the
 //! baseline issues).
@@ -89,6 +96,10 @@ pub struct LoadArgs {
     /// run out.
     #[arg(long, default_value_t = 1_500)]
     pool: usize,
+    /// Runs of each operation and side; every figure printed is the median of the runs
+    /// (counts are summed), so one disturbed run moves nothing.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=99))]
+    runs: u16,
     /// An Engram already running, instead of starting one; needs `--token` (an admin
     /// token of the tenant to use) and `--database-url` naming that Engram's database,
     /// into which the bench writes its data under an agent of its own.
@@ -160,7 +171,8 @@ struct Bench {
     users: Vec<ExternalRef>,
     /// The conversation of each of `users`.
     conversations: Vec<Uuid>,
-    /// Pool users and their conversation: Engram's, then the baseline's.
+    /// Pool users and their conversation: Engram's, then the baseline's (`--pool` for
+    /// each run).
     pool: [Vec<(ExternalRef, Uuid)>; 2],
     cap: i64,
 }
@@ -267,9 +279,10 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     let agent = AgentId::parse(agent).map_err(anyhow::Error::msg)?;
     let name = |kind: &str, i: usize| ExternalRef::parse(format!("{run}-{kind}-{i}")).map_err(anyhow::Error::msg);
     let users = (0..args.users).map(|i| name("user", i)).collect::<anyhow::Result<Vec<_>>>()?;
+    let runs = usize::from(args.runs);
     let pool_users = [
-        (0..args.pool).map(|i| name("engram", i)).collect::<anyhow::Result<Vec<_>>>()?,
-        (0..args.pool).map(|i| name("direct", i)).collect::<anyhow::Result<Vec<_>>>()?,
+        (0..args.pool * runs).map(|i| name("engram", i)).collect::<anyhow::Result<Vec<_>>>()?,
+        (0..args.pool * runs).map(|i| name("direct", i)).collect::<anyhow::Result<Vec<_>>>()?,
     ];
     let seeder = Seeder { store: store.clone(), tenant: tenant.clone(), agent: agent.clone() };
     let conversations = seeder.seed(&users, args.facts_per_user, args.messages, concurrency).await?;
@@ -284,11 +297,12 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
         args.users,
         args.facts_per_user,
         args.messages,
-        args.pool,
+        args.pool * runs,
         started.elapsed()
     );
     println!(
-        "{concurrency} requests in flight, {} s per operation and side; baseline: the same Store calls from this process",
+        "{concurrency} requests in flight, {} s per operation and side, {runs} run(s) of each (medians); \
+         baseline: the same Store calls from this process",
         args.seconds
     );
 
@@ -309,11 +323,11 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     let period = Duration::from_secs_f64(args.seconds);
     let warm_up = Budget { count: None, until: Some(period.min(Duration::from_secs(1))) };
     for engram in [true, false] {
-        run_side(&bench, Op::LastMessages, engram, concurrency, warm_up).await;
+        run_side(&bench, Op::LastMessages, engram, concurrency, warm_up, 0).await;
     }
 
     println!(
-        "\n{:<34} {:<8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>9} {:>6}",
+        "\n{:<34} {:<8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>9} {:>6} {:>7}",
         "operation",
         "side",
         "requests",
@@ -325,50 +339,139 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
         "srv µs",
         "own µs",
         "peak RSS",
-        "ratio"
+        "ratio",
+        "ovh µs"
     );
-    println!("(srv µs, own µs: CPU time per request of the server and of this process; the database's is in neither)");
+    println!(
+        "(srv µs, own µs: CPU time per request of the server and of this process; the database's is in neither;\n \
+         ovh µs: the server's overhead, srv µs − the direct side's own µs − HTTP alone's srv µs)"
+    );
     let until = Some(period);
     // What HTTP alone allows on this machine: the client, the server's stack and the
     // token-free health route, no database.
-    let clock = CpuClock::start(pid);
-    let floor = {
+    let mut floors = Vec::new();
+    for _ in 0..runs {
+        let clock = CpuClock::start(pid);
         let (client, url) = (bench.client.clone(), format!("{}/healthz", bench.base));
-        drive(concurrency, Budget { count: None, until }, move |_| succeeds(client.get(&url))).await
-    };
-    print_row("HTTP alone: GET /healthz", "engram", &floor, clock.per_request(&floor), "", "");
+        let outcome = drive(concurrency, Budget { count: None, until }, move |_| succeeds(client.get(&url))).await;
+        floors.push(Figures::of(&outcome, clock.per_request(&outcome)));
+    }
+    let floor = Figures::median(&floors);
+    print_row("HTTP alone: GET /healthz", "engram", &floor, "", "", None);
     let mut rows = Vec::new();
     for op in OPS {
         let budget = Budget { count: op.pooled().then_some(args.pool), until };
-        if let Some(pid) = pid {
-            reset_peak_rss(pid);
+        let (mut engram, mut direct, mut rss, mut overheads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // Each run goes on where the last one stopped: new facts, new pool users.
+        let mut offsets = [0, 0];
+        for run in 0..runs {
+            if let Some(pid) = pid {
+                reset_peak_rss(pid);
+            }
+            let clock = CpuClock::start(pid);
+            let outcome = run_side(&bench, op, true, concurrency, budget, offsets[0]).await;
+            offsets[0] += outcome.requests();
+            engram.push(Figures::of(&outcome, clock.per_request(&outcome)));
+            rss.extend(pid.and_then(peak_rss_kib));
+            let clock = CpuClock::start(None);
+            let outcome = run_side(&bench, op, false, concurrency, budget, offsets[1]).await;
+            offsets[1] += outcome.requests();
+            direct.push(Figures::of(&outcome, clock.per_request(&outcome)));
+            overheads.extend(overhead(&engram[run], &direct[run], &floor));
         }
-        let clock = CpuClock::start(pid);
-        let engram = run_side(&bench, op, true, concurrency, budget).await;
-        let engram_cpu = clock.per_request(&engram);
-        let rss = pid.and_then(peak_rss_kib);
-        let clock = CpuClock::start(None);
-        let direct = run_side(&bench, op, false, concurrency, budget).await;
-        let direct_cpu = clock.per_request(&direct);
-        let ratio = engram.rate() / direct.rate().max(1e-9);
+        let ratios: Vec<f64> = engram.iter().zip(&direct).map(|(e, d)| e.rate / d.rate.max(1e-9)).collect();
+        let (engram, direct, ratio) = (Figures::median(&engram), Figures::median(&direct), median(&ratios));
+        let overhead = (!overheads.is_empty()).then(|| median(&overheads));
+        let rss = rss.iter().max().copied();
         let rss_text = rss.map_or("-".to_owned(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0));
-        print_row(op.label(), "engram", &engram, engram_cpu, &rss_text, &format!("{ratio:.2}"));
-        print_row("", "direct", &direct, direct_cpu, "", "");
+        print_row(op.label(), "engram", &engram, &rss_text, &format!("{ratio:.2}"), overhead);
+        print_row("", "direct", &direct, "", "", None);
         rows.push(json!({
             "operation": op.label(), "engram": engram.to_json(), "baseline": direct.to_json(),
             "engram_peak_rss_kib": rss, "ratio": ratio,
-            "engram_server_cpu_us_per_request": engram_cpu.0, "engram_bench_cpu_us_per_request": engram_cpu.1,
-            "baseline_bench_cpu_us_per_request": direct_cpu.1,
+            "engram_server_cpu_us_per_request": engram.server_us, "engram_bench_cpu_us_per_request": engram.own_us,
+            "baseline_bench_cpu_us_per_request": direct.own_us, "overhead_us_per_request": overhead,
         }));
     }
     write_json(
         args.json.as_deref(),
         &json!({
             "command": "load", "backend": backend, "concurrency": concurrency, "seconds": args.seconds,
-            "users": args.users, "facts_per_user": args.facts_per_user, "messages": args.messages,
+            "runs": runs, "users": args.users, "facts_per_user": args.facts_per_user, "messages": args.messages,
             "pool": args.pool, "http_floor": floor.to_json(), "rows": rows,
         }),
     )
+}
+
+/// One side of one run of an operation in numbers, or the medians of several runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Figures {
+    requests: usize,
+    errors: usize,
+    rate: f64,
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    /// CPU µs per request of the server (when this bench started it) and of this process.
+    server_us: Option<f64>,
+    own_us: Option<f64>,
+}
+
+impl Figures {
+    fn of(outcome: &Outcome, (server_us, own_us): (Option<f64>, Option<f64>)) -> Figures {
+        Figures {
+            requests: outcome.requests(),
+            errors: outcome.errors,
+            rate: outcome.rate(),
+            p50_ms: outcome.percentile_ms(50),
+            p95_ms: outcome.percentile_ms(95),
+            p99_ms: outcome.percentile_ms(99),
+            server_us,
+            own_us,
+        }
+    }
+
+    /// Each figure's median over `runs` (at least one); requests and errors are summed.
+    fn median(runs: &[Figures]) -> Figures {
+        let of = |figure: fn(&Figures) -> f64| median(&runs.iter().map(figure).collect::<Vec<_>>());
+        let of_cpu = |figure: fn(&Figures) -> Option<f64>| {
+            runs.iter().map(figure).collect::<Option<Vec<f64>>>().map(|values| median(&values))
+        };
+        Figures {
+            requests: runs.iter().map(|f| f.requests).sum(),
+            errors: runs.iter().map(|f| f.errors).sum(),
+            rate: of(|f| f.rate),
+            p50_ms: of(|f| f.p50_ms),
+            p95_ms: of(|f| f.p95_ms),
+            p99_ms: of(|f| f.p99_ms),
+            server_us: of_cpu(|f| f.server_us),
+            own_us: of_cpu(|f| f.own_us),
+        }
+    }
+
+    fn to_json(self) -> Value {
+        json!({
+            "requests": self.requests, "requests_per_s": self.rate, "errors": self.errors,
+            "p50_ms": self.p50_ms, "p95_ms": self.p95_ms, "p99_ms": self.p99_ms,
+        })
+    }
+}
+
+/// The server's CPU per request that is neither the database's nor HTTP's (see the
+/// module docs); `None` without the server's CPU (an Engram this bench did not start).
+fn overhead(engram: &Figures, direct: &Figures, floor: &Figures) -> Option<f64> {
+    Some(engram.server_us? - direct.own_us? - floor.server_us?)
+}
+
+/// The median (the mean of the two middle values of an even count); 0 for none.
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
 }
 
 /// A positive number of seconds, at most a day.
@@ -379,26 +482,36 @@ fn seconds(text: &str) -> Result<f64, String> {
     }
 }
 
-fn print_row(label: &str, side: &str, outcome: &Outcome, cpu: (Option<f64>, Option<f64>), rss: &str, ratio: &str) {
+fn print_row(label: &str, side: &str, figures: &Figures, rss: &str, ratio: &str, overhead: Option<f64>) {
     let micros = |us: Option<f64>| us.map_or("-".to_owned(), |us| format!("{us:.0}"));
+    let overhead = if side == "engram" && !ratio.is_empty() { micros(overhead) } else { String::new() };
     println!(
-        "{label:<34} {side:<8} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>7} {:>7} {rss:>9} {ratio:>6}",
-        outcome.requests(),
-        outcome.rate(),
-        outcome.percentile_ms(50),
-        outcome.percentile_ms(95),
-        outcome.percentile_ms(99),
-        outcome.errors,
-        micros(cpu.0),
-        micros(cpu.1),
+        "{label:<34} {side:<8} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>7} {:>7} {rss:>9} {ratio:>6} {overhead:>7}",
+        figures.requests,
+        figures.rate,
+        figures.p50_ms,
+        figures.p95_ms,
+        figures.p99_ms,
+        figures.errors,
+        micros(figures.server_us),
+        micros(figures.own_us),
     );
 }
 
-/// Drives one operation, through Engram's API or directly on the store.
-async fn run_side(bench: &Arc<Bench>, op: Op, engram: bool, concurrency: usize, budget: Budget) -> Outcome {
+/// Drives one operation, through Engram's API or directly on the store; request i
+/// is the operation's `offset + i`th (pooled operations use up pool users from there).
+async fn run_side(
+    bench: &Arc<Bench>,
+    op: Op,
+    engram: bool,
+    concurrency: usize,
+    budget: Budget,
+    offset: usize,
+) -> Outcome {
     let bench = bench.clone();
     drive(concurrency, budget, move |i| {
         let bench = bench.clone();
+        let i = offset + i;
         async move { if engram { bench.engram(op, i).await } else { bench.direct(op, i).await } }
     })
     .await
@@ -637,6 +750,47 @@ mod tests {
         for bad in ["0", "-1", "NaN", "inf", "1e9", "five", ""] {
             assert!(seconds(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn medians_take_the_middle_and_sum_the_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+        let run = |rate: f64, server_us: Option<f64>| Figures {
+            requests: 10,
+            errors: 1,
+            rate,
+            p50_ms: rate / 10.0,
+            p95_ms: 0.0,
+            p99_ms: 0.0,
+            server_us,
+            own_us: Some(rate),
+        };
+        let runs = [run(100.0, Some(50.0)), run(300.0, Some(70.0)), run(200.0, Some(60.0))];
+        let median = Figures::median(&runs);
+        assert_eq!((median.requests, median.errors, median.rate, median.p50_ms), (30, 3, 200.0, 20.0));
+        assert_eq!((median.server_us, median.own_us), (Some(60.0), Some(200.0)));
+        // A run without the server's CPU leaves the median without it.
+        assert_eq!(Figures::median(&[run(1.0, None), run(2.0, Some(1.0))]).server_us, None);
+    }
+
+    #[test]
+    fn overhead_is_what_is_neither_the_database_nor_http() {
+        let figures = |server_us: Option<f64>, own_us: Option<f64>| Figures {
+            requests: 1,
+            errors: 0,
+            rate: 1.0,
+            p50_ms: 0.0,
+            p95_ms: 0.0,
+            p99_ms: 0.0,
+            server_us,
+            own_us,
+        };
+        let (engram, direct, floor) =
+            (figures(Some(150.0), Some(5.0)), figures(None, Some(70.0)), figures(Some(16.0), None));
+        assert_eq!(overhead(&engram, &direct, &floor), Some(64.0));
+        assert_eq!(overhead(&figures(None, Some(5.0)), &direct, &floor), None);
     }
 
     #[test]
