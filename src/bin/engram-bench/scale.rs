@@ -3,8 +3,9 @@
 //! reported here).
 //!
 //! `--users` users with `--facts-per-user` facts each (10 000 facts by default; 10 000 ×
-//! 100 for a million), plus one user holding 1 000 facts (the default cap), all
-//! bulk-loaded through the store's import. Then, per scenario, `--requests` GETs at
+//! 100 for a million), plus two users holding 1 000 facts (the default cap) — one of
+//! varied words, one whose facts all draw from 30 common words — all bulk-loaded through
+//! the store's import. Then, per scenario, `--requests` GETs at
 //! `--concurrency`: p50, p99, requests per second and errors.
 //!
 //! Recall is full text (`--embeddings off`) unless `--embedding-model-dir` names the
@@ -35,6 +36,13 @@ const AGENT: &str = "bench-bot";
 /// The user at the cap.
 const CAPPED: &str = "capped-user";
 const CAPPED_FACTS: usize = 1_000;
+/// A user at the cap whose facts share their words: 8 words each from a vocabulary of
+/// [`COMMON_VOCABULARY`], so every query word is in about a quarter of them (a person's
+/// name, "likes", their city: what an agent sending a whole message as the query meets).
+const COMMON: &str = "common-words-user";
+const COMMON_VOCABULARY: usize = 30;
+/// The distinct 20-word queries of the common-words scenario, sent in turn.
+const COMMON_QUERIES: usize = 400;
 
 #[derive(Args)]
 pub struct ScaleArgs {
@@ -69,9 +77,9 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let (store, scratch) = args.database.open().await?;
     let started = Instant::now();
     load(&store, args).await?;
-    let total = args.users * args.facts_per_user + CAPPED_FACTS;
+    let total = args.users * args.facts_per_user + 2 * CAPPED_FACTS;
     println!(
-        "scale: {total} facts ({} users × {} + 1 × {CAPPED_FACTS}), backend {}, loaded in {:.1?}",
+        "scale: {total} facts ({} users × {} + 2 × {CAPPED_FACTS}), backend {}, loaded in {:.1?}",
         args.users,
         args.facts_per_user,
         store.backend(),
@@ -116,6 +124,12 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         (
             "memory context, 1 000 facts, 20 words",
             Box::new(move |_| format!("{capped}/memory-context?query={long_query}")),
+        ),
+        (
+            "search, 1 000 facts, 20 common words",
+            Box::new(move |i| {
+                format!("/api/agents/{AGENT}/users/{COMMON}/facts/search?q={}", encode(&common_query(i)))
+            }),
         ),
     ];
     println!(
@@ -172,17 +186,45 @@ async fn load(store: &Store, args: &ScaleArgs) -> anyhow::Result<()> {
     let mut owners: Vec<(String, usize)> =
         (0..args.users).map(|u| (format!("user-{u}"), args.facts_per_user)).collect();
     owners.push((CAPPED.to_owned(), CAPPED_FACTS));
+    let common = (owners.len(), COMMON.to_owned());
     for (seed, (name, count)) in owners.into_iter().enumerate() {
-        let user = ExternalRef::parse(name).map_err(anyhow::Error::msg)?;
-        let facts = (0..count)
-            .map(|i| {
-                FactInput { fact: fact_text(seed, i), tags: None, score: None }.validate().map_err(anyhow::Error::msg)
-            })
-            .collect::<anyhow::Result<Vec<NewFact>>>()?;
-        store.import_facts(Owner::new(&tenant, &agent, &user), &facts, Origin::Manual).await?;
+        let texts = (0..count).map(|i| fact_text(seed, i));
+        import(store, &tenant, &agent, name, texts).await?;
     }
+    let (seed, name) = common;
+    import(store, &tenant, &agent, name, (0..CAPPED_FACTS).map(|i| common_fact(seed, i))).await?;
     store.refresh_statistics().await?;
     Ok(())
+}
+
+/// Imports the facts `texts` of user `name`.
+async fn import(
+    store: &Store,
+    tenant: &TenantId,
+    agent: &AgentId,
+    name: String,
+    texts: impl Iterator<Item = String>,
+) -> anyhow::Result<()> {
+    let user = ExternalRef::parse(name).map_err(anyhow::Error::msg)?;
+    let facts = texts
+        .map(|fact| FactInput { fact, tags: None, score: None }.validate().map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<NewFact>>>()?;
+    store.import_facts(Owner::new(tenant, agent, &user), &facts, Origin::Manual).await?;
+    Ok(())
+}
+
+/// Fact `i` of the common-words user: 8 words of the first [`COMMON_VOCABULARY`], drawn
+/// evenly (the number keeps each fact distinct).
+fn common_fact(seed: usize, i: usize) -> String {
+    let words: Vec<&str> = (0..8).map(|k| WORDS[uniform(seed, i, 10 + k, COMMON_VOCABULARY)]).collect();
+    format!("{} {i}", words.join(" "))
+}
+
+/// Query `i` (of [`COMMON_QUERIES`]) to the common-words user: 20 words of the same
+/// vocabulary.
+fn common_query(i: usize) -> String {
+    let i = i % COMMON_QUERIES;
+    (0..20).map(|k| WORDS[uniform(usize::MAX, i, 100 + k, COMMON_VOCABULARY)]).collect::<Vec<_>>().join(" ")
 }
 
 /// Words of the facts and queries: a few common, most rare (picked with a skew).
@@ -248,15 +290,25 @@ const TEMPLATES: [&str; 6] = [
 
 /// A fixed pseudo-random sequence, so every run loads the same facts.
 fn pick(seed: usize, i: usize, salt: usize, n: usize) -> usize {
+    // Squared: low indexes (common words) come up far more often than high ones.
+    let unit = (mix(seed, i, salt) % 10_000) as f64 / 10_000.0;
+    ((unit * unit) * n as f64) as usize % n
+}
+
+/// A well-mixed number from three.
+fn mix(seed: usize, i: usize, salt: usize) -> u64 {
     let mut x = (seed as u64).wrapping_mul(6_364_136_223_846_793_005)
         ^ (i as u64).wrapping_mul(1_442_695_040_888_963_407)
         ^ salt as u64;
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
-    // Squared: low indexes (common words) come up far more often than high ones.
-    let unit = (x % 10_000) as f64 / 10_000.0;
-    ((unit * unit) * n as f64) as usize % n
+    x
+}
+
+/// As [`pick`], without the skew: every one of the `n` equally likely.
+fn uniform(seed: usize, i: usize, salt: usize, n: usize) -> usize {
+    (mix(seed, i, salt) % n as u64) as usize
 }
 
 pub fn fact_text(seed: usize, i: usize) -> String {
@@ -280,4 +332,34 @@ pub fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_words_facts_and_queries_share_one_small_vocabulary() {
+        let vocabulary = &WORDS[..COMMON_VOCABULARY];
+        let words_of = |text: &str| -> Vec<String> {
+            text.split(' ').filter(|w| !w.chars().all(|c| c.is_ascii_digit())).map(str::to_owned).collect()
+        };
+        let facts: Vec<String> = (0..CAPPED_FACTS).map(|i| common_fact(3, i)).collect();
+        for fact in &facts {
+            let words = words_of(fact);
+            assert_eq!(words.len(), 8, "{fact}");
+            assert!(words.iter().all(|w| vocabulary.contains(&w.as_str())), "{fact}");
+        }
+        assert_eq!(facts.iter().collect::<std::collections::HashSet<_>>().len(), CAPPED_FACTS, "all distinct");
+        // Every word of the vocabulary is common: in roughly a quarter of the facts.
+        for word in vocabulary {
+            let share = facts.iter().filter(|f| words_of(f).iter().any(|w| w == word)).count() as f64 / 1000.0;
+            assert!((0.15..0.35).contains(&share), "{word}: {share}");
+        }
+        let query = common_query(7);
+        assert_eq!(words_of(&query).len(), 20);
+        assert!(words_of(&query).iter().all(|w| vocabulary.contains(&w.as_str())));
+        assert_eq!(common_query(7 + COMMON_QUERIES), query);
+        assert_ne!(common_query(8), query);
+    }
 }
