@@ -72,6 +72,23 @@ pub enum ResponseFormatKind {
     JsonObject,
 }
 
+/// What the worker does when an LLM extractor gives up on a conversation
+/// (`ENGRAM_LLM_FALLBACK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LlmFallback {
+    /// Store the builtin extractor's facts, marked `builtin_fallback`.
+    Builtin,
+    /// Let the job fail (and go dead after its attempts), storing nothing.
+    None,
+}
+
+/// The default completion limit of an extraction, in tokens: about eleven `add`
+/// operations of a short fact each (some 33 tokens apiece), more than a conversation
+/// usually states. A small local model answers it in about 7 s at ~57 tokens/s (a cut
+/// answer keeps its complete operations), where the former 1 024 took 18 s, 36 s for the
+/// second of two jobs queued on one server: past the 30 s timeout.
+pub const DEFAULT_LLM_MAX_TOKENS: u32 = 384;
+
 /// How facts and queries are embedded for recall by meaning (`ENGRAM_EMBEDDINGS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EmbeddingsKind {
@@ -260,8 +277,15 @@ pub struct ServeConfig {
     pub llm_api_key: Option<Secret>,
     #[arg(long, env = "ENGRAM_LLM_MODEL")]
     pub llm_model: Option<String>,
+    /// Longest an LLM call may take (seconds).
     #[arg(long, env = "ENGRAM_LLM_TIMEOUT_SECS", default_value_t = 30)]
     pub llm_timeout_secs: u64,
+    /// Longest answer of an extraction, in tokens.
+    #[arg(long, env = "ENGRAM_LLM_MAX_TOKENS", default_value_t = DEFAULT_LLM_MAX_TOKENS)]
+    pub llm_max_tokens: u32,
+    /// What happens to a conversation an LLM extractor gives up on.
+    #[arg(long, env = "ENGRAM_LLM_FALLBACK", value_enum, default_value = "builtin")]
+    pub llm_fallback: LlmFallback,
     /// How the OpenAI-compatible extractor asks for its answer's shape. A server that
     /// refuses a schema is asked again at once in plain JSON mode, for good.
     #[arg(long, env = "ENGRAM_LLM_RESPONSE_FORMAT", value_enum, default_value = "json-schema")]
@@ -333,6 +357,8 @@ impl ServeConfig {
                 "ENGRAM_EMBEDDING_MODEL is required with ENGRAM_EMBEDDINGS=openai"
             );
         }
+        anyhow::ensure!((1..=600).contains(&self.llm_timeout_secs), "ENGRAM_LLM_TIMEOUT_SECS must be 1-600");
+        anyhow::ensure!((16..=32_768).contains(&self.llm_max_tokens), "ENGRAM_LLM_MAX_TOKENS must be 16-32768");
         anyhow::ensure!(
             (1..=600).contains(&self.embedding_timeout_secs),
             "ENGRAM_EMBEDDING_TIMEOUT_SECS must be 1-600"
@@ -413,6 +439,27 @@ mod tests {
     fn an_empty_llm_model_is_unset_so_an_llm_extractor_still_asks_for_one() {
         let error = validated(&["--extractor", "openai", "--llm-model="]).expect_err("no model");
         assert!(error.to_string().contains("ENGRAM_LLM_MODEL is required"), "{error}");
+    }
+
+    #[test]
+    fn the_llm_fallback_is_the_builtin_unless_turned_off() {
+        assert_eq!(validated(&[]).expect("defaults").llm_fallback, super::LlmFallback::Builtin);
+        assert_eq!(validated(&["--llm-fallback", "none"]).expect("none").llm_fallback, super::LlmFallback::None);
+        assert!(validated(&["--llm-fallback", "openai"]).is_err(), "only builtin or none");
+    }
+
+    #[test]
+    fn llm_limits_are_bounded() {
+        let defaults = validated(&[]).expect("defaults");
+        assert_eq!((defaults.llm_max_tokens, defaults.llm_timeout_secs), (super::DEFAULT_LLM_MAX_TOKENS, 30));
+        for (flag, env) in [
+            ("--llm-max-tokens=0", "ENGRAM_LLM_MAX_TOKENS"),
+            ("--llm-max-tokens=40000", "ENGRAM_LLM_MAX_TOKENS"),
+            ("--llm-timeout-secs=0", "ENGRAM_LLM_TIMEOUT_SECS"),
+        ] {
+            let error = validated(&[flag]).expect_err(flag);
+            assert!(error.to_string().contains(env), "{flag}: {error}");
+        }
     }
 
     #[test]

@@ -29,6 +29,11 @@ pub enum Source {
     Manual,
     /// Remembered by an agent's model through a tool (`/mcp` or `POST /api/tools/call`).
     Agent,
+    /// Found in a conversation by the builtin rules, after the configured LLM extractor
+    /// gave up on it (`ENGRAM_LLM_FALLBACK`): extracted like `extracted`, by the weaker
+    /// extractor, which is worth knowing when the fact is judged.
+    #[serde(rename = "builtin_fallback")]
+    BuiltinFallback,
 }
 
 impl Source {
@@ -37,6 +42,7 @@ impl Source {
             Source::Extracted => "extracted",
             Source::Manual => "manual",
             Source::Agent => "agent",
+            Source::BuiltinFallback => "builtin_fallback",
         }
     }
 
@@ -45,6 +51,7 @@ impl Source {
             "extracted" => Ok(Source::Extracted),
             "manual" => Ok(Source::Manual),
             "agent" => Ok(Source::Agent),
+            "builtin_fallback" => Ok(Source::BuiltinFallback),
             other => Err(format!("unknown fact source {other:?}")),
         }
     }
@@ -60,6 +67,10 @@ pub enum Origin {
     Extracted {
         conversation_id: Uuid,
     },
+    /// Extracted by the builtin rules after the LLM extractor gave up.
+    Fallback {
+        conversation_id: Uuid,
+    },
 }
 
 impl Origin {
@@ -68,13 +79,14 @@ impl Origin {
             Origin::Manual => Source::Manual,
             Origin::Agent => Source::Agent,
             Origin::Extracted { .. } => Source::Extracted,
+            Origin::Fallback { .. } => Source::BuiltinFallback,
         }
     }
 
     pub fn conversation_id(self) -> Option<Uuid> {
         match self {
             Origin::Manual | Origin::Agent => None,
-            Origin::Extracted { conversation_id } => Some(conversation_id),
+            Origin::Extracted { conversation_id } | Origin::Fallback { conversation_id } => Some(conversation_id),
         }
     }
 }
@@ -396,7 +408,7 @@ mod tests {
 
     #[test]
     fn source_round_trips() {
-        for source in [Source::Extracted, Source::Manual, Source::Agent] {
+        for source in [Source::Extracted, Source::Manual, Source::Agent, Source::BuiltinFallback] {
             assert_eq!(Source::parse(source.as_str()), Ok(source));
             assert_eq!(serde_json::to_value(source).unwrap(), source.as_str());
         }

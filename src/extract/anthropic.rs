@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
 use super::{
-    ExtractError, Extraction, ExtractionRequest, KnownFact, MAX_ANSWER_TOKENS, SummaryRequest, Usage,
+    ExtractError, Extraction, ExtractionRequest, KnownFact, MAX_SUMMARY_TOKENS, SummaryRequest, Usage,
     parse::parse_operations, prompt, summary_prompt,
 };
 
@@ -22,6 +22,8 @@ pub struct Anthropic {
     base_url: String,
     api_key: Option<String>,
     model: String,
+    /// The completion limit of an extraction (`ENGRAM_LLM_MAX_TOKENS`).
+    max_tokens: u32,
 }
 
 impl Anthropic {
@@ -32,7 +34,19 @@ impl Anthropic {
     pub fn new(client: reqwest::Client, base_url: String, api_key: Option<String>, model: String) -> Self {
         let base_url = base_url.trim_end_matches('/');
         let base_url = base_url.strip_suffix("/v1").unwrap_or(base_url);
-        Self { client, base_url: base_url.to_owned(), api_key, model }
+        Self {
+            client,
+            base_url: base_url.to_owned(),
+            api_key,
+            model,
+            max_tokens: crate::config::DEFAULT_LLM_MAX_TOKENS,
+        }
+    }
+
+    /// The longest answer an extraction may have, in tokens (the default unless set).
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
     }
 
     /// Asks the model for the facts the user stated in the new messages of `request`, and
@@ -47,28 +61,28 @@ impl Anthropic {
                 "input_schema": prompt::answer_schema()
             })]),
             tool_choice: Some(json!({"type": "tool", "name": TOOL})),
-            ..self.messages(&system, &user)
+            ..self.messages(&system, &user, self.max_tokens)
         };
-        let parse = |text: &str| parse_operations(text, known);
+        let parse = |text: &str, ending| parse_operations(text, known, ending);
         let (operations, usage) =
             provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, parse).await?;
-        Ok(Extraction { facts: operations.facts, changes: operations.changes, usage })
+        Ok(Extraction { facts: operations.facts, changes: operations.changes, usage, ungrounded: 0 })
     }
 
     /// Asks the model to fold `request.turns` into the summary so far, answered in text.
     pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
         let user = summary_prompt::user_prompt(request);
-        let body = self.messages(summary_prompt::system_prompt(), &user);
+        let body = self.messages(summary_prompt::system_prompt(), &user, MAX_SUMMARY_TOKENS);
         let (summary, _) =
             provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary)
                 .await?;
         Ok(summary)
     }
 
-    fn messages<'a>(&'a self, system: &'a str, user: &'a str) -> MessagesRequest<'a> {
+    fn messages<'a>(&'a self, system: &'a str, user: &'a str, max_tokens: u32) -> MessagesRequest<'a> {
         MessagesRequest {
             model: &self.model,
-            max_tokens: MAX_ANSWER_TOKENS,
+            max_tokens,
             system,
             messages: [Message { role: "user", content: user }],
             temperature: 0.0,

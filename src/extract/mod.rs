@@ -63,6 +63,16 @@ pub struct Extraction {
     /// Updates and deletions of known facts (LLM extractors only).
     pub changes: Vec<Change>,
     pub usage: Option<Usage>,
+    /// The model's facts that the user's lines do not support, dropped ([`grounding`]).
+    pub ungrounded: usize,
+}
+
+impl Extraction {
+    /// Whether the model answered facts and grounding dropped every one: unlike an answer
+    /// that found nothing to remember, this one failed, and the worker may fall back.
+    pub fn nothing_grounded(&self) -> bool {
+        self.ungrounded > 0 && self.facts.is_empty() && self.changes.is_empty()
+    }
 }
 
 /// Why an extraction failed. Messages never hold personal data or secrets: they end up in
@@ -73,19 +83,37 @@ pub enum ExtractError {
     RateLimited { retry_after: Option<Duration> },
     #[error("provider unavailable: {0}")]
     Transient(String),
+    /// No answer within the call's timeout (`ENGRAM_LLM_TIMEOUT_SECS`), given up `after`
+    /// this long. A local server may still be generating the abandoned answer.
+    #[error("provider unavailable: request timed out after {} s", after.as_secs())]
+    TimedOut { after: Duration },
     #[error("malformed model output: {0}")]
     Malformed(String),
-    /// The model stopped at the completion limit ([`MAX_ANSWER_TOKENS`]): the answer is cut.
-    #[error("model output truncated at the completion limit of {MAX_ANSWER_TOKENS} tokens")]
+    /// The model stopped at the completion limit before it completed one operation (or,
+    /// for a summary, at all): nothing of the answer is usable.
+    #[error("model output truncated at the completion limit (ENGRAM_LLM_MAX_TOKENS)")]
     Truncated,
     #[error("provider refused the request: {0}")]
     Fatal(String),
 }
 
-/// The longest answer asked of an LLM: room for a few dozen short facts. Without a limit a
-/// small local model can generate until its context is full, past the call's timeout, and
-/// keep the server busy after Engram has given up.
-pub const MAX_ANSWER_TOKENS: u32 = 1024;
+impl ExtractError {
+    /// Whether asking the same again may answer otherwise: a provider that was busy, away
+    /// or slow may not be next time. An answer with nothing usable in it would come again
+    /// (extraction runs at temperature 0), and a refused request would be refused again.
+    pub fn retry_may_help(&self) -> bool {
+        match self {
+            ExtractError::RateLimited { .. } | ExtractError::Transient(_) | ExtractError::TimedOut { .. } => true,
+            ExtractError::Malformed(_) | ExtractError::Truncated | ExtractError::Fatal(_) => false,
+        }
+    }
+}
+
+/// The longest summary asked of an LLM (the prompt asks for about 300 words). Without a
+/// limit a small local model can generate until its context is full, past the call's
+/// timeout, and keep the server busy after Engram has given up. Facts have their own,
+/// configured limit (`ENGRAM_LLM_MAX_TOKENS`).
+pub const MAX_SUMMARY_TOKENS: u32 = 1024;
 
 /// How long the builtin rules may work on one job. They run in time linear in their input
 /// (megabytes per second even unoptimised), so only a bug could reach this; the limit keeps
@@ -116,12 +144,16 @@ impl Extractor {
             ExtractorKind::Openai => {
                 let base = config.llm_base_url.clone().unwrap_or_else(|| "https://api.openai.com/v1".into());
                 Extractor::OpenAi(
-                    openai::OpenAi::new(client()?, base, key, model).with_response_format(config.llm_response_format),
+                    openai::OpenAi::new(client()?, base, key, model)
+                        .with_response_format(config.llm_response_format)
+                        .with_max_tokens(config.llm_max_tokens),
                 )
             }
             ExtractorKind::Anthropic => {
                 let base = config.llm_base_url.clone().unwrap_or_else(|| "https://api.anthropic.com".into());
-                Extractor::Anthropic(anthropic::Anthropic::new(client()?, base, key, model))
+                Extractor::Anthropic(
+                    anthropic::Anthropic::new(client()?, base, key, model).with_max_tokens(config.llm_max_tokens),
+                )
             }
         })
     }
@@ -135,9 +167,10 @@ impl Extractor {
         }
     }
 
-    /// Whether the extractor reads the user's known facts (see [`Extractor::extract`]):
-    /// the builtin rules do not, so the worker need not read them for it.
-    pub fn reads_known_facts(&self) -> bool {
+    /// Whether the extractor is an LLM's: it reads the user's known facts (see
+    /// [`Extractor::extract`]), which the builtin rules do not, and it can fail where the
+    /// rules would not, so the worker may fall back to them.
+    pub fn is_llm(&self) -> bool {
         !matches!(self, Extractor::Builtin)
     }
 
@@ -189,7 +222,7 @@ fn ground(extraction: Extraction, request: &ExtractionRequest) -> Extraction {
         metrics::counter!("engram_llm_facts_ungrounded_total").increment(dropped as u64);
         tracing::debug!(dropped, "facts not supported by the user's lines were dropped");
     }
-    Extraction { facts, changes, ..extraction }
+    Extraction { facts, changes, ungrounded: dropped, ..extraction }
 }
 
 /// Runs the builtin rules on a blocking thread, so that a long conversation never stalls
@@ -200,7 +233,7 @@ async fn run_builtin(request: &ExtractionRequest, limit: Duration) -> Result<Ext
     let request = request.clone();
     let task = tokio::task::spawn_blocking(move || builtin::extract(&request));
     match tokio::time::timeout(limit, task).await {
-        Ok(Ok(facts)) => Ok(Extraction { facts, changes: vec![], usage: None }),
+        Ok(Ok(facts)) => Ok(Extraction { facts, changes: vec![], usage: None, ungrounded: 0 }),
         Ok(Err(_)) => Err(ExtractError::Fatal("the builtin extractor failed".into())),
         Err(_) => Err(ExtractError::Fatal(format!(
             "the builtin extractor ran past its time limit of {} ms",
@@ -224,6 +257,37 @@ mod tests {
         let extraction = Extractor::Builtin.extract(&request, &[]).await.expect("extracted");
         assert_eq!(extraction.facts, builtin::extract(&request));
         assert_eq!(extraction.facts.len(), 2);
+    }
+
+    #[test]
+    fn grounding_counts_what_it_drops_so_an_answer_of_invented_facts_is_told_from_an_empty_one() {
+        let request = request("I keep bees in my garden.".into());
+        let answer = |facts: &[&str]| Extraction {
+            facts: facts.iter().map(|f| ExtractedFact { fact: (*f).to_owned(), score: 0.9, tags: vec![] }).collect(),
+            changes: vec![],
+            usage: None,
+            ungrounded: 0,
+        };
+        let invented = ground(answer(&["Name is <statement>", "Likes jazz"]), &request);
+        assert_eq!((invented.facts.len(), invented.ungrounded), (0, 2));
+        assert!(invented.nothing_grounded());
+        let partly = ground(answer(&["Keeps bees", "Likes jazz"]), &request);
+        assert_eq!((partly.facts.len(), partly.ungrounded), (1, 1));
+        assert!(!partly.nothing_grounded());
+        assert!(!ground(answer(&[]), &request).nothing_grounded(), "finding nothing is no failure");
+    }
+
+    #[test]
+    fn only_a_busy_away_or_slow_provider_is_worth_asking_again() {
+        let again = [
+            ExtractError::RateLimited { retry_after: None },
+            ExtractError::Transient("HTTP 503".into()),
+            ExtractError::TimedOut { after: Duration::from_secs(30) },
+        ];
+        assert!(again.iter().all(ExtractError::retry_may_help));
+        let same_again =
+            [ExtractError::Malformed("x".into()), ExtractError::Truncated, ExtractError::Fatal("HTTP 400".into())];
+        assert!(!same_again.iter().any(ExtractError::retry_may_help));
     }
 
     #[tokio::test]

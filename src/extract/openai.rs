@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::provider_call::{self, Provider, Reply};
 use super::{
-    ExtractError, Extraction, ExtractionRequest, KnownFact, MAX_ANSWER_TOKENS, SummaryRequest, Usage,
+    ExtractError, Extraction, ExtractionRequest, KnownFact, MAX_SUMMARY_TOKENS, SummaryRequest, Usage,
     parse::parse_operations, prompt, summary_prompt,
 };
 use crate::config::ResponseFormatKind;
@@ -20,6 +20,8 @@ pub struct OpenAi {
     api_key: Option<String>,
     model: String,
     format: ResponseFormatKind,
+    /// The completion limit of an extraction (`ENGRAM_LLM_MAX_TOKENS`).
+    max_tokens: u32,
     /// Set once the server refused a schema: every later call asks for plain JSON.
     schema_refused: AtomicBool,
 }
@@ -35,6 +37,7 @@ impl OpenAi {
             api_key,
             model,
             format: ResponseFormatKind::JsonObject,
+            max_tokens: crate::config::DEFAULT_LLM_MAX_TOKENS,
             schema_refused: AtomicBool::new(false),
         }
     }
@@ -42,6 +45,12 @@ impl OpenAi {
     /// How the answer's shape is asked for (plain JSON mode unless set).
     pub fn with_response_format(mut self, format: ResponseFormatKind) -> Self {
         self.format = format;
+        self
+    }
+
+    /// The longest answer an extraction may have, in tokens (the default unless set).
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
         self
     }
 
@@ -67,7 +76,7 @@ impl OpenAi {
     /// text, so no `response_format` is sent.
     pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
         let user = summary_prompt::user_prompt(request);
-        let body = self.chat(summary_prompt::system_prompt(), &user, None);
+        let body = self.chat(summary_prompt::system_prompt(), &user, MAX_SUMMARY_TOKENS, None);
         let (summary, _) =
             provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary)
                 .await?;
@@ -82,18 +91,24 @@ impl OpenAi {
     ) -> Result<Extraction, ExtractError> {
         let system = prompt::system_prompt(request.instructions.as_deref());
         let user = prompt::transcript(request, known);
-        let body = self.chat(&system, &user, Some(response_format(format)));
-        let parse = |text: &str| parse_operations(text, known);
+        let body = self.chat(&system, &user, self.max_tokens, Some(response_format(format)));
+        let parse = |text: &str, ending| parse_operations(text, known, ending);
         let (operations, usage) = provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, parse).await?;
-        Ok(Extraction { facts: operations.facts, changes: operations.changes, usage })
+        Ok(Extraction { facts: operations.facts, changes: operations.changes, usage, ungrounded: 0 })
     }
 
-    fn chat<'a>(&'a self, system: &'a str, user: &'a str, response_format: Option<Value>) -> ChatRequest<'a> {
+    fn chat<'a>(
+        &'a self,
+        system: &'a str,
+        user: &'a str,
+        max_tokens: u32,
+        response_format: Option<Value>,
+    ) -> ChatRequest<'a> {
         ChatRequest {
             model: &self.model,
             messages: [ChatMessage { role: "system", content: system }, ChatMessage { role: "user", content: user }],
             temperature: 0.0,
-            max_tokens: MAX_ANSWER_TOKENS,
+            max_tokens,
             response_format,
         }
     }

@@ -7,13 +7,13 @@
 //! the API key, into an error: only status codes and error kinds, because errors end up in
 //! the job's `last_error` and in logs.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderValue;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 
-use super::parse::describe_json_error;
+use super::parse::{Ending, describe_json_error};
 use super::{ExtractError, Usage};
 use crate::outbound;
 
@@ -43,27 +43,32 @@ pub(super) struct Reply {
 }
 
 /// Sends `request`, reads the 2xx body as the provider's envelope `E`, lets `unwrap` take the
-/// model's text out of it, and `parse`s that text, returning it with the tokens used. Every
-/// call is counted and timed, and tokens are counted even when the answer turns out malformed,
-/// since they were spent.
+/// model's text out of it, and `parse`s that text (told whether the completion limit cut
+/// it), returning it with the tokens used. Every call is counted and timed, and tokens are
+/// counted even when the answer turns out malformed, since they were spent.
 pub(super) async fn call<E: DeserializeOwned, T>(
     provider: Provider,
     request: RequestBuilder,
     unwrap: impl FnOnce(E) -> Result<Reply, ExtractError>,
-    parse: impl FnOnce(&str) -> Result<T, ExtractError>,
+    parse: impl FnOnce(&str, Ending) -> Result<T, ExtractError>,
 ) -> Result<(T, Option<Usage>), ExtractError> {
     let started = Instant::now();
-    let result = match send::<E>(request).await.and_then(unwrap) {
+    let mut cut = false;
+    let result = match send::<E>(request, started).await.and_then(unwrap) {
         Ok(reply) => {
             if let Some(usage) = reply.usage {
                 record_tokens(provider, usage);
             }
-            if reply.truncated { Err(ExtractError::Truncated) } else { parse(&reply.text).map(|t| (t, reply.usage)) }
+            cut = reply.truncated;
+            let ending = if reply.truncated { Ending::Cut } else { Ending::Whole };
+            parse(&reply.text, ending).map(|t| (t, reply.usage))
         }
         Err(error) => Err(error),
     };
     let elapsed = started.elapsed();
-    let outcome = outcome_label(&result);
+    // A cut answer whose complete part was kept still counts as cut: a cap too low for
+    // the model shows in the metrics.
+    let outcome = if cut && result.is_ok() { "truncated" } else { outcome_label(&result) };
     metrics::counter!("engram_llm_calls_total", "provider" => provider.label(), "outcome" => outcome).increment(1);
     metrics::histogram!("engram_llm_call_seconds", "provider" => provider.label()).record(elapsed.as_secs_f64());
     tracing::debug!(provider = provider.label(), outcome, elapsed_ms = elapsed.as_millis() as u64, "LLM call finished");
@@ -76,10 +81,11 @@ pub(super) fn secret_header(value: &str) -> Result<HeaderValue, ExtractError> {
         .ok_or_else(|| ExtractError::Fatal("the API key is not a valid HTTP header value".into()))
 }
 
-async fn send<E: DeserializeOwned>(request: RequestBuilder) -> Result<E, ExtractError> {
-    let response = request.send().await.map_err(from_reqwest)?;
+/// The call whose `started` is given, up to its decoded body.
+async fn send<E: DeserializeOwned>(request: RequestBuilder, started: Instant) -> Result<E, ExtractError> {
+    let response = request.send().await.map_err(|e| from_reqwest(e, started.elapsed()))?;
     let response = check_status(response)?;
-    let body = response.bytes().await.map_err(from_reqwest)?;
+    let body = response.bytes().await.map_err(|e| from_reqwest(e, started.elapsed()))?;
     serde_json::from_slice(&body).map_err(|e| {
         ExtractError::Malformed(format!("provider response is not the expected JSON ({})", describe_json_error(&e)))
     })
@@ -117,8 +123,12 @@ pub(super) fn is_refusal(error: &ExtractError) -> bool {
     }
 }
 
-/// A transport failure, by kind only (see [`outbound::failure`]).
-fn from_reqwest(error: reqwest::Error) -> ExtractError {
+/// A transport failure, by kind only (see [`outbound::failure`]); a timeout with the
+/// `elapsed` time it took to give up.
+fn from_reqwest(error: reqwest::Error, elapsed: Duration) -> ExtractError {
+    if error.is_timeout() {
+        return ExtractError::TimedOut { after: elapsed };
+    }
     let failure = outbound::failure(&error);
     let reason = failure.reason.to_owned();
     if failure.fatal { ExtractError::Fatal(reason) } else { ExtractError::Transient(reason) }
@@ -136,6 +146,7 @@ fn outcome_label<T>(result: &Result<T, ExtractError>) -> &'static str {
         Ok(_) => "ok",
         Err(ExtractError::RateLimited { .. }) => "rate_limited",
         Err(ExtractError::Transient(_)) => "transient",
+        Err(ExtractError::TimedOut { .. }) => "timed_out",
         Err(ExtractError::Malformed(_)) => "malformed",
         Err(ExtractError::Truncated) => "truncated",
         Err(ExtractError::Fatal(_)) => "fatal",
@@ -163,9 +174,11 @@ mod tests {
             outcome_label(&Ok(())),
             outcome_label::<()>(&Err(ExtractError::RateLimited { retry_after: None })),
             outcome_label::<()>(&Err(ExtractError::Transient(String::new()))),
+            outcome_label::<()>(&Err(ExtractError::TimedOut { after: Duration::from_secs(1) })),
             outcome_label::<()>(&Err(ExtractError::Malformed(String::new()))),
+            outcome_label::<()>(&Err(ExtractError::Truncated)),
             outcome_label::<()>(&Err(ExtractError::Fatal(String::new()))),
         ];
-        assert_eq!(labels, ["ok", "rate_limited", "transient", "malformed", "fatal"]);
+        assert_eq!(labels, ["ok", "rate_limited", "transient", "timed_out", "malformed", "truncated", "fatal"]);
     }
 }

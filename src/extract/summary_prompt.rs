@@ -2,7 +2,7 @@
 //! rolling summary keeps) and the user prompt (the summary so far, then the messages to
 //! fold into it), and the reading of the model's answer.
 
-use super::{ExtractError, SummaryRequest, prompt::push_turn};
+use super::{ExtractError, SummaryRequest, parse::Ending, prompt::push_turn};
 use crate::domain::summary;
 
 /// The most characters of one message's text sent for summarising: a summary keeps the
@@ -46,8 +46,13 @@ pub fn user_prompt(request: &SummaryRequest) -> String {
     out
 }
 
-/// The model's summary, held to the stored size; an empty answer is malformed (retried).
-pub fn parse_summary(text: &str) -> Result<String, ExtractError> {
+/// The model's summary, held to the stored size; an empty answer is malformed (retried),
+/// and so is one cut at the completion limit: half a summary would replace the messages it
+/// leaves out.
+pub fn parse_summary(text: &str, ending: Ending) -> Result<String, ExtractError> {
+    if ending == Ending::Cut {
+        return Err(ExtractError::Truncated);
+    }
     let summary = summary::clip(text);
     if summary.is_empty() {
         return Err(ExtractError::Malformed("the model's summary is empty".into()));
@@ -79,7 +84,12 @@ mod tests {
 
     #[test]
     fn an_empty_answer_is_malformed() {
-        assert!(matches!(parse_summary("  \n"), Err(ExtractError::Malformed(_))));
-        assert_eq!(parse_summary(" Alice plans a trip. ").ok().as_deref(), Some("Alice plans a trip."));
+        assert!(matches!(parse_summary("  \n", Ending::Whole), Err(ExtractError::Malformed(_))));
+        assert_eq!(parse_summary(" Alice plans a trip. ", Ending::Whole).ok().as_deref(), Some("Alice plans a trip."));
+    }
+
+    #[test]
+    fn a_cut_summary_is_truncated() {
+        assert!(matches!(parse_summary("Alice plans a trip to", Ending::Cut), Err(ExtractError::Truncated)));
     }
 }

@@ -79,7 +79,8 @@ impl Store {
         }))
     }
 
-    /// Stores what the job found in one transaction that first marks the job succeeded,
+    /// Stores what the job found in one transaction that first marks the job succeeded
+    /// (with the reason it fell back, if it did),
     /// fenced by its lease: a job cancelled (consent refused, erasure) or re-leased since it
     /// was claimed stores nothing and this returns `None`; so does every part of it or none.
     ///
@@ -102,16 +103,20 @@ impl Store {
     ) -> Result<Option<Stored>> {
         let now = super::now();
         let owner = job.owner();
-        let origin = Origin::Extracted { conversation_id: job.conversation_id };
+        let origin = match found.fallback {
+            None => Origin::Extracted { conversation_id: job.conversation_id },
+            Some(_) => Origin::Fallback { conversation_id: job.conversation_id },
+        };
         let mut tx = self.begin_write().await?;
         let fenced = with_tx!(tx, tx => {
             sqlx::query(
-                "UPDATE jobs SET status = 'succeeded', lease_token = NULL, locked_until = NULL, last_error = NULL, \
+                "UPDATE jobs SET status = 'succeeded', lease_token = NULL, locked_until = NULL, last_error = $4, \
                  updated_at = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'",
             )
             .bind(job.id)
             .bind(job.lease_token)
             .bind(now)
+            .bind(found.fallback.map(|reason| format!("{FELL_BACK}{reason}")))
             .execute(&mut **tx)
             .await?
             .rows_affected()
@@ -186,7 +191,14 @@ pub struct Found<'a> {
     pub revisions: &'a [Revision],
     /// The model of the candidates' vectors.
     pub model: Option<&'a str>,
+    /// Why the LLM extractor gave up, when these are the builtin rules' facts instead:
+    /// they are stored as `builtin_fallback`, and the succeeded job keeps the reason in
+    /// its `last_error` (see [`FELL_BACK`]), where admins look for what went wrong.
+    pub fallback: Option<&'a str>,
 }
+
+/// How the `last_error` of a job that fell back begins; the LLM's error follows.
+const FELL_BACK: &str = "stored the builtin extractor's facts; the LLM extractor gave up: ";
 
 /// What storing an extraction did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -202,10 +214,11 @@ pub struct Stored {
 
 /// Refreshes fact `$4` said again in other words: its score becomes the higher of the
 /// two (`$5`), `updated_at` now (`$6`), and an extracted fact's conversation becomes the
-/// latest that stated it (`$7`; a curated fact keeps its provenance). Its text is
+/// latest that stated it (`$7`; a curated fact keeps its provenance, and an extracted one
+/// its extractor: the first to find it). Its text is
 /// unchanged, so its vector stays current (see [`TOUCH_VECTOR`]). Only a current fact.
 const REFRESH: &str = "UPDATE facts SET score = CASE WHEN score IS NULL OR score < $5 THEN $5 ELSE score END, \
-       updated_at = $6, conversation_id = CASE WHEN source = 'extracted' THEN $7 ELSE conversation_id END \
+       updated_at = $6, conversation_id = CASE WHEN source IN ('extracted', 'builtin_fallback') THEN $7 ELSE conversation_id END \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 AND superseded_by IS NULL";
 
 /// Moves the vector of fact `$1` along with its `updated_at` (to `$2`), when it was current:

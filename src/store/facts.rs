@@ -401,16 +401,17 @@ const SAME_FACT: &str = concat!(
     " FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND normalized = $4"
 );
 
-/// Deletes every extracted fact older than the owner's `$4`+1-th newest extracted one;
-/// curated (manual and agent) facts are never evicted.
+/// Deletes every extracted fact (by the configured extractor or its builtin fallback)
+/// older than the owner's `$4`+1-th newest extracted one; curated (manual and agent) facts
+/// are never evicted.
 const EVICT: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-       AND source = 'extracted' \
+       AND source IN ('extracted', 'builtin_fallback') \
        AND id <= (SELECT id FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-                  AND source = 'extracted' ORDER BY id DESC LIMIT 1 OFFSET $4)";
+                  AND source IN ('extracted', 'builtin_fallback') ORDER BY id DESC LIMIT 1 OFFSET $4)";
 
 /// The owner's curated (manual and agent) facts.
 const COUNT_CURATED: &str = "SELECT count(*) FROM facts \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND source <> 'extracted'";
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND source IN ('manual', 'agent')";
 
 impl Store {
     /// The fact reads in this store's dialect.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::jobs::{Failure, Outcome, cancel};
 use crate::{
+    config::LlmFallback,
     domain::{
         extracted::{self, Candidate},
         fact::NewFact,
@@ -15,7 +16,7 @@ use crate::{
         owner::Owner,
         search_query::{MAX_QUERY_CHARS, SearchQuery},
     },
-    extract::{ExtractionRequest, Extractor, KnownFact, Turn},
+    extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn},
     service::AppState,
     store::{extraction_job::Found, facts::FactFilter, job_queue::ClaimedJob},
 };
@@ -57,13 +58,18 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         instructions: settings.extraction_instructions,
     };
     let owner = job.owner();
-    let known = if extractor.reads_known_facts() { known_facts(state, owner, &request).await? } else { vec![] };
-    let extraction = extractor.extract(&request, &known).await?;
+    let known = if extractor.is_llm() { known_facts(state, owner, &request).await? } else { vec![] };
+    let (extraction, fallback) = extract(state, extractor, job, &request, &known).await?;
     let kept = extracted::select(extraction.facts, settings.min_confidence);
     let kept = extracted::best(kept, state.config.max_facts_per_job);
     let revisions = extracted::revisions(extraction.changes, settings.min_confidence);
     let (candidates, model) = plan(state, owner, kept).await?;
-    let found = Found { candidates: &candidates, revisions: &revisions, model: model.as_deref() };
+    let found = Found {
+        candidates: &candidates,
+        revisions: &revisions,
+        model: model.as_deref(),
+        fallback: fallback.as_deref(),
+    };
     match store.store_extracted_facts(job, &found, state.config.max_facts_per_user).await? {
         Some(stored) => {
             metrics::counter!("engram_facts_refreshed_total").increment(stored.refreshed);
@@ -72,10 +78,45 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
             if stored != Default::default() {
                 state.facts_changed();
             }
-            Ok(Outcome::Stored(stored.added))
+            Ok(match fallback {
+                None => Outcome::Stored(stored.added),
+                Some(reason) => Outcome::FellBack { added: stored.added, reason },
+            })
         }
         None => Ok(Outcome::Fenced),
     }
+}
+
+/// The extractor's answer, or, when an LLM extractor gives up on the conversation and
+/// `ENGRAM_LLM_FALLBACK` is `builtin`, the builtin rules' facts with the reason it gave up,
+/// so that a weak or unreachable model never costs the person their memory.
+///
+/// The LLM gives up when its answer held facts of which none is usable (nothing survived
+/// the parser's salvage, or grounding dropped them all), when asking again cannot help (see
+/// [`crate::extract::ExtractError::retry_may_help`]: extraction runs at temperature 0, so the same prompt
+/// gets the same unusable answer), or when the job would go dead. An answer that found
+/// nothing to remember is the model's judgement and stands: the operator's extraction
+/// instructions, which the rules cannot read, may be why.
+async fn extract(
+    state: &AppState,
+    extractor: &Extractor,
+    job: &ClaimedJob,
+    request: &ExtractionRequest,
+    known: &[KnownFact],
+) -> Result<(Extraction, Option<String>), Failure> {
+    let answer = extractor.extract(request, known).await;
+    if !extractor.is_llm() || state.config.llm_fallback == LlmFallback::None {
+        return Ok((answer?, None));
+    }
+    let gave_up = match answer {
+        Ok(extraction) if !extraction.nothing_grounded() => return Ok((extraction, None)),
+        Ok(extraction) => format!("none of the {} facts it answered is in the user's words", extraction.ungrounded),
+        Err(error) if error.retry_may_help() && job.attempts < state.config.job_max_attempts => {
+            return Err(error.into());
+        }
+        Err(error) => error.to_string(),
+    };
+    Ok((Extractor::Builtin.extract(request, &[]).await?, Some(gave_up)))
 }
 
 /// The user's facts an LLM extractor is shown (see [`KNOWN_FACTS`]): the current facts

@@ -12,6 +12,9 @@ use crate::{extract::ExtractError, service::AppState, store::job_queue::ClaimedJ
 pub enum Outcome {
     /// Facts stored (this many new ones).
     Stored(u64),
+    /// The LLM extractor gave up for `reason` (never personal data) and the builtin
+    /// rules' facts were stored instead (this many new ones).
+    FellBack { added: u64, reason: String },
     /// A summary stored, folding this many messages (0: a newer summary got there first).
     Summarized(u64),
     /// Nothing to do, and the job is now `cancelled` for this reason.
@@ -34,6 +37,11 @@ impl From<ExtractError> for Failure {
     fn from(error: ExtractError) -> Failure {
         let retry_after = match &error {
             ExtractError::RateLimited { retry_after } => *retry_after,
+            // A local server keeps generating the answer Engram gave up on; asked again at
+            // once, it would queue the same long generation behind that one and time out
+            // again. Waiting as long as the call did gives it that time to finish (the
+            // completion limit bounds it) and a slow server as long again to recover.
+            ExtractError::TimedOut { after } => Some(*after),
             _ => None,
         };
         Failure { message: error.to_string(), retry_after, database_unavailable: false }
@@ -51,4 +59,16 @@ impl From<sqlx::Error> for Failure {
 /// Ends the job as `cancelled` for `reason`, unless it lost its lease meanwhile.
 pub(super) async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
     if state.store.cancel_job(job, reason).await? { Ok(Outcome::Cancelled(reason)) } else { Ok(Outcome::Fenced) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timed_out_call_is_not_asked_again_before_as_long_has_passed() {
+        let after = Duration::from_secs(30);
+        assert_eq!(Failure::from(ExtractError::TimedOut { after }).retry_after, Some(after));
+        assert_eq!(Failure::from(ExtractError::Transient("HTTP 503".into())).retry_after, None);
+    }
 }

@@ -100,6 +100,17 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
             metrics::counter!("engram_facts_added_total", "extractor" => extractor.name()).increment(added);
             tracing::info!(job_id = %job.id, kind, facts_added = added, "extraction succeeded");
         }
+        Ok(Ok(Outcome::FellBack { added, reason })) => {
+            metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => "fallback").increment(1);
+            metrics::counter!("engram_facts_added_total", "extractor" => "builtin").increment(added);
+            tracing::warn!(
+                job_id = %job.id,
+                kind,
+                facts_added = added,
+                reason,
+                "the LLM extractor gave up: the builtin extractor's facts were stored"
+            );
+        }
         Ok(Ok(Outcome::Summarized(folded))) => {
             metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => "succeeded").increment(1);
             tracing::info!(job_id = %job.id, kind, messages_folded = folded, "summary succeeded");

@@ -172,7 +172,8 @@ async fn rate_limit_is_retried_after_retry_after_then_dead(backend: Backend) {
         .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
         .mount(&server)
         .await;
-    let app = spawn_extracting(backend, "openai", &server, &[]).await;
+    // Without the builtin fallback, which would store facts on the last attempt.
+    let app = spawn_extracting(backend, "openai", &server, &["--llm-fallback", "none"]).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let started = std::time::Instant::now();
     let job = job_reaching(&app, &job_id(&ended), &["dead"], Duration::from_secs(30)).await;
@@ -194,7 +195,8 @@ async fn server_errors_timeouts_and_malformed_output_end_dead_while_api_answers(
     for (name, response, error_kind) in failures {
         let server = MockServer::start().await;
         Mock::given(method("POST")).respond_with(response).mount(&server).await;
-        let app = spawn_extracting(backend, "openai", &server, &[]).await;
+        // As before the builtin fallback (`tests/api/llm_fallback.rs`), which is off here.
+        let app = spawn_extracting(backend, "openai", &server, &["--llm-fallback", "none"]).await;
         let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
         let id = job_id(&ended);
         // The API keeps answering while the extractor fails.
@@ -213,7 +215,7 @@ async fn server_errors_timeouts_and_malformed_output_end_dead_while_api_answers(
 async fn retry_of_a_dead_job_succeeds(backend: Backend) {
     let server = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(503)).mount(&server).await;
-    let app = spawn_extracting(backend, "openai", &server, &[]).await;
+    let app = spawn_extracting(backend, "openai", &server, &["--llm-fallback", "none"]).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let id = job_id(&ended);
     job_reaching(&app, &id, &["dead"], Duration::from_secs(30)).await;

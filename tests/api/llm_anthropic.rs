@@ -6,8 +6,8 @@ use engram::extract::{ExtractError, Extraction, Usage};
 use serde_json::{Value, json};
 
 use crate::common::llm::{
-    ANSWER, assert_malformed_unquoted, assert_rate_limited_for_7s, assert_refusals_are_fatal, assert_transcript,
-    assert_transient_unquoted, client, expected_facts, first_body, request, slower_than_the_client,
+    ANSWER, assert_malformed_unquoted, assert_rate_limited_for_7s, assert_refusals_are_fatal, assert_timed_out,
+    assert_transcript, assert_transient_unquoted, client, expected_facts, first_body, request, slower_than_the_client,
 };
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -81,7 +81,7 @@ async fn sends_a_messages_api_request() {
     assert_eq!(header("authorization"), None);
     let body: Value = serde_json::from_slice(&sent.body).expect("JSON body");
     assert_eq!(body["model"], "claude-test");
-    assert_eq!(body["max_tokens"], 1024);
+    assert_eq!(body["max_tokens"], 384);
     assert_eq!(body["temperature"].as_f64(), Some(0.0));
     let system = body["system"].as_str().expect("system prompt");
     assert!(system.contains("Additional guidance from the operator:\nIgnore anything about pets."));
@@ -155,7 +155,7 @@ async fn server_errors_overload_and_timeouts_are_transient() {
     }
     // An answer after the client's timeout.
     let error = extraction_from(slower_than_the_client(message(ANSWER))).await.expect_err("timed out");
-    assert_transient_unquoted(&error, "a slow answer");
+    assert_timed_out(&error);
 }
 
 #[tokio::test]
@@ -194,12 +194,24 @@ async fn the_answer_is_a_forced_tool_call_whose_input_schema_is_its_shape() {
 }
 
 #[tokio::test]
-async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
-    let mut body = message(r#"{"operations": [{"op": "add", "fact": "Name is Alice", "sco"#);
-    body["stop_reason"] = json!("max_tokens");
-    let error = extraction_from(ResponseTemplate::new(200).set_body_json(body)).await.expect_err("truncated");
+async fn an_answer_cut_at_max_tokens_keeps_its_complete_operations() {
+    for (text, kept) in [
+        (r#"{"operations": [{"op": "add", "fact": "Name is Alice", "sco"#, None),
+        (
+            r#"{"operations": [{"op": "add", "fact": "Name is Alice", "score": 0.95, "tags": ["identity"]}, {"op"#,
+            Some(1),
+        ),
+    ] {
+        let mut body = message(text);
+        body["stop_reason"] = json!("max_tokens");
+        let answer = extraction_from(ResponseTemplate::new(200).set_body_json(body)).await;
 
-    assert!(matches!(error, ExtractError::Truncated), "{error:?}");
+        match (answer, kept) {
+            (Err(error), None) => assert!(matches!(error, ExtractError::Truncated), "{error:?}"),
+            (Ok(extraction), Some(n)) => assert_eq!(extraction.facts, expected_facts()[..n]),
+            (other, _) => panic!("{text}: {other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -10,8 +10,8 @@ use engram::extract::{ExtractError, Extraction, Usage};
 use serde_json::{Value, json};
 
 use crate::common::llm::{
-    ANSWER, assert_malformed_unquoted, assert_rate_limited_for_7s, assert_refusals_are_fatal, assert_transcript,
-    assert_transient_unquoted, client, expected_facts, first_body, request, slower_than_the_client,
+    ANSWER, assert_malformed_unquoted, assert_rate_limited_for_7s, assert_refusals_are_fatal, assert_timed_out,
+    assert_transcript, assert_transient_unquoted, client, expected_facts, first_body, request, slower_than_the_client,
 };
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -148,9 +148,9 @@ async fn server_errors_and_timeouts_are_transient() {
         assert_transient_unquoted(&error, &format!("HTTP {status}"));
         assert!(error.to_string().contains(&status.to_string()), "{error}");
     }
-    // An answer after the client's timeout.
+    // An answer after the client's timeout: told apart, with how long the call waited.
     let error = extraction_from(slower_than_the_client(completion(ANSWER))).await.expect_err("timed out");
-    assert_transient_unquoted(&error, "a slow answer");
+    assert_timed_out(&error);
 }
 
 #[tokio::test]
@@ -250,18 +250,37 @@ async fn llama_cpp_gets_the_schema_beside_json_mode() {
     assert_eq!(sent["response_format"]["schema"]["required"], json!(["operations"]));
 }
 
-#[tokio::test]
-async fn an_answer_cut_at_max_tokens_is_truncated_not_malformed() {
-    let mut body = completion(r#"{"operations": [{"op": "add", "fact": "Name is Alice", "sco"#);
+/// A completion of `content` cut at `max_tokens`.
+fn cut_completion(content: &str) -> Value {
+    let mut body = completion(content);
     body["choices"][0]["finish_reason"] = json!("length");
-    let server = server_answering(ResponseTemplate::new(200).set_body_json(body)).await;
+    body
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_max_tokens_keeps_its_complete_operations() {
+    let cut = r#"{"operations": [{"op": "add", "id": null, "fact": "Name is Alice", "score": 0.95, "tags": ["identity"]}, {"op": "add", "fact": "Prefers tea ov"#;
+    let server = server_answering(ResponseTemplate::new(200).set_body_json(cut_completion(cut))).await;
+
+    let extraction = extractor(&server).with_max_tokens(200).extract(&request(), &[]).await.expect("salvaged");
+
+    assert_eq!(extraction.facts, expected_facts()[..1], "the fact cut in half is not kept");
+    assert_eq!(first_body(&server).await["max_tokens"], 200, "the completion length is bounded as configured");
+}
+
+#[tokio::test]
+async fn an_answer_cut_before_its_first_operation_ended_is_truncated_not_malformed() {
+    let server = server_answering(
+        ResponseTemplate::new(200)
+            .set_body_json(cut_completion(r#"{"operations": [{"op": "add", "fact": "Name is Alice", "sco"#)),
+    )
+    .await;
 
     let error = extractor(&server).extract(&request(), &[]).await.expect_err("truncated");
 
     assert!(matches!(error, ExtractError::Truncated), "{error:?}");
-    assert!(error.to_string().contains("1024"), "{error}");
-    let sent = first_body(&server).await;
-    assert_eq!(sent["max_tokens"], 1024, "the completion length is bounded");
+    assert!(error.to_string().contains("ENGRAM_LLM_MAX_TOKENS"), "{error}");
+    assert_eq!(first_body(&server).await["max_tokens"], 384, "the default cap fits a small local model");
 }
 
 #[tokio::test]

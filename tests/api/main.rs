@@ -21,6 +21,7 @@ mod facts;
 mod foundation;
 mod hardening;
 mod llm_anthropic;
+mod llm_fallback;
 mod llm_openai;
 mod logs;
 mod mcp;

@@ -265,6 +265,12 @@ struct ExtractionArgs {
     /// iterating on rules).
     #[arg(long, requires = "msc")]
     in_process: bool,
+    /// With `--msc`: extract through the API with the LLM extractor the environment
+    /// configures (`ENGRAM_EXTRACTOR=openai`, `ENGRAM_LLM_BASE_URL`, `ENGRAM_LLM_MODEL`,
+    /// `ENGRAM_LLM_FALLBACK`…) instead of the builtin, two conversations at a time as
+    /// `ENGRAM_WORKERS` runs them; reports dead and fallen-back jobs and seconds per job.
+    #[arg(long, requires = "msc", conflicts_with = "in_process")]
+    llm: bool,
     #[command(flatten)]
     database: Database,
     /// With `--msc`: also write the results as JSON to FILE.
@@ -694,6 +700,9 @@ mod tests {
         assert_eq!(msc.msc, Some(PathBuf::from("dir")));
         assert!(msc.in_process && defaults.msc.is_none() && !defaults.in_process);
         assert!(parse(&["extraction", "--in-process"]).is_err());
+        assert!(parse(&["extraction", "--msc", "dir", "--llm"]).expect("valid args").llm);
+        assert!(parse(&["extraction", "--llm"]).is_err(), "--llm scores on --msc");
+        assert!(parse(&["extraction", "--msc", "dir", "--llm", "--in-process"]).is_err(), "an LLM runs in the API");
         assert!(parse(&["extraction", "--json", "out.json"]).is_err());
         assert!(parse(&["extraction", "--bogus"]).is_err());
         assert!(parse(&["extraction", "--data"]).is_err());

@@ -11,6 +11,10 @@
 //! turns, with the same scorer as Synthetic-Persona-Chat; the two builtin rows differ only
 //! by what the service does after extraction (confidence threshold, per-job cap, merging
 //! of facts already stored).
+//!
+//! With `--llm` the API's extractor is the LLM the environment configures, and the run also
+//! reports how its jobs ended (with the LLM's facts, fallen back to the builtin's, dead),
+//! how long a job took, and how many stored nothing where the builtin finds something.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -75,6 +79,7 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
     let scorer = Scorer::new();
     let mut rows: BTreeMap<u32, Row> = BTreeMap::new();
     let mut timing = Timing::default();
+    let mut builtin_finds = Vec::with_capacity(conversations.len());
     for conversation in &conversations {
         let request = conversation.request();
         let started = Instant::now();
@@ -82,6 +87,7 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
         let took = started.elapsed();
         timing.add(took, conversation.turns.len());
         let kept: Vec<String> = facts.into_iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact).collect();
+        builtin_finds.push(!kept.is_empty());
         let baseline = first_person_sentences(conversation.said());
         for key in [0, conversation.session] {
             let row = rows.entry(key).or_default();
@@ -90,23 +96,28 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
         }
     }
     let mut forms = Forms::default();
-    let (api_elapsed, backend) = if args.in_process {
-        (None, None)
+    let mut jobs = Jobs::default();
+    let api = if args.in_process {
+        None
     } else {
         let started = Instant::now();
-        let (stored, backend) = through_api(&conversations, &args.database).await?;
-        for (conversation, facts) in conversations.iter().zip(&stored) {
-            let matched = scorer.matched_gold(facts, &conversation.gold);
+        let (held, backend, extractor) = through_api(&conversations, &args.database, args.llm).await?;
+        for ((conversation, held), builtin_finds) in conversations.iter().zip(&held).zip(&builtin_finds) {
+            jobs.add(held, *builtin_finds);
+            let matched = scorer.matched_gold(&held.facts, &conversation.gold);
             for (line, hit) in conversation.gold.iter().zip(matched) {
                 forms.add(&form(line), hit);
             }
             for key in [0, conversation.session] {
-                rows.entry(key).or_default().api.add(&scorer, facts, &conversation.gold);
+                rows.entry(key).or_default().api.add(&scorer, &held.facts, &conversation.gold);
             }
         }
-        (Some(started.elapsed()), Some(backend))
+        Some(Api { elapsed: started.elapsed(), backend, extractor })
     };
-    report(dir, &conversations, &rows, &mut timing, &forms, api_elapsed, backend);
+    report(dir, &conversations, &rows, &mut timing, &forms, api.as_ref());
+    if api.is_some() {
+        jobs.report();
+    }
     let json_rows: Vec<Value> = rows
         .iter()
         .map(|(session, row)| {
@@ -115,14 +126,101 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
                 "session": if *session == 0 { "all".to_owned() } else { session.to_string() },
                 "baseline": scores(&row.baseline),
                 "builtin_direct": scores(&row.direct),
-                "builtin_api": (!args.in_process).then(|| scores(&row.api)),
+                "api": api.is_some().then(|| scores(&row.api)),
             })
         })
         .collect();
     write_json(
         args.json.as_deref(),
-        &json!({"command": "extraction", "data": dir.display().to_string(), "rows": json_rows, "ms_per_20_turns": timing.mean_per_20_turns_ms(), "p99_ms_per_20_turns": timing.p99_per_20_turns_ms()}),
+        &json!({"command": "extraction", "data": dir.display().to_string(), "extractor": api.as_ref().map(|a| a.extractor),
+            "rows": json_rows, "jobs": api.is_some().then(|| jobs.json()),
+            "ms_per_20_turns": timing.mean_per_20_turns_ms(), "p99_ms_per_20_turns": timing.p99_per_20_turns_ms()}),
     )
+}
+
+/// How the API run went: how long it took, on which backend, with which extractor.
+struct Api {
+    elapsed: Duration,
+    backend: &'static str,
+    extractor: &'static str,
+}
+
+/// How one conversation's extraction job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobEnd {
+    /// Succeeded with the configured extractor's facts.
+    Extracted,
+    /// Succeeded with the builtin's facts after the LLM gave up (its `last_error` says why).
+    FellBack,
+    Dead,
+    /// No job was queued (nothing new to extract).
+    NotQueued,
+}
+
+/// One conversation held through the API: the facts stored for its user, how its job
+/// ended, and how long the job took from the conversation's end.
+struct Held {
+    facts: Vec<String>,
+    end: JobEnd,
+    job_took: Duration,
+}
+
+/// How the jobs of an API run ended, and how long they took.
+#[derive(Default)]
+struct Jobs {
+    ends: BTreeMap<&'static str, usize>,
+    /// Jobs that stored no fact for a person the builtin finds facts about.
+    empty_where_builtin_finds: usize,
+    seconds: Vec<f64>,
+}
+
+impl Jobs {
+    fn add(&mut self, held: &Held, builtin_finds: bool) {
+        let end = match held.end {
+            JobEnd::Extracted => "extracted",
+            JobEnd::FellBack => "fell back",
+            JobEnd::Dead => "dead",
+            JobEnd::NotQueued => return,
+        };
+        *self.ends.entry(end).or_default() += 1;
+        if held.facts.is_empty() && builtin_finds {
+            self.empty_where_builtin_finds += 1;
+        }
+        self.seconds.push(held.job_took.as_secs_f64());
+    }
+
+    fn count(&self, end: &str) -> usize {
+        self.ends.get(end).copied().unwrap_or_default()
+    }
+
+    fn mean_seconds(&self) -> f64 {
+        self.seconds.iter().sum::<f64>() / self.seconds.len().max(1) as f64
+    }
+
+    fn max_seconds(&self) -> f64 {
+        self.seconds.iter().copied().fold(0.0, f64::max)
+    }
+
+    fn report(&self) {
+        println!(
+            "\njobs: {} with the extractor's facts, {} fell back to the builtin, {} dead; {} stored nothing where the builtin finds facts",
+            self.count("extracted"),
+            self.count("fell back"),
+            self.count("dead"),
+            self.empty_where_builtin_finds
+        );
+        println!(
+            "seconds per job (from the conversation's end): {:.1} on average, {:.1} at most",
+            self.mean_seconds(),
+            self.max_seconds()
+        );
+    }
+
+    fn json(&self) -> Value {
+        json!({"extracted": self.count("extracted"), "fell_back": self.count("fell back"), "dead": self.count("dead"),
+            "empty_where_builtin_finds": self.empty_where_builtin_finds,
+            "mean_seconds": self.mean_seconds(), "max_seconds": self.max_seconds()})
+    }
 }
 
 impl Timing {
@@ -185,18 +283,21 @@ fn report(
     rows: &BTreeMap<u32, Row>,
     timing: &mut Timing,
     forms: &Forms,
-    api_elapsed: Option<Duration>,
-    backend: Option<&'static str>,
+    api: Option<&Api>,
 ) {
     println!(
         "extraction: {} ({} conversations, {} gold sentences){}",
         dir.display(),
         conversations.len(),
         rows.get(&0).map_or(0, |r| r.baseline.gold),
-        match (api_elapsed, backend) {
-            (Some(elapsed), Some(backend)) =>
-                format!(", through the API on {backend} in {:.1} s", elapsed.as_secs_f64()),
-            _ => ", in process only".to_owned(),
+        match api {
+            Some(api) => format!(
+                ", through the API ({}) on {} in {:.1} s",
+                api.extractor,
+                api.backend,
+                api.elapsed.as_secs_f64()
+            ),
+            None => ", in process only".to_owned(),
         }
     );
     println!(
@@ -211,9 +312,10 @@ fn report(
     );
     for (session, row) in rows {
         let name = if *session == 0 { "all".to_owned() } else { session.to_string() };
-        let mut methods = vec![("first-person baseline", &row.baseline), ("builtin, direct", &row.direct)];
-        if api_elapsed.is_some() {
-            methods.push(("builtin, through the API", &row.api));
+        let mut methods =
+            vec![("first-person baseline".to_owned(), &row.baseline), ("builtin, direct".to_owned(), &row.direct)];
+        if let Some(api) = api {
+            methods.push((format!("{}, through the API", api.extractor), &row.api));
         }
         for (method, tally) in methods {
             println!(
@@ -228,7 +330,7 @@ fn report(
             );
         }
     }
-    if api_elapsed.is_some() {
+    if api.is_some() {
         println!("\nmost-missed statement forms (gold sentences no stored fact matched):");
         println!("{:<22} {:>7} {:>7} {:>7}", "form", "missed", "gold", "recall");
         for (form, missed, gold) in forms.most_missed() {
@@ -240,18 +342,31 @@ fn report(
 /// The agent the conversations are held with.
 const AGENT: &str = "msc";
 
-/// Conversations sent through the API at once.
+/// Conversations sent through the API at once with the builtin extractor, which answers
+/// in a millisecond; an LLM gets two at a time, as `ENGRAM_WORKERS` runs them, so that a
+/// job's time is its own and not its queue's.
 const CONCURRENCY: usize = 8;
+const LLM_CONCURRENCY: usize = 2;
 
-/// Sends every conversation through an Engram started in this process; returns the facts
-/// stored for each, in order, and the backend's name.
+/// Sends every conversation through an Engram started in this process, with the builtin
+/// extractor or (`llm`) the one the environment configures; returns what each one left,
+/// in order, the backend's name and the extractor's.
 async fn through_api(
     conversations: &[Conversation],
     database: &Database,
-) -> anyhow::Result<(Vec<Vec<String>>, &'static str)> {
+    llm: bool,
+) -> anyhow::Result<(Vec<Held>, &'static str, &'static str)> {
     let scratch = database.create().await?;
-    let extra = ["--extractor", "builtin", "--job-poll-ms", "20"].map(str::to_owned);
+    let mut extra = ["--job-poll-ms", "20"].map(str::to_owned).to_vec();
+    if !llm {
+        extra.extend(["--extractor", "builtin"].map(str::to_owned));
+    }
     let server = scratch.serve_with(&Embeddings::default(), &extra).await?;
+    let extractor = engram::extract::Extractor::from_config(&server.state.config)?.name();
+    anyhow::ensure!(
+        !llm || extractor != "builtin",
+        "--llm needs an LLM extractor: set ENGRAM_EXTRACTOR and its ENGRAM_LLM_… settings"
+    );
     let backend = server.state.store.backend();
     let token: Arc<str> =
         server.state.guard.authenticator.sign("bench", "admin", None, None, Duration::from_secs(24 * 3600))?.into();
@@ -267,15 +382,17 @@ async fn through_api(
     let sessions: Arc<Vec<Vec<(Role, String)>>> = Arc::new(
         conversations.iter().map(|c| c.request().turns.into_iter().map(|t| (t.role, t.text)).collect()).collect(),
     );
-    let stored: Arc<Mutex<Vec<Option<Vec<String>>>>> = Arc::new(Mutex::new(vec![None; conversations.len()]));
-    let (base, out) = (server.base.clone(), stored.clone());
-    let outcome = drive(CONCURRENCY, Budget { count: Some(conversations.len()), until: None }, move |i| {
+    let held: Arc<Mutex<Vec<Option<Held>>>> =
+        Arc::new(Mutex::new(std::iter::repeat_with(|| None).take(conversations.len()).collect()));
+    let (base, out) = (server.base.clone(), held.clone());
+    let concurrency = if llm { LLM_CONCURRENCY } else { CONCURRENCY };
+    let outcome = drive(concurrency, Budget { count: Some(conversations.len()), until: None }, move |i| {
         let (client, base, token, sessions, out) =
             (client.clone(), base.clone(), token.clone(), sessions.clone(), out.clone());
         async move {
             match converse(&client, &base, &token, &format!("user-{i}"), &sessions[i]).await {
-                Ok(facts) => {
-                    out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(facts);
+                Ok(held) => {
+                    out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(held);
                     true
                 }
                 Err(error) => {
@@ -289,25 +406,30 @@ async fn through_api(
     server.stop().await?;
     scratch.remove().await?;
     anyhow::ensure!(outcome.errors == 0, "{} conversations failed", outcome.errors);
-    let stored = std::mem::take(&mut *stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-    Ok((stored.into_iter().map(Option::unwrap_or_default).collect(), backend))
+    let held = std::mem::take(&mut *held.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let held = held
+        .into_iter()
+        .map(|h| h.unwrap_or(Held { facts: vec![], end: JobEnd::NotQueued, job_took: Duration::ZERO }))
+        .collect();
+    Ok((held, backend, extractor))
 }
 
 /// Messages per append request (the API's maximum is 100).
 const BATCH: usize = 100;
 
-/// How long one extraction job may take before the run fails.
-const JOB_LIMIT: Duration = Duration::from_secs(60);
+/// How long one extraction job may take before the run fails: an LLM job may be retried
+/// five times, each call up to its timeout and each retry as long after.
+const JOB_LIMIT: Duration = Duration::from_secs(15 * 60);
 
 /// Holds one conversation with `user`, ends it, awaits its extraction job and returns the
-/// facts stored for the user.
+/// facts stored for the user, how the job ended and how long it took.
 async fn converse(
     client: &reqwest::Client,
     base: &str,
     token: &str,
     user: &str,
     turns: &[(Role, String)],
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<Held> {
     let created: Value = ok_json(
         client
             .post(format!("{base}/api/conversations"))
@@ -327,15 +449,18 @@ async fn converse(
         )
         .await?;
     }
+    let started = Instant::now();
     let ended: Value = ok_json(client.post(format!("{base}/api/conversations/{id}/end")).bearer_auth(token)).await?;
+    let mut end = JobEnd::NotQueued;
     if let Some(job) = ended["extraction"]["job_id"].as_str() {
-        let started = Instant::now();
-        loop {
+        end = loop {
             let job: Value = ok_json(client.get(format!("{base}/api/jobs/{job}")).bearer_auth(token)).await?;
-            match job["status"].as_str() {
-                Some("succeeded") => break,
-                Some("queued" | "running") => {}
-                other => anyhow::bail!("extraction job ended {other:?}: {}", job["last_error"]),
+            match (job["status"].as_str(), job["last_error"].is_null()) {
+                (Some("succeeded"), true) => break JobEnd::Extracted,
+                (Some("succeeded"), false) => break JobEnd::FellBack,
+                (Some("dead"), _) => break JobEnd::Dead,
+                (Some("queued" | "running" | "failed"), _) => {}
+                (other, _) => anyhow::bail!("extraction job ended {other:?}: {}", job["last_error"]),
             }
             anyhow::ensure!(
                 started.elapsed() < JOB_LIMIT,
@@ -343,8 +468,9 @@ async fn converse(
                 job["status"]
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        };
     }
+    let job_took = started.elapsed();
     let mut facts = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -358,7 +484,7 @@ async fn converse(
         );
         match page["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
-            None => return Ok(facts),
+            None => return Ok(Held { facts, end, job_took }),
         }
     }
 }
@@ -490,6 +616,27 @@ mod tests {
         forms.add("i am", false);
         forms.add("i am", false);
         assert_eq!(forms.most_missed(), [("i am", 2, 2), ("i live", 1, 2)]);
+    }
+
+    #[test]
+    fn jobs_are_told_by_how_they_ended() {
+        let held = |facts: &[&str], end, secs| Held {
+            facts: facts.iter().map(|f| (*f).to_owned()).collect(),
+            end,
+            job_took: Duration::from_secs(secs),
+        };
+        let mut jobs = Jobs::default();
+        jobs.add(&held(&["Keeps bees"], JobEnd::Extracted, 2), true);
+        jobs.add(&held(&[], JobEnd::Extracted, 4), true);
+        jobs.add(&held(&[], JobEnd::Extracted, 3), false);
+        jobs.add(&held(&["Rows on a lake"], JobEnd::FellBack, 9), true);
+        jobs.add(&held(&[], JobEnd::Dead, 30), true);
+        jobs.add(&held(&[], JobEnd::NotQueued, 0), true);
+        assert_eq!(
+            jobs.json(),
+            json!({"extracted": 3, "fell_back": 1, "dead": 1, "empty_where_builtin_finds": 2,
+                "mean_seconds": 9.6, "max_seconds": 30.0})
+        );
     }
 
     #[test]

@@ -96,6 +96,18 @@ pub fn assert_transient_unquoted(error: &ExtractError, case: &str) {
     assert!(!error.to_string().contains("Alice"), "{case}: {error}");
 }
 
+/// Timed out, after about [`client`]'s timeout, which the job's retry then waits again.
+#[track_caller]
+pub fn assert_timed_out(error: &ExtractError) {
+    match error {
+        ExtractError::TimedOut { after } => {
+            assert!((Duration::from_millis(400)..Duration::from_secs(3)).contains(after), "{after:?}");
+        }
+        other => panic!("not timed out: {other:?}"),
+    }
+    assert!(error.to_string().contains("timed out"), "{error}");
+}
+
 /// The transcript [`request`] becomes: the person's words, with the new-messages marker
 /// between the turns already seen and the new ones.
 #[track_caller]

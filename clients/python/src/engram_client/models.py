@@ -46,7 +46,7 @@ class Fact(TypedDict, total=False):
     fact: str
     tags: list[str]
     score: float | None
-    source: Literal["extracted", "manual"]
+    source: Literal["extracted", "manual", "agent", "builtin_fallback"]
     conversation_id: str | None
     superseded_at: str | None
     superseded_by: str | None

@@ -1249,7 +1249,7 @@ export interface components {
          * @description How a fact came to be stored.
          * @enum {string}
          */
-        Source: "extracted" | "manual" | "agent";
+        Source: "extracted" | "manual" | "agent" | "builtin_fallback";
         /**
          * @description A tag as the spec states it (the rule is [`validate_tag`]): 1–64 characters, none of
          *     them a control character.
