@@ -581,12 +581,13 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     browser.close().await;
 }
 
-/// A job that died on an unreachable LLM: the jobs page shows its error; once the LLM
-/// answers, Retry runs it again to success.
+/// A job that died on an unreachable LLM (with the builtin fallback off, so that it can
+/// die): the jobs page shows its error; once the LLM answers, Retry runs it again to success.
 async fn dead_job_is_retried_from_the_panel(backend: Backend) {
     let llm_port = free_port();
     let llm_base = format!("http://127.0.0.1:{llm_port}/v1");
     let flags = ["--extractor", "openai", "--llm-base-url", &llm_base, "--llm-model", "m", "--job-max-attempts", "1"];
+    let flags = [&flags[..], &["--llm-fallback", "none"]].concat();
     let app = TestApp::spawn_with(backend, &[&flags[..], &["--job-poll-ms", "50"]].concat()).await;
     app.enable_memory("acme", "concierge").await;
     let (_, ended) =
