@@ -1,6 +1,6 @@
 //! Logs (tracing, text or JSON) and metrics (Prometheus, rendered by `/metrics`).
 
-use std::sync::OnceLock;
+use std::{io::IsTerminal, sync::OnceLock};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::{
@@ -17,20 +17,28 @@ use tracing_subscriber::{
 use crate::config::LogFormat;
 
 /// Installs the global log subscriber on stdout. `RUST_LOG` overrides the default
-/// level (info).
+/// level (info). Text is coloured only on a terminal: in a file, a pipe or a log
+/// collector the colour codes are noise (and formatting them cost every request).
 pub fn init_logs(format: LogFormat) {
-    init_logs_to(format, std::io::stdout);
+    install(format, std::io::stdout, std::io::stdout().is_terminal());
 }
 
 /// Installs the global log subscriber writing to `writer` (tests capture logs with it
-/// to prove that no personal data is logged).
+/// to prove that no personal data is logged), without colours.
 pub fn init_logs_to<W>(format: LogFormat, writer: W)
+where
+    W: for<'w> fmt::MakeWriter<'w> + Clone + Send + Sync + 'static,
+{
+    install(format, writer, false);
+}
+
+fn install<W>(format: LogFormat, writer: W, ansi: bool)
 where
     W: for<'w> fmt::MakeWriter<'w> + Clone + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     // A second init (tests build several apps) keeps the first subscriber.
-    let _ = tracing::subscriber::set_global_default(subscriber(format, writer, filter));
+    let _ = tracing::subscriber::set_global_default(subscriber(format, writer, filter, ansi));
 }
 
 /// The log subscriber: events in `format`, filtered by `filter`.
@@ -39,7 +47,12 @@ where
 /// a second layer prints those spans, and only those, when they close, with their time,
 /// so `RUST_LOG=info,engram::store=debug` follows a request into its statements. At the
 /// default level the spans are never created and cost a disabled-callsite check.
-fn subscriber<W>(format: LogFormat, writer: W, filter: EnvFilter) -> Box<dyn tracing::Subscriber + Send + Sync>
+fn subscriber<W>(
+    format: LogFormat,
+    writer: W,
+    filter: EnvFilter,
+    ansi: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
 where
     W: for<'w> fmt::MakeWriter<'w> + Clone + Send + Sync + 'static,
 {
@@ -47,8 +60,9 @@ where
     let statements = || filter_fn(|meta| meta.is_span() && meta.target().starts_with("engram::store"));
     match format {
         LogFormat::Text => Box::new(
-            registry.with(fmt::layer().with_target(false).with_writer(writer.clone())).with(
+            registry.with(fmt::layer().with_target(false).with_ansi(ansi).with_writer(writer.clone())).with(
                 fmt::layer()
+                    .with_ansi(ansi)
                     // Its own field formatter type: layers of one type share each span's
                     // formatted text, and the rows, recorded later, would be written twice.
                     .fmt_fields(debug_fn(|w, field, value| write!(w, "{field}={value:?}")).delimited(" "))
@@ -132,7 +146,7 @@ mod tests {
     fn logged(format: LogFormat) -> String {
         let captured = Captured::default();
         let writer = captured.clone();
-        let subscriber = subscriber(format, move || writer.clone(), EnvFilter::new("info,engram::store=debug"));
+        let subscriber = subscriber(format, move || writer.clone(), EnvFilter::new("info,engram::store=debug"), false);
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::debug_span!(target: "engram::store::facts", "statement",
                 statement = "list_facts", backend = "sqlite", rows = tracing::field::Empty);
@@ -155,5 +169,7 @@ mod tests {
             assert_eq!(close[0].matches("rows").count(), 1, "{out}");
         }
         assert!(logged(LogFormat::Json).lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+        // Written where no terminal reads it, the text has no colour codes.
+        assert!(!logged(LogFormat::Text).contains('\u{1b}'), "{}", logged(LogFormat::Text));
     }
 }
