@@ -286,6 +286,11 @@ pub struct ServeConfig {
     /// What happens to a conversation an LLM extractor gives up on.
     #[arg(long, env = "ENGRAM_LLM_FALLBACK", value_enum, default_value = "builtin")]
     pub llm_fallback: LlmFallback,
+    /// With the builtin fallback: the longest an extraction job may spend on the LLM from
+    /// its first attempt (seconds); a failed attempt is not retried when another could
+    /// end past it, and the builtin's facts are stored instead.
+    #[arg(long, env = "ENGRAM_LLM_JOB_BUDGET_SECS", default_value_t = 120)]
+    pub llm_job_budget_secs: u64,
     /// How the OpenAI-compatible extractor asks for its answer's shape. A server that
     /// refuses a schema is asked again at once in plain JSON mode, for good.
     #[arg(long, env = "ENGRAM_LLM_RESPONSE_FORMAT", value_enum, default_value = "json-schema")]
@@ -359,6 +364,7 @@ impl ServeConfig {
         }
         anyhow::ensure!((1..=600).contains(&self.llm_timeout_secs), "ENGRAM_LLM_TIMEOUT_SECS must be 1-600");
         anyhow::ensure!((16..=32_768).contains(&self.llm_max_tokens), "ENGRAM_LLM_MAX_TOKENS must be 16-32768");
+        anyhow::ensure!((1..=86_400).contains(&self.llm_job_budget_secs), "ENGRAM_LLM_JOB_BUDGET_SECS must be 1-86400");
         anyhow::ensure!(
             (1..=600).contains(&self.embedding_timeout_secs),
             "ENGRAM_EMBEDDING_TIMEOUT_SECS must be 1-600"
@@ -452,10 +458,13 @@ mod tests {
     fn llm_limits_are_bounded() {
         let defaults = validated(&[]).expect("defaults");
         assert_eq!((defaults.llm_max_tokens, defaults.llm_timeout_secs), (super::DEFAULT_LLM_MAX_TOKENS, 30));
+        assert_eq!(defaults.llm_job_budget_secs, 120);
         for (flag, env) in [
             ("--llm-max-tokens=0", "ENGRAM_LLM_MAX_TOKENS"),
             ("--llm-max-tokens=40000", "ENGRAM_LLM_MAX_TOKENS"),
             ("--llm-timeout-secs=0", "ENGRAM_LLM_TIMEOUT_SECS"),
+            ("--llm-job-budget-secs=0", "ENGRAM_LLM_JOB_BUDGET_SECS"),
+            ("--llm-job-budget-secs=86401", "ENGRAM_LLM_JOB_BUDGET_SECS"),
         ] {
             let error = validated(&[flag]).expect_err(flag);
             assert!(error.to_string().contains(env), "{flag}: {error}");

@@ -25,6 +25,8 @@ pub struct ClaimedJob {
     pub through_seq: i64,
     pub attempts: i32,
     pub lease_token: Uuid,
+    /// When the job's first attempt began (kept across retries and restarts).
+    pub started_at: DateTime<Utc>,
 }
 
 impl ClaimedJob {
@@ -35,15 +37,17 @@ impl ClaimedJob {
 }
 
 /// Claims the oldest due job: queued or failed with `run_at` passed, or running with
-/// an expired lease (its worker died). `$1` lease token, `$2` lease end, `$3` now.
+/// an expired lease (its worker died). `$1` lease token, `$2` lease end, `$3` now. The
+/// first claim sets `started_at`.
 /// `{lock}`: PostgreSQL skips rows other workers hold, so replicas never take the same
 /// job; SQLite's write transaction already serialises claims.
 const CLAIM: &str = "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_token = $1, locked_until = $2, \
-       updated_at = $3 \
+       updated_at = $3, started_at = COALESCE(started_at, $3) \
      WHERE id = (SELECT id FROM jobs \
                  WHERE (status IN ('queued', 'failed') AND run_at <= $3) OR (status = 'running' AND locked_until < $3) \
                  ORDER BY run_at LIMIT 1 {lock}) \
-     RETURNING id, kind, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token";
+     RETURNING id, kind, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token, \
+       started_at";
 static CLAIM_PG: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"));
 static CLAIM_SQLITE: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", ""));
 

@@ -122,13 +122,14 @@ impl Store {
         row.map(Job::try_from).transpose()
     }
 
-    /// Requeues a `dead` or `failed` job with fresh attempts; the job is returned as
+    /// Requeues a `dead` or `failed` job with fresh attempts and a fresh time budget (its
+    /// `started_at` is set again by the next claim); the job is returned as
     /// requeued, since a worker may claim it the next moment.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "retry_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn retry_job(&self, tenant: &TenantId, id: Uuid) -> Result<Retry> {
         let now = super::now();
         let sql = concat!(
-            "UPDATE jobs SET status = 'queued', attempts = 0, run_at = $3, last_error = NULL, updated_at = $3 \
+            "UPDATE jobs SET status = 'queued', attempts = 0, run_at = $3, last_error = NULL, updated_at = $3, started_at = NULL \
              WHERE id = $1 AND tenant_id = $2 AND status IN ('dead', 'failed') RETURNING ",
             job_columns!()
         );

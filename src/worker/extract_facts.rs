@@ -94,7 +94,8 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
 /// The LLM gives up when its answer held facts of which none is usable (nothing survived
 /// the parser's salvage, or grounding dropped them all), when asking again cannot help (see
 /// [`crate::extract::ExtractError::retry_may_help`]: extraction runs at temperature 0, so the same prompt
-/// gets the same unusable answer), or when the job would go dead. An answer that found
+/// gets the same unusable answer), when the job would go dead, or when another attempt
+/// could not end within the job's time budget ([`within_budget`]). An answer that found
 /// nothing to remember is the model's judgement and stands: the operator's extraction
 /// instructions, which the rules cannot read, may be why.
 async fn extract(
@@ -111,12 +112,30 @@ async fn extract(
     let gave_up = match answer {
         Ok(extraction) if !extraction.nothing_grounded() => return Ok((extraction, None)),
         Ok(extraction) => format!("none of the {} facts it answered is in the user's words", extraction.ungrounded),
-        Err(error) if error.retry_may_help() && job.attempts < state.config.job_max_attempts => {
+        Err(error)
+            if error.retry_may_help() && job.attempts < state.config.job_max_attempts && within_budget(state, job) =>
+        {
             return Err(error.into());
         }
         Err(error) => error.to_string(),
     };
     Ok((Extractor::Builtin.extract(request, &[]).await?, Some(gave_up)))
+}
+
+/// Whether another attempt of `job` could still end within `ENGRAM_LLM_JOB_BUDGET_SECS`
+/// of its first: the wait before it (at least as long as a timed-out call took) and the
+/// call itself, each up to `ENGRAM_LLM_TIMEOUT_SECS`. Past that, the job falls back now
+/// rather than keep the person waiting on a model that is not answering.
+fn within_budget(state: &AppState, job: &ClaimedJob) -> bool {
+    let spent = (chrono::Utc::now() - job.started_at).to_std().unwrap_or_default();
+    let config = &state.config;
+    retry_fits(spent, Duration::from_secs(config.llm_timeout_secs), Duration::from_secs(config.llm_job_budget_secs))
+}
+
+/// Whether a retry (a wait and a call, each up to `timeout`) begun after `spent` ends
+/// within `budget`.
+fn retry_fits(spent: Duration, timeout: Duration, budget: Duration) -> bool {
+    spent + timeout * 2 <= budget
 }
 
 /// The user's facts an LLM extractor is shown (see [`KNOWN_FACTS`]): the current facts
@@ -163,4 +182,18 @@ async fn plan(
     let known: Vec<Known<'_>> = stored.iter().map(|v| Known { id: v.id, text: &v.fact, vector: &v.values }).collect();
     let planned = near_duplicate::plan(facts.into_iter().zip(vectors.into_iter().map(Some)).collect(), &known);
     Ok((planned, Some(model)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_must_end_within_the_budget() {
+        let (timeout, budget) = (Duration::from_secs(30), Duration::from_secs(120));
+        assert!(retry_fits(Duration::ZERO, timeout, budget));
+        assert!(retry_fits(Duration::from_secs(60), timeout, budget), "60 + 30 waited + 30 called = 120");
+        assert!(!retry_fits(Duration::from_secs(61), timeout, budget));
+        assert!(!retry_fits(Duration::ZERO, timeout, Duration::from_secs(59)), "no room for one retry");
+    }
 }

@@ -219,6 +219,8 @@ async fn retry_of_a_dead_job_succeeds(backend: Backend) {
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let id = job_id(&ended);
     job_reaching(&app, &id, &["dead"], Duration::from_secs(30)).await;
+    let started = || app.db.rows::<(chrono::DateTime<chrono::Utc>,)>("SELECT started_at FROM jobs");
+    let first_started = started().await;
 
     server.reset().await;
     Mock::given(method("POST")).respond_with(openai_reply(&facts_json())).mount(&server).await;
@@ -228,6 +230,8 @@ async fn retry_of_a_dead_job_succeeds(backend: Backend) {
     let job = job_reaching(&app, &id, &["succeeded"], Duration::from_secs(20)).await;
     assert_eq!(job["facts_added"], 2);
     assert_eq!(job["last_error"], Value::Null);
+    // A manual retry starts the job's time budget afresh.
+    assert!(started().await[0].0 > first_started[0].0, "started_at was not reset by the retry");
 
     let (status, body) = app.post(&format!("/api/jobs/{id}/retry"), &admin("acme"), json!({})).await;
     assert_error(status, &body, StatusCode::CONFLICT, "conflict");

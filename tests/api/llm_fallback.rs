@@ -16,6 +16,7 @@ use crate::common::{
 
 on_both_backends!(
     an_llm_that_always_times_out_ends_with_the_builtin_facts_after_waiting_between_attempts,
+    a_job_falls_back_when_another_try_would_overrun_its_budget,
     an_unusable_answer_falls_back_at_once,
     with_the_fallback_off_an_unusable_answer_goes_dead_as_before,
     a_partly_wrong_and_cut_answer_stores_its_usable_operations,
@@ -78,6 +79,25 @@ async fn an_llm_that_always_times_out_ends_with_the_builtin_facts_after_waiting_
     ] {
         assert!(metrics.contains(series), "{series} missing from /metrics");
     }
+}
+
+/// With a budget of 2 s and 1 s calls, a retry (a wait and a call) begun after the first
+/// timeout would end past it: the job falls back after one attempt, though two more were
+/// allowed, and ends within its budget.
+async fn a_job_falls_back_when_another_try_would_overrun_its_budget(backend: Backend) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(openai_reply("{}").set_delay(Duration::from_secs(3))).mount(&server).await;
+    let app = spawn_extracting(backend, "openai", &server, &["--llm-job-budget-secs", "2"]).await;
+    let started = Instant::now();
+    let (conversation_id, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
+
+    let job = job_reaching(&app, &job_id(&ended), &["succeeded", "dead"], Duration::from_secs(20)).await;
+
+    assert_fell_back(&job, &facts_of(&app, "alice").await, &conversation_id, "timed out");
+    assert_eq!(job["attempts"], 1, "{job}");
+    assert_eq!(server.received_requests().await.unwrap_or_default().len(), 1);
+    // The budget, plus the moments to notice the job is done.
+    assert!(started.elapsed() < Duration::from_millis(2900), "took {:?}", started.elapsed());
 }
 
 /// Answers of a weak model that nothing can be kept of: asking again would get them again.
