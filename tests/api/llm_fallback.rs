@@ -187,7 +187,7 @@ async fn fallen_back_facts_are_evicted_like_extracted_ones(backend: Backend) {
     let first = job_reaching(&app, &job_id(&ended), &["succeeded", "dead"], Duration::from_secs(20)).await;
     // Room for two beside the manual fact: the fallback's facts are not curated.
     assert_eq!(first["facts_added"], 2, "{first}");
-    let turns = ["I work as a baker.", "I have two cats.", "I play the cello."];
+    let turns = ["I work as a baker.", "I have three ferrets.", "I play the bassoon."];
     let (_, ended) = converse(&app, "concierge", "alice", &turns).await;
     let second = job_reaching(&app, &job_id(&ended), &["succeeded", "dead"], Duration::from_secs(20)).await;
 

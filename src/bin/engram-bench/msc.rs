@@ -576,10 +576,10 @@ mod tests {
     #[test]
     fn a_dialogue_is_one_conversation_per_speaker_from_their_first_turn() {
         let dialogue = json!({"dialog": [
-            {"id": "bot_0", "text": "Morning! Any hobbies?"},
+            {"id": "bot_0", "text": "Morning! Any plans?"},
             {"id": "bot_1", "text": "I keep bees.", "persona_text": "I keep bees. I sell honey."},
             {"id": "bot_0", "text": "I row on a lake.", "persona_text": "I row on a lake."},
-            {"id": "bot_1", "text": "Lovely.", "persona_text": "i keep bees."},
+            {"id": "bot_1", "text": "Sounds grand.", "persona_text": "i keep bees."},
         ]});
         let [first, second] = <[Conversation; 2]>::try_from(speakers(3, &dialogue)).ok().expect("two speakers");
         assert_eq!(first.session, 3);
@@ -593,12 +593,12 @@ mod tests {
         let request = second.request();
         assert_eq!(request.turns[0].role, Role::User);
         assert_eq!(request.turns[2].seq, 3);
-        assert_eq!(second.said().collect::<Vec<_>>(), ["I keep bees.", "Lovely."]);
+        assert_eq!(second.said().collect::<Vec<_>>(), ["I keep bees.", "Sounds grand."]);
     }
 
     #[test]
     fn annotations_split_into_sentences() {
-        assert_eq!(sentences("I brew cider. I'm a welder!  "), ["I brew cider.", "I'm a welder!"]);
+        assert_eq!(sentences("I brew cider. I'm a glassblower!  "), ["I brew cider.", "I'm a glassblower!"]);
         assert_eq!(sentences("no period"), ["no period"]);
         assert!(sentences(" . ").is_empty());
     }
@@ -608,7 +608,7 @@ mod tests {
         assert_eq!(form("I don't like opera."), "i do not");
         assert_eq!(form("I’m afraid of wasps."), "i am");
         assert_eq!(form("I live on a houseboat."), "i live");
-        assert_eq!(form("My parrot talks."), "my …");
+        assert_eq!(form("My tortoise hums."), "my …");
         assert_eq!(form("The bridge was painted green."), "(other subject)");
         let mut forms = Forms::default();
         forms.add("i live", false);
