@@ -60,8 +60,10 @@ impl MemoryContext {
             .as_ref()
             .and_then(|document| document.as_ref())
             .map(|document| prompt::render_working_memory(&document.content))
-            .filter(|block| !block.is_empty() && prompt::estimate_tokens(&format!("\n\n{block}")) <= budget);
-        let facts_budget = budget - block.as_ref().map_or(0, |block| prompt::estimate_tokens(&format!("\n\n{block}")));
+            .filter(|block| !block.is_empty())
+            .map(|block| (prompt::estimate_tokens(&format!("\n\n{block}")), block))
+            .filter(|(cost, _)| *cost <= budget);
+        let facts_budget = budget - block.as_ref().map_or(0, |(cost, _)| *cost);
         let mut unique: Vec<Fact> = Vec::with_capacity(max_facts.min(candidates.len()));
         for fact in candidates {
             if unique.len() == max_facts {
@@ -75,7 +77,7 @@ impl MemoryContext {
             unique.iter().map(|f| PromptFact { text: &f.fact, score: f.score }).collect();
         let kept = prompt::fit_to_budget(&prompt_facts, facts_budget);
         let mut prompt = prompt::render(&kept.iter().map(|&i| prompt_facts[i]).collect::<Vec<_>>());
-        if let Some(block) = block {
+        if let Some((_, block)) = block {
             if !prompt.is_empty() {
                 prompt.push_str("\n\n");
             }

@@ -93,7 +93,7 @@ enum DeleteAnswers {
 /// Read the agent's working memory document about an end user: the page it rewrites
 /// as it learns about them, across their conversations.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/working-memory", tag = "working memory",
-    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), IfNoneMatchRead),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), IfNoneMatch),
     responses(ReadAnswers, CommonErrors))]
 async fn get_user_document(
     Ctx { state, caller }: Ctx<MemoryRead>,
@@ -107,7 +107,7 @@ async fn get_user_document(
 /// is none). Send the `ETag` you read as `If-Match` so that a write made since yours
 /// was read is not overwritten (412 instead), or `If-None-Match: *` to create only.
 #[utoipa::path(put, path = "/api/agents/{agent_id}/users/{external_ref}/working-memory", tag = "working memory",
-    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), IfMatch, IfNoneMatchWrite),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), WriteConditions),
     request_body = WorkingMemoryBody, responses(WriteAnswers, CommonErrors, BodyErrors))]
 async fn put_user_document(
     Ctx { state, caller }: Ctx<MemoryWrite>,
@@ -121,7 +121,7 @@ async fn put_user_document(
 /// Delete the agent's working memory document about an end user (only the version in
 /// `If-Match`, when sent).
 #[utoipa::path(delete, path = "/api/agents/{agent_id}/users/{external_ref}/working-memory", tag = "working memory",
-    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), IfMatch),
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), WriteConditions),
     responses(DeleteAnswers, CommonErrors))]
 async fn delete_user_document(
     Ctx { state, caller }: Ctx<MemoryWrite>,
@@ -134,7 +134,7 @@ async fn delete_user_document(
 /// Read one conversation's working memory document: what the agent keeps for this
 /// thread only. It goes when the conversation is deleted.
 #[utoipa::path(get, path = "/api/conversations/{id}/working-memory", tag = "working memory",
-    params(("id" = Uuid, Path), IfNoneMatchRead), responses(ReadAnswers, CommonErrors))]
+    params(("id" = Uuid, Path), IfNoneMatch), responses(ReadAnswers, CommonErrors))]
 async fn get_conversation_document(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
@@ -146,7 +146,7 @@ async fn get_conversation_document(
 /// Replace one conversation's working memory document (created when there is none),
 /// with `If-Match` / `If-None-Match: *` as for a user's.
 #[utoipa::path(put, path = "/api/conversations/{id}/working-memory", tag = "working memory",
-    params(("id" = Uuid, Path), IfMatch, IfNoneMatchWrite), request_body = WorkingMemoryBody,
+    params(("id" = Uuid, Path), WriteConditions), request_body = WorkingMemoryBody,
     responses(WriteAnswers, CommonErrors, BodyErrors))]
 async fn put_conversation_document(
     Ctx { state, caller }: Ctx<MemoryWrite>,
@@ -159,7 +159,7 @@ async fn put_conversation_document(
 
 /// Delete one conversation's working memory document.
 #[utoipa::path(delete, path = "/api/conversations/{id}/working-memory", tag = "working memory",
-    params(("id" = Uuid, Path), IfMatch), responses(DeleteAnswers, CommonErrors))]
+    params(("id" = Uuid, Path), WriteConditions), responses(DeleteAnswers, CommonErrors))]
 async fn delete_conversation_document(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
@@ -212,11 +212,13 @@ fn quoted(etag: &str) -> Result<HeaderValue, ApiError> {
     HeaderValue::from_str(&format!("\"{etag}\"")).map_err(|e| ApiError::Internal(e.into()))
 }
 
-/// `If-Match` on a write or delete.
+/// The conditions of a write or delete. Each header's pattern is what
+/// [`Condition::parse`] reads, exactly: `*`, or entity tags (quoted, weak or bare)
+/// separated by commas, with optional whitespace.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)] // only its documentation is used
-struct IfMatch {
+struct WriteConditions {
     /// Only if the stored version is one of these `ETag`s (comma-separated, quoted or
     /// bare), or `*` for any stored version; otherwise 412 and nothing changes. Weak tags
     /// (`W/"…"`) never match a write.
@@ -226,15 +228,9 @@ struct IfMatch {
         pattern = r#"^[ \t]*(\*|((W/)?"[!#-~]*"|[!#-+\--~]+)([ \t]*,[ \t]*((W/)?"[!#-~]*"|[!#-+\--~]+))*)[ \t]*$"#
     )]
     if_match: Option<String>,
-}
-
-/// `If-None-Match` on a write: `*` creates only.
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Header)]
-#[allow(dead_code)] // only its documentation is used
-struct IfNoneMatchWrite {
-    /// `*`: only if there is no document yet; `ETag`s: only if the stored version is none
-    /// of them (weak tags compare by value). Otherwise 412. With `If-Match`, both must hold.
+    /// `*`: only if there is no document yet (create, never replace); `ETag`s: only if
+    /// the stored version is none of them (weak tags compare by value). Otherwise 412.
+    /// With `If-Match`, both must hold.
     #[param(
         rename = "If-None-Match",
         nullable = false,
@@ -247,7 +243,7 @@ struct IfNoneMatchWrite {
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)] // only its documentation is used
-struct IfNoneMatchRead {
+struct IfNoneMatch {
     /// `ETag`s (comma-separated, quoted or bare; weak ones compare by value) or `*`: 304
     /// with no body when the stored version is one of them.
     #[param(

@@ -74,7 +74,7 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
             let mut fields = serde_json::to_vec(conversation)?;
             fields.pop(); // the closing brace
             out.raw(&fields);
-            let extras = reader.summary(conversation.id).await?;
+            let extras = reader.extras(conversation.id).await?;
             out.raw(b",\"summary\":");
             out.json(&extras.summary)?;
             out.raw(b",\"summary_through_seq\":");

@@ -101,7 +101,7 @@ impl ExportReader {
 
     /// The rolling summary of one of the user's conversations, the last seq it covers
     /// (`None, 0` when it has none) and its working memory.
-    pub async fn summary(&mut self, conversation_id: Uuid) -> Result<ConversationExtras> {
+    pub async fn extras(&mut self, conversation_id: Uuid) -> Result<ConversationExtras> {
         let sql = "SELECT c.summary, c.summary_through_seq, w.content, w.etag, w.updated_at FROM conversations c \
             LEFT JOIN working_memories w ON w.conversation_id = c.id WHERE c.id = $1 AND c.tenant_id = $2";
         let tenant = self.tenant.as_str();

@@ -94,6 +94,8 @@ async fn a_document_is_created_read_replaced_and_deleted_by_version(backend: Bac
     let (status, body) = delete(&app, &path, &[("if-match", &second)]).await;
     assert_error(status, &body, StatusCode::PRECONDITION_FAILED, "precondition_failed");
     assert_eq!(content(&app, &path).await, "## Ann\n- trip paid");
+    let (status, body) = delete(&app, &path, &[("if-none-match", &third)]).await;
+    assert_error(status, &body, StatusCode::PRECONDITION_FAILED, "precondition_failed");
     assert_eq!(delete(&app, &path, &[("if-match", &third)]).await.0, StatusCode::NO_CONTENT);
     let (status, _, body) = get(&app, &path, &[]).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");

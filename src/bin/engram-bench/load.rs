@@ -484,7 +484,7 @@ fn seconds(text: &str) -> Result<f64, String> {
 
 fn print_row(label: &str, side: &str, figures: &Figures, rss: &str, ratio: &str, overhead: Option<f64>) {
     let micros = |us: Option<f64>| us.map_or("-".to_owned(), |us| format!("{us:.0}"));
-    let overhead = if side == "engram" && !ratio.is_empty() { micros(overhead) } else { String::new() };
+    let overhead = overhead.map_or(String::new(), |us| format!("{us:.0}"));
     println!(
         "{label:<34} {side:<8} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>7} {:>7} {rss:>9} {ratio:>6} {overhead:>7}",
         figures.requests,

@@ -2506,8 +2506,9 @@ export interface operations {
                  */
                 "If-Match"?: string;
                 /**
-                 * @description `*`: only if there is no document yet; `ETag`s: only if the stored version is none
-                 *     of them (weak tags compare by value). Otherwise 412. With `If-Match`, both must hold.
+                 * @description `*`: only if there is no document yet (create, never replace); `ETag`s: only if
+                 *     the stored version is none of them (weak tags compare by value). Otherwise 412.
+                 *     With `If-Match`, both must hold.
                  */
                 "If-None-Match"?: string;
             };
@@ -2642,6 +2643,12 @@ export interface operations {
                  *     (`W/"…"`) never match a write.
                  */
                 "If-Match"?: string;
+                /**
+                 * @description `*`: only if there is no document yet (create, never replace); `ETag`s: only if
+                 *     the stored version is none of them (weak tags compare by value). Otherwise 412.
+                 *     With `If-Match`, both must hold.
+                 */
+                "If-None-Match"?: string;
             };
             path: {
                 agent_id: components["schemas"]["AgentId"];
@@ -3837,8 +3844,9 @@ export interface operations {
                  */
                 "If-Match"?: string;
                 /**
-                 * @description `*`: only if there is no document yet; `ETag`s: only if the stored version is none
-                 *     of them (weak tags compare by value). Otherwise 412. With `If-Match`, both must hold.
+                 * @description `*`: only if there is no document yet (create, never replace); `ETag`s: only if
+                 *     the stored version is none of them (weak tags compare by value). Otherwise 412.
+                 *     With `If-Match`, both must hold.
                  */
                 "If-None-Match"?: string;
             };
@@ -3972,6 +3980,12 @@ export interface operations {
                  *     (`W/"…"`) never match a write.
                  */
                 "If-Match"?: string;
+                /**
+                 * @description `*`: only if there is no document yet (create, never replace); `ETag`s: only if
+                 *     the stored version is none of them (weak tags compare by value). Otherwise 412.
+                 *     With `If-Match`, both must hold.
+                 */
+                "If-None-Match"?: string;
             };
             path: {
                 id: string;
