@@ -4,21 +4,10 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
 import { EngramClient, EngramError } from "../src/index.js";
-import { ENGRAM_LIMITED_URL, ENGRAM_URL, memoryAgent, mintToken, newTenant } from "./helpers.js";
+import { ENGRAM_LIMITED_URL, ENGRAM_URL, failure, memoryAgent, mintToken, newTenant } from "./helpers.js";
 
 const spec = JSON.parse(readFileSync(new URL("../../../../openapi/openapi.json", import.meta.url), "utf8"));
 const camel = (id: string) => id.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-
-/** The EngramError a call rejects with (and fails the test when it resolves). */
-async function failure(call: Promise<unknown>): Promise<EngramError> {
-  try {
-    await call;
-  } catch (error) {
-    assert.ok(error instanceof EngramError, `expected an EngramError, got ${error}`);
-    return error;
-  }
-  assert.fail("the call succeeded");
-}
 
 test("every operation of the spec has a client method", () => {
   const missing: string[] = [];

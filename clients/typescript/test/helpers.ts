@@ -1,7 +1,8 @@
 // What every test needs: the live Engram that scripts/test-clients started, and tokens for
 // a tenant of the test's own, so that tests never see each other's data.
+import assert from "node:assert/strict";
 import { createHmac, randomUUID } from "node:crypto";
-import { EngramClient, type EngramOptions } from "../src/index.js";
+import { EngramClient, EngramError, type EngramOptions } from "../src/index.js";
 
 function env(name: string): string {
   const value = process.env[name];
@@ -36,4 +37,15 @@ export async function memoryAgent(client: EngramClient): Promise<string> {
   const agentId = `agent-${randomUUID()}`;
   await client.putConfig(agentId, { memory_enabled: true });
   return agentId;
+}
+
+/** The EngramError a call rejects with (and fails the test when it resolves). */
+export async function failure(call: Promise<unknown>): Promise<EngramError> {
+  try {
+    await call;
+  } catch (error) {
+    assert.ok(error instanceof EngramError, `expected an EngramError, got ${error}`);
+    return error;
+  }
+  assert.fail("the call succeeded");
 }

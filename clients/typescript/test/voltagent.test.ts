@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Agent, Memory } from "@voltagent/core";
 import { MockLanguageModelV3 } from "ai/test";
-import { EngramError } from "../src/index.js";
+import { type EngramClient, EngramError } from "../src/index.js";
 import { EngramStorage } from "../src/voltagent.js";
 import { memoryAgent, newTenant } from "./helpers.js";
 
@@ -139,6 +139,18 @@ describe("VoltAgent StorageAdapter", () => {
 
 describe("VoltAgent working memory in Engram", () => {
   const template = "## Guest\n- Name:\n- Drink:";
+  /** A VoltAgent Agent on Engram whose working memory has `scope`. */
+  const host = (client: EngramClient, agentId: string, model: MockLanguageModelV3, scope: "user" | "conversation") =>
+    new Agent({
+      id: agentId,
+      name: "host",
+      instructions: "Answer briefly.",
+      model,
+      memory: new Memory({
+        storage: new EngramStorage({ client, agentId }),
+        workingMemory: { enabled: true, scope, template },
+      }),
+    });
 
   test('scope "user": what the Agent writes is the user document Engram serves, in every conversation', async () => {
     const { client } = newTenant();
@@ -147,16 +159,7 @@ describe("VoltAgent working memory in Engram", () => {
     const model = new MockLanguageModelV3({
       doGenerate: [updateWorkingMemory({ content: profile, mode: "replace" }), reply("Noted, Dana."), reply("Mint tea.")],
     });
-    const agent = new Agent({
-      id: agentId,
-      name: "host",
-      instructions: "Answer briefly.",
-      model,
-      memory: new Memory({
-        storage: new EngramStorage({ client, agentId }),
-        workingMemory: { enabled: true, scope: "user", template },
-      }),
-    });
+    const agent = host(client, agentId, model, "user");
     await agent.generateText("I am Dana and I drink mint tea.", { userId: "dana", conversationId: "wm-thread-1" });
     const stored = await client.getUserDocument(agentId, "dana");
     assert.equal(stored?.content, profile, "Engram's REST route serves what the Agent wrote");
@@ -182,16 +185,7 @@ describe("VoltAgent working memory in Engram", () => {
         reply("Cocoa it is."),
       ],
     });
-    const agent = new Agent({
-      id: agentId,
-      name: "host",
-      instructions: "Answer briefly.",
-      model,
-      memory: new Memory({
-        storage: new EngramStorage({ client, agentId }),
-        workingMemory: { enabled: true, scope: "conversation", template },
-      }),
-    });
+    const agent = host(client, agentId, model, "conversation");
     const who = { userId: "eli", conversationId: "wm-thread-3" };
     await agent.generateText("I am Eli.", who);
     await agent.generateText("I would like cocoa.", who);

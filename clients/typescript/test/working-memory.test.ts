@@ -3,18 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { EngramClient, EngramError } from "../src/index.js";
-import { ENGRAM_URL, memoryAgent, newTenant } from "./helpers.js";
-
-/** The EngramError a call rejects with (and fails the test when it resolves). */
-async function failure(call: Promise<unknown>): Promise<EngramError> {
-  try {
-    await call;
-  } catch (error) {
-    assert.ok(error instanceof EngramError, `expected an EngramError, got ${error}`);
-    return error;
-  }
-  assert.fail("the call succeeded");
-}
+import { ENGRAM_URL, failure, memoryAgent, newTenant } from "./helpers.js";
 
 /** A client of `token` that counts the requests it sends. */
 function countingClient(token: string) {
