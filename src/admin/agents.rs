@@ -17,6 +17,7 @@ use crate::{
     auth::{Admin, Scope},
     domain::{
         agent_config::{AgentConfig, ConfigPatch, Settings},
+        event::Actor,
         ids::AgentId,
     },
     service::{AppState, agents},
@@ -117,7 +118,7 @@ pub async fn create(
         }
     };
     let patch = ConfigPatch { memory_enabled: Some(form.memory_enabled.is_some()), ..ConfigPatch::default() };
-    agents::configure(&state, operator.tenant(), &agent, &patch).await?;
+    agents::configure(&state, operator.tenant(), &agent, &patch, Actor::Admin).await?;
     see_other(&format!("/admin/agents/{}?done=created", encode_segment(agent.as_str())))
 }
 
@@ -135,7 +136,7 @@ pub async fn switch_memory(
 ) -> AdminResult {
     let on = form.enabled.is_on();
     let patch = ConfigPatch { memory_enabled: Some(on), ..ConfigPatch::default() };
-    agents::configure(&state, operator.tenant(), &agent, &patch).await?;
+    agents::configure(&state, operator.tenant(), &agent, &patch, Actor::Admin).await?;
     tracing::info!(memory_enabled = on, "agent memory switched from the admin panel");
     see_other(if on { "/admin/agents?done=memory-on" } else { "/admin/agents?done=memory-off" })
 }
@@ -295,7 +296,7 @@ pub async fn save(
             return render(&page);
         }
     };
-    agents::configure(&state, operator.tenant(), &agent, &patch).await?;
+    agents::configure(&state, operator.tenant(), &agent, &patch, Actor::Admin).await?;
     see_other(&format!("/admin/agents/{}?done=saved", encode_segment(agent.as_str())))
 }
 

@@ -22,6 +22,7 @@ use crate::{
     auth::{MemoryWrite, Rgpd, Scope},
     domain::{
         conversation::Conversation,
+        event::Actor,
         fact::{Fact, FactInput, FactPatch, Origin},
         ids::{AgentId, ExternalRef},
         message::{Message, RoleSet},
@@ -200,7 +201,7 @@ pub async fn set_consent(
     Guarded { operator, form, .. }: Guarded<ConsentForm, MemoryWrite>,
 ) -> AdminResult {
     let on = form.ai_consent.is_on();
-    consent::set(&state, operator.tenant(), &user, on).await?;
+    consent::set(&state, operator.tenant(), &user, on, Actor::Admin).await?;
     let done = if on { "consent-on" } else { "consent-off" };
     see_other(&format!("{}?done={done}", person_path(&user)))
 }
@@ -455,7 +456,9 @@ pub async fn add_fact(
         }
     };
     let input = FactInput { fact: text, tags: Some(tags), score };
-    let done = match facts::remember(&state, operator.caller.owner(&agent, &user), input, Origin::Manual).await {
+    let done = match facts::remember(&state, operator.caller.owner(&agent, &user), input, Origin::Manual, Actor::Admin)
+        .await
+    {
         Ok((true, _)) => "fact-added",
         Ok((false, _)) => "fact-existing",
         Err(ApiError::Conflict(message)) => {
@@ -481,7 +484,7 @@ pub async fn edit_fact(
     };
     // Every field of the form is sent: an empty score clears it, as `"score": null` does.
     let patch = FactPatch { fact: Some(text), tags: Some(tags), score: Some(score) };
-    match facts::update(&state, operator.caller.owner(&agent, &user), id, patch).await {
+    match facts::update(&state, operator.caller.owner(&agent, &user), id, patch, Actor::Admin).await {
         Ok(_) => see_other(&format!("{}?done=fact-saved", facts_path(&user, &agent))),
         Err(ApiError::Conflict(message)) => refused_fact(&state, &operator, &user, &agent, form, message, refuse).await,
         Err(other) => Err(other.into()),
@@ -493,7 +496,7 @@ pub async fn delete_fact(
     AdminPath((user, agent, id)): AdminPath<(ExternalRef, AgentId, Uuid)>,
     Guarded { operator, .. }: Guarded<NoFields, MemoryWrite>,
 ) -> AdminResult {
-    facts::forget(&state, operator.caller.owner(&agent, &user), id).await?;
+    facts::forget(&state, operator.caller.owner(&agent, &user), id, Actor::Admin).await?;
     see_other(&format!("{}?done=fact-deleted", facts_path(&user, &agent)))
 }
 
@@ -511,7 +514,7 @@ pub async fn delete_working_memory(
     Guarded { operator, form, .. }: Guarded<DocumentForm, MemoryWrite>,
 ) -> AdminResult {
     let scope = DocumentScope::User(operator.caller.owner(&agent, &user));
-    working_memory::delete(&state, scope, &Condition::matching(form.etag)).await?;
+    working_memory::delete(&state, scope, &Condition::matching(form.etag), Actor::Admin).await?;
     see_other(&format!("{}?done=working-memory-deleted", person_path(&user)))
 }
 
@@ -532,7 +535,7 @@ pub async fn forget_facts(
         let page = facts_page(&state, &operator, &user, &agent, no_query(), refused).await?;
         return render(&page);
     }
-    facts::forget_all(&state, operator.caller.owner(&agent, &user)).await?;
+    facts::forget_all(&state, operator.caller.owner(&agent, &user), Actor::Admin).await?;
     see_other(&format!("{}?done=facts-forgotten", facts_path(&user, &agent)))
 }
 
@@ -601,7 +604,7 @@ pub async fn erase(
     AdminPath(user): AdminPath<ExternalRef>,
     Guarded { operator, .. }: Guarded<NoFields, Rgpd>,
 ) -> AdminResult {
-    let receipt = erasure::erase(&state, operator.tenant(), &user).await?;
+    let receipt = erasure::erase(&state, operator.tenant(), &user, Actor::Admin).await?;
     tracing::info!(receipt_id = %receipt.receipt_id, "end user erased from the admin panel");
     see_other(&format!("/admin/receipts/{}?done=erased", receipt.receipt_id))
 }

@@ -5,6 +5,7 @@
 pub mod agent_config;
 pub mod continuation;
 pub mod conversation;
+pub mod event;
 pub mod extracted;
 pub mod fact;
 pub mod fact_text;

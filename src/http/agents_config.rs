@@ -15,6 +15,7 @@ use crate::{
     auth::{Admin, MemoryRead},
     domain::{
         agent_config::{AgentConfig, ConfigPatch},
+        event::Actor,
         ids::AgentId,
     },
     error::ApiError,
@@ -44,7 +45,7 @@ async fn put_config(
     ApiPath(agent): ApiPath<AgentId>,
     ApiJson(patch): ApiJson<ConfigPatch>,
 ) -> Result<Json<AgentConfig>, ApiError> {
-    Ok(Json(agents::configure(&state, &caller.tenant, &agent, &patch).await?))
+    Ok(Json(agents::configure(&state, &caller.tenant, &agent, &patch, Actor::Api).await?))
 }
 
 /// An agent's configuration; 404 when it was never configured (memory is then off).
@@ -65,7 +66,7 @@ async fn delete_config(
     Ctx { state, caller }: Ctx<Admin>,
     ApiPath(agent): ApiPath<AgentId>,
 ) -> Result<StatusCode, ApiError> {
-    if state.store.delete_agent_config(&caller.tenant, &agent).await? {
+    if agents::reset(&state, &caller.tenant, &agent, Actor::Api).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound("agent config"))

@@ -8,6 +8,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::ctx::Ctx;
 use super::extractors::{ApiJson, ApiPath};
 use super::{BodyErrors, CommonErrors};
+use crate::domain::event::Actor;
 use crate::{
     auth::{MemoryRead, MemoryWrite},
     domain::ids::ExternalRef,
@@ -35,7 +36,7 @@ async fn put_consent(
     ApiPath(user): ApiPath<ExternalRef>,
     ApiJson(body): ApiJson<ConsentBody>,
 ) -> Result<Json<Consent>, ApiError> {
-    Ok(Json(consent::set(&state, &caller.tenant, &user, body.ai_consent).await?))
+    Ok(Json(consent::set(&state, &caller.tenant, &user, body.ai_consent, Actor::Api).await?))
 }
 
 /// An end user's AI consent; a user never set has the configured default and a null `updated_at`.

@@ -27,6 +27,7 @@ use crate::{
             AppendRequest, Appended, Conversation, ConversationPatch, ConversationStatus, Ended, IdempotencyKey,
             NewConversation,
         },
+        event::Actor,
         history,
         ids::{AgentId, ConversationKey, ExternalRef},
         message::{Message, NewMessage, RoleSet},
@@ -114,7 +115,7 @@ async fn create_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiJson(new): ApiJson<NewConversation>,
 ) -> Result<(StatusCode, Json<Conversation>), ApiError> {
-    let (created, conversation) = conversations::create(&state, &caller.tenant, &new).await?;
+    let (created, conversation) = conversations::create(&state, &caller.tenant, &new, Actor::Api).await?;
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(conversation)))
 }
 
@@ -169,7 +170,11 @@ async fn delete_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
-    if state.store.delete_conversation(&caller.tenant, id).await? { Ok(StatusCode::NO_CONTENT) } else { Err(NOT_FOUND) }
+    if state.store.delete_conversation(&caller.tenant, id, Actor::Api).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(NOT_FOUND)
+    }
 }
 
 /// Append 1–100 messages, all or none, in order; each gets the next `seq`. Appending to
@@ -269,7 +274,7 @@ async fn clear_messages(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Cleared>, ApiError> {
-    let deleted = state.store.clear_messages(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
+    let deleted = state.store.clear_messages(&caller.tenant, id, Actor::Api).await?.ok_or(NOT_FOUND)?;
     Ok(Json(Cleared { deleted }))
 }
 
@@ -380,6 +385,7 @@ async fn end_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Ended>, ApiError> {
-    let ended = conversations::end(&state, &caller.tenant, id, EndTrigger::Request).await?.ok_or(NOT_FOUND)?;
+    let ended =
+        conversations::end(&state, &caller.tenant, id, EndTrigger::Request, Actor::Api).await?.ok_or(NOT_FOUND)?;
     Ok(Json(ended))
 }

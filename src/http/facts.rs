@@ -16,6 +16,7 @@ use crate::domain::page::Page;
 use crate::{
     auth::{MemoryRead, MemoryWrite},
     domain::{
+        event::Actor,
         fact::{Fact, FactInput, FactPatch, Origin, Tag},
         ids::{AgentId, ExternalRef},
     },
@@ -102,7 +103,8 @@ async fn remember_fact(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiJson(input): ApiJson<FactInput>,
 ) -> Result<(StatusCode, Json<Fact>), ApiError> {
-    let (created, fact) = facts::remember(&state, caller.owner(&agent, &user), input, Origin::Manual).await?;
+    let (created, fact) =
+        facts::remember(&state, caller.owner(&agent, &user), input, Origin::Manual, Actor::Api).await?;
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(fact)))
 }
 
@@ -133,7 +135,7 @@ async fn update_fact(
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
     ApiJson(patch): ApiJson<FactPatch>,
 ) -> Result<Json<Fact>, ApiError> {
-    Ok(Json(facts::update(&state, caller.owner(&agent, &user), id, patch).await?))
+    Ok(Json(facts::update(&state, caller.owner(&agent, &user), id, patch, Actor::Api).await?))
 }
 
 /// Forget one fact.
@@ -144,7 +146,7 @@ async fn delete_fact(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    facts::forget(&state, caller.owner(&agent, &user), id).await?;
+    facts::forget(&state, caller.owner(&agent, &user), id, Actor::Api).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -156,6 +158,6 @@ async fn delete_facts(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
 ) -> Result<Json<Deleted>, ApiError> {
-    let deleted = facts::forget_all(&state, caller.owner(&agent, &user)).await?;
+    let deleted = facts::forget_all(&state, caller.owner(&agent, &user), Actor::Api).await?;
     Ok(Json(Deleted { deleted }))
 }

@@ -15,6 +15,7 @@ use crate::{
     auth::Rgpd,
     domain::{
         conversation::Conversation,
+        event::Actor,
         fact::Fact,
         ids::ExternalRef,
         message::Message,
@@ -51,7 +52,7 @@ async fn erase_user(
     Ctx { state, caller }: Ctx<Rgpd>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Erasure>, ApiError> {
-    let receipt = erasure::erase(&state, &caller.tenant, &user).await?;
+    let receipt = erasure::erase(&state, &caller.tenant, &user, Actor::Api).await?;
     tracing::info!(receipt_id = %receipt.receipt_id, "end user erased");
     Ok(Json(Erasure {
         external_ref: user,

@@ -21,6 +21,7 @@ use super::{
 use crate::{
     auth::{MemoryRead, MemoryWrite},
     domain::{
+        event::Actor,
         ids::{AgentId, ExternalRef},
         working_memory::{Condition, Scope, WorkingMemory, WorkingMemoryBody, not_modified},
     },
@@ -184,13 +185,13 @@ async fn write(
     body: &WorkingMemoryBody,
 ) -> Result<Response, ApiError> {
     let condition = condition(headers)?;
-    let (created, document) = working_memory::write(state, scope, &body.content, &condition).await?;
+    let (created, document) = working_memory::write(state, scope, &body.content, &condition, Actor::Api).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, [(header::ETAG, quoted(&document.etag)?)], Json(document)).into_response())
 }
 
 async fn delete(state: &AppState, scope: Scope<'_>, headers: &HeaderMap) -> Result<StatusCode, ApiError> {
-    working_memory::delete(state, scope, &condition(headers)?).await?;
+    working_memory::delete(state, scope, &condition(headers)?, Actor::Api).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -5,6 +5,7 @@ use super::AppState;
 use crate::{
     domain::{
         agent_config::{AgentConfig, ConfigPatch},
+        event::Actor,
         ids::{AgentId, TenantId},
     },
     error::ApiError,
@@ -17,7 +18,13 @@ pub async fn configure(
     tenant: &TenantId,
     agent: &AgentId,
     patch: &ConfigPatch,
+    actor: Actor,
 ) -> Result<AgentConfig, ApiError> {
     patch.validate().map_err(ApiError::InvalidRequest)?;
-    Ok(state.store.upsert_agent_config(tenant, agent, patch).await?)
+    Ok(state.store.upsert_agent_config(tenant, agent, patch, actor).await?)
+}
+
+/// Resets an agent's settings to the defaults; `false` when it had none stored.
+pub async fn reset(state: &AppState, tenant: &TenantId, agent: &AgentId, actor: Actor) -> Result<bool, ApiError> {
+    Ok(state.store.delete_agent_config(tenant, agent, actor).await?)
 }

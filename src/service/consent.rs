@@ -4,6 +4,7 @@
 use super::AppState;
 use crate::{
     domain::{
+        event::Actor,
         ids::{ExternalRef, TenantId},
         policy::Consent,
     },
@@ -17,7 +18,13 @@ pub async fn get(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Res
 }
 
 /// Records the user's consent; refusing it cancels their queued extraction jobs.
-pub async fn set(state: &AppState, tenant: &TenantId, user: &ExternalRef, consent: bool) -> Result<Consent, ApiError> {
-    let updated_at = state.store.set_consent(tenant, user, consent).await?;
+pub async fn set(
+    state: &AppState,
+    tenant: &TenantId,
+    user: &ExternalRef,
+    consent: bool,
+    actor: Actor,
+) -> Result<Consent, ApiError> {
+    let updated_at = state.store.set_consent(tenant, user, consent, actor).await?;
     Ok(Consent { external_ref: user.clone(), ai_consent: consent, updated_at: Some(updated_at) })
 }

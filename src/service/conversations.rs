@@ -8,6 +8,7 @@ use super::AppState;
 use crate::{
     domain::{
         conversation::{AppendRequest, Appended, Conversation, Ended, IdempotencyKey, NewConversation},
+        event::Actor,
         ids::TenantId,
         message::{MessageError, validate_batch},
     },
@@ -25,9 +26,10 @@ pub async fn create(
     state: &AppState,
     tenant: &TenantId,
     new: &NewConversation,
+    actor: Actor,
 ) -> Result<(bool, Conversation), ApiError> {
     new.validate().map_err(ApiError::InvalidRequest)?;
-    match state.store.create_conversation(tenant, new).await? {
+    match state.store.create_conversation(tenant, new, actor).await? {
         Created::New(conversation) => Ok((true, conversation)),
         Created::Existing(conversation) if new.agrees_with(&conversation) => Ok((false, conversation)),
         Created::Existing(_) => {
@@ -67,8 +69,14 @@ pub async fn append(
 
 /// Ends a conversation (see [`crate::store::Store::end_conversation`]) and, when that
 /// queued an extraction, wakes a worker; `None` when the tenant has no such conversation.
-pub async fn end(state: &AppState, tenant: &TenantId, id: Uuid, trigger: EndTrigger) -> store::Result<Option<Ended>> {
-    let ended = state.store.end_conversation(tenant, id, trigger, state.config.default_ai_consent).await?;
+pub async fn end(
+    state: &AppState,
+    tenant: &TenantId,
+    id: Uuid,
+    trigger: EndTrigger,
+    actor: Actor,
+) -> store::Result<Option<Ended>> {
+    let ended = state.store.end_conversation(tenant, id, trigger, state.config.default_ai_consent, actor).await?;
     if ended.as_ref().is_some_and(|e| e.extraction.queued) {
         state.job_wakeup.notify_one();
     }

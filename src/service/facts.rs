@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::AppState;
 use crate::{
     domain::{
+        event::Actor,
         fact::{Fact, FactInput, FactPatch, Origin, validate_tag},
         owner::Owner,
         page::{Page, decode_cursor, limit},
@@ -67,10 +68,11 @@ pub async fn remember(
     owner: Owner<'_>,
     input: FactInput,
     origin: Origin,
+    actor: Actor,
 ) -> Result<(bool, Fact), ApiError> {
     let fact = input.validate().map_err(ApiError::InvalidRequest)?;
     let cap = state.config.max_facts_per_user;
-    match state.store.remember_fact(owner, &fact, origin, cap).await? {
+    match state.store.remember_fact(owner, &fact, origin, cap, actor).await? {
         Remembered::Created(fact) => {
             state.facts_changed();
             Ok((true, fact))
@@ -101,9 +103,15 @@ pub async fn search(
 
 /// Changes one fact's text, tags or score. A `conflict` when the new text is the same
 /// fact as another stored one.
-pub async fn update(state: &AppState, owner: Owner<'_>, id: Uuid, patch: FactPatch) -> Result<Fact, ApiError> {
+pub async fn update(
+    state: &AppState,
+    owner: Owner<'_>,
+    id: Uuid,
+    patch: FactPatch,
+    actor: Actor,
+) -> Result<Fact, ApiError> {
     let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
-    match state.store.update_fact(owner, id, &changes).await? {
+    match state.store.update_fact(owner, id, &changes, actor).await? {
         Ok(fact) => {
             state.facts_changed();
             Ok(fact)
@@ -116,11 +124,11 @@ pub async fn update(state: &AppState, owner: Owner<'_>, id: Uuid, patch: FactPat
 }
 
 /// Deletes one fact.
-pub async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid) -> Result<(), ApiError> {
-    if state.store.delete_fact(owner, id).await? { Ok(()) } else { Err(ApiError::NotFound("fact")) }
+pub async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid, actor: Actor) -> Result<(), ApiError> {
+    if state.store.delete_fact(owner, id, actor).await? { Ok(()) } else { Err(ApiError::NotFound("fact")) }
 }
 
 /// Deletes every fact the agent holds about the user; how many there were.
-pub async fn forget_all(state: &AppState, owner: Owner<'_>) -> Result<u64, ApiError> {
-    Ok(state.store.delete_facts(owner).await?)
+pub async fn forget_all(state: &AppState, owner: Owner<'_>, actor: Actor) -> Result<u64, ApiError> {
+    Ok(state.store.delete_facts(owner, actor).await?)
 }

@@ -24,6 +24,7 @@ use super::{AppState, facts, memory_context, working_memory};
 use crate::{
     auth::{Caller, Scope},
     domain::{
+        event::Actor,
         fact::{FactInput, FactPatch, FactString, MAX_TAGS, Origin, Tag},
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MAX_FACTS},
@@ -287,7 +288,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
     let value = match tool {
         Tool::Remember => {
             let input: FactInput = parse(args)?;
-            to_value(facts::remember(state, owner, input, Origin::Agent).await?.1)
+            to_value(facts::remember(state, owner, input, Origin::Agent, Actor::Agent).await?.1)
         }
         Tool::Recall => {
             let args: RecallArgs = parse(args)?;
@@ -307,12 +308,12 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
         Tool::UpdateMemory => {
             let id = take_id(&mut args)?;
             let patch: FactPatch = parse(args)?;
-            to_value(facts::update(state, owner, id, patch).await?)
+            to_value(facts::update(state, owner, id, patch, Actor::Agent).await?)
         }
         Tool::Forget => {
             let id = take_id(&mut args)?;
             parse::<Empty>(args)?;
-            facts::forget(state, owner, id).await?;
+            facts::forget(state, owner, id, Actor::Agent).await?;
             json!({"id": id, "deleted": true})
         }
         Tool::MemoryContext => {
@@ -330,7 +331,11 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
             let args: WriteWorkingMemoryArgs = parse(args)?;
             // An etag is the version the model read: the write is a compare-and-swap on it.
             let condition = args.etag.map_or(Condition::ALWAYS, Condition::matching);
-            to_value(working_memory::write(state, document::Scope::User(owner), &args.content, &condition).await?.1)
+            to_value(
+                working_memory::write(state, document::Scope::User(owner), &args.content, &condition, Actor::Agent)
+                    .await?
+                    .1,
+            )
         }
     };
     Ok(value)

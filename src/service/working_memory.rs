@@ -9,6 +9,7 @@
 use super::AppState;
 use crate::{
     domain::{
+        event::Actor,
         owner::Owner,
         working_memory::{self, Condition, ContentError, Scope, WorkingMemory},
     },
@@ -44,12 +45,13 @@ pub async fn write(
     scope: Scope<'_>,
     content: &str,
     condition: &Condition,
+    actor: Actor,
 ) -> Result<(bool, WorkingMemory), ApiError> {
     working_memory::validate(content).map_err(|error| match error {
         ContentError::Nul => ApiError::invalid(error.to_string()),
         ContentError::TooLarge(_) => ApiError::PayloadTooLarge(error.to_string()),
     })?;
-    match state.store.put_working_memory(scope, content, condition).await? {
+    match state.store.put_working_memory(scope, content, condition, actor).await? {
         Written::Created(document) => Ok((true, document)),
         Written::Replaced(document) => Ok((false, document)),
         Written::Refused => Err(refused(condition)),
@@ -59,8 +61,8 @@ pub async fn write(
 }
 
 /// Deletes the scope's document if `condition` holds.
-pub async fn delete(state: &AppState, scope: Scope<'_>, condition: &Condition) -> Result<(), ApiError> {
-    match state.store.delete_working_memory(scope, condition).await? {
+pub async fn delete(state: &AppState, scope: Scope<'_>, condition: &Condition, actor: Actor) -> Result<(), ApiError> {
+    match state.store.delete_working_memory(scope, condition, actor).await? {
         Deleted::Deleted => Ok(()),
         Deleted::Absent => Err(NO_DOCUMENT),
         Deleted::Refused => Err(refused(condition)),

@@ -2,9 +2,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Result, Store, with_pool};
+use super::{Result, Store, with_pool, with_tx};
 use crate::domain::{
     agent_config::{AgentConfig, ConfigPatch, Settings},
+    event::{Actor, EventData, EventType, NewEvent},
     ids::{AgentId, TenantId},
 };
 
@@ -71,6 +72,7 @@ impl Store {
         tenant: &TenantId,
         agent: &AgentId,
         patch: &ConfigPatch,
+        actor: Actor,
     ) -> Result<AgentConfig> {
         let defaults = Settings::default();
         let inserted = patch.apply(defaults);
@@ -92,7 +94,8 @@ impl Store {
              RETURNING ",
             columns!()
         );
-        let row: ConfigRow = with_pool!(self, pool => {
+        let mut tx = self.begin_change(actor).await?;
+        let row: ConfigRow = with_tx!(tx, tx => {
             sqlx::query_as(sql)
                 .bind(agent.as_str())
                 .bind(inserted.memory_enabled)
@@ -111,10 +114,13 @@ impl Store {
                 .bind(inserted.summary_window)
                 .bind(patch.summarize_after_messages)
                 .bind(patch.summary_window)
-                .fetch_one(pool)
+                .fetch_one(&mut **tx)
                 .await?
         });
-        Ok(row.into())
+        let config = AgentConfig::from(row);
+        tx.record(tenant.as_str(), settings_changed(agent, Some(&config)));
+        tx.commit().await?;
+        Ok(config)
     }
 
     /// One page of configs ordered by agent id, after `after` (keyset).
@@ -138,12 +144,34 @@ impl Store {
 
     /// Returns whether a config was deleted.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_agent_config", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn delete_agent_config(&self, tenant: &TenantId, agent: &AgentId) -> Result<bool> {
+    pub async fn delete_agent_config(&self, tenant: &TenantId, agent: &AgentId, actor: Actor) -> Result<bool> {
         let sql = "DELETE FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(tenant.as_str()).bind(agent.as_str()).execute(pool).await?.rows_affected()
+        let mut tx = self.begin_change(actor).await?;
+        let done = with_tx!(tx, tx => {
+            sqlx::query(sql).bind(tenant.as_str()).bind(agent.as_str()).execute(&mut **tx).await?.rows_affected()
         });
-        Ok(done > 0)
+        if done == 0 {
+            return Ok(false);
+        }
+        tx.record(tenant.as_str(), settings_changed(agent, None));
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+/// The `agent.settings_changed` event: the settings as they now are, or a reset to the
+/// defaults.
+fn settings_changed(agent: &AgentId, config: Option<&AgentConfig>) -> NewEvent {
+    let data = EventData {
+        settings: config.and_then(|c| serde_json::to_value(c).ok()),
+        reason: config.is_none().then_some("reset"),
+        ..EventData::default()
+    };
+    NewEvent {
+        kind: EventType::AgentSettingsChanged,
+        agent_id: Some(agent.as_str().to_owned()),
+        external_ref: None,
+        data,
     }
 }
 

@@ -3,7 +3,10 @@
 use chrono::{DateTime, Utc};
 
 use super::{Result, Store, with_pool, with_tx};
-use crate::domain::ids::{ExternalRef, TenantId};
+use crate::domain::{
+    event::{Actor, EventData, EventType},
+    ids::{ExternalRef, TenantId},
+};
 
 /// A user's consent and when it was set; binds the tenant and external_ref.
 pub(super) const SELECT_CONSENT: &str =
@@ -22,9 +25,15 @@ impl Store {
     /// (extractions and summaries) in the same transaction, so nothing of theirs reaches
     /// an LLM after this returns.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "set_consent", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn set_consent(&self, tenant: &TenantId, user: &ExternalRef, consent: bool) -> Result<DateTime<Utc>> {
+    pub async fn set_consent(
+        &self,
+        tenant: &TenantId,
+        user: &ExternalRef,
+        consent: bool,
+        actor: Actor,
+    ) -> Result<DateTime<Utc>> {
         let now = super::now();
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(actor).await?;
         with_tx!(tx, tx => {
             sqlx::query(
                 "INSERT INTO user_consents (tenant_id, external_ref, ai_consent, updated_at) VALUES ($1, $2, $3, $4) \
@@ -49,6 +58,8 @@ impl Store {
                 .await?;
             }
         });
+        let data = EventData { consent: Some(consent), ..EventData::default() };
+        tx.record_person(tenant, None, user, EventType::ConsentChanged, data);
         tx.commit().await?;
         Ok(now)
     }

@@ -16,6 +16,7 @@ use crate::domain::{
         Conversation, ConversationPatch, ConversationStatus, Ended, Extraction, ExtractionInputs, NewConversation,
         SkipReason, extraction_decision,
     },
+    event::{Actor, EventData, EventType},
     ids::{AgentId, ConversationKey, ExternalRef, TenantId},
     job::JobKind,
     policy::Policy,
@@ -118,7 +119,7 @@ impl Store {
     /// the insert of the second waits for the first and then does nothing, and the read
     /// that follows finds the first's row (no read-then-write window).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "create_conversation", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn create_conversation(&self, tenant: &TenantId, new: &NewConversation) -> Result<Created> {
+    pub async fn create_conversation(&self, tenant: &TenantId, new: &NewConversation, actor: Actor) -> Result<Created> {
         let now = super::now();
         // Binds: id, tenant, agent, external_ref, key, title, metadata, memory, now.
         let insert_sql = concat!(
@@ -133,8 +134,9 @@ impl Store {
             conversation_columns!(),
             " FROM conversations WHERE tenant_id = $1 AND agent_id = $2 AND key = $3"
         );
+        let mut tx = self.begin_change(actor).await?;
         for _ in 0..CREATE_ATTEMPTS {
-            let inserted: Option<ConversationRow> = with_pool!(self, pool => {
+            let inserted: Option<ConversationRow> = with_tx!(tx, tx => {
                 sqlx::query_as(insert_sql)
                     .bind(Uuid::now_v7())
                     .bind(tenant.as_str())
@@ -145,20 +147,29 @@ impl Store {
                     .bind(Json(new.metadata_or_empty()))
                     .bind(new.memory.unwrap_or(true))
                     .bind(now)
-                    .fetch_optional(pool)
+                    .fetch_optional(&mut **tx)
                     .await?
             });
             if let Some(row) = inserted {
-                return Ok(Created::New(row.try_into()?));
+                let conversation: Conversation = row.try_into()?;
+                tx.record_person(
+                    tenant,
+                    Some(conversation.agent_id.as_str()),
+                    &conversation.external_ref,
+                    EventType::ConversationCreated,
+                    EventData { conversation_id: Some(conversation.id), ..EventData::default() },
+                );
+                tx.commit().await?;
+                return Ok(Created::New(conversation));
             }
             // Only a key can conflict, so there is one.
             let key = new.key.as_ref().map(ConversationKey::as_str);
-            let existing: Option<ConversationRow> = with_pool!(self, pool => {
+            let existing: Option<ConversationRow> = with_tx!(tx, tx => {
                 sqlx::query_as(by_key_sql)
                     .bind(tenant.as_str())
                     .bind(new.agent_id.as_str())
                     .bind(key)
-                    .fetch_optional(pool)
+                    .fetch_optional(&mut **tx)
                     .await?
             });
             if let Some(row) = existing {
@@ -270,12 +281,17 @@ impl Store {
     /// Deletes a conversation; its messages and idempotency records go with it (ON
     /// DELETE CASCADE). Facts and jobs are kept: they outlive their source.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_conversation", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn delete_conversation(&self, tenant: &TenantId, id: Uuid) -> Result<bool> {
-        let sql = "DELETE FROM conversations WHERE id = $1 AND tenant_id = $2";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(id).bind(tenant.as_str()).execute(pool).await?.rows_affected()
+    pub async fn delete_conversation(&self, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<bool> {
+        let sql = "DELETE FROM conversations WHERE id = $1 AND tenant_id = $2 RETURNING agent_id, external_ref";
+        let mut tx = self.begin_change(actor).await?;
+        let deleted: Option<(String, ExternalRef)> = with_tx!(tx, tx => {
+            sqlx::query_as(sql).bind(id).bind(tenant.as_str()).fetch_optional(&mut **tx).await?
         });
-        Ok(done > 0)
+        let Some((agent, user)) = deleted else { return Ok(false) };
+        let data = EventData { conversation_id: Some(id), ..EventData::default() };
+        tx.record_person(tenant, Some(&agent), &user, EventType::ConversationDeleted, data);
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Ends a conversation and decides, in the same transaction, whether to queue an
@@ -293,6 +309,7 @@ impl Store {
         id: Uuid,
         trigger: EndTrigger,
         default_consent: bool,
+        actor: Actor,
     ) -> Result<Option<Ended>> {
         let now = super::now();
         let idle_before = match trigger {
@@ -311,7 +328,7 @@ impl Store {
         );
         let mark_sql = "UPDATE conversations SET queued_through_seq = $3 WHERE id = $1 AND tenant_id = $2";
 
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(actor).await?;
         let (row, policy): (ConversationRow, PolicyRow) = with_tx!(tx, tx => {
             let Some(row): Option<ConversationRow> = sqlx::query_as(end_sql)
                 .bind(id)
@@ -366,8 +383,15 @@ impl Store {
                 }
             }
         };
+        let conversation: Conversation = row.try_into()?;
+        // Ending an ended conversation changes nothing (it keeps its `ended_at`).
+        if conversation.ended_at == Some(now) {
+            let data = EventData { conversation_id: Some(conversation.id), ..EventData::default() };
+            let agent = Some(conversation.agent_id.as_str());
+            tx.record_person(tenant, agent, &conversation.external_ref, EventType::ConversationEnded, data);
+        }
         tx.commit().await?;
-        Ok(Some(Ended { conversation: row.try_into()?, extraction }))
+        Ok(Some(Ended { conversation, extraction }))
     }
 
     /// Open conversations not updated since `idle_before`, oldest first, across all

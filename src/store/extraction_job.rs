@@ -4,14 +4,16 @@ use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{BindOwner, DELETE_ONE, Remembered},
+    facts::{BindOwner, FactRow, Remembered, fact_columns},
     job_queue::ClaimedJob,
     messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
     with_pool, with_tx,
 };
 use crate::domain::{
+    event::{Actor, EventData, EventType},
     extracted::{Candidate, Revision},
+    fact::Fact,
     fact::{NewFact, Origin},
     message::Message,
     owner::Owner,
@@ -107,7 +109,7 @@ impl Store {
             None => Origin::Extracted { conversation_id: job.conversation_id },
             Some(_) => Origin::Fallback { conversation_id: job.conversation_id },
         };
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(Actor::Extraction(job.id)).await?;
         let fenced = with_tx!(tx, tx => {
             sqlx::query(
                 "UPDATE jobs SET status = 'succeeded', lease_token = NULL, locked_until = NULL, last_error = $4, \
@@ -129,15 +131,15 @@ impl Store {
         let mut stored = Stored::default();
         for revision in found.revisions {
             match revision {
-                Revision::Delete { id } => stored.deleted += tx.delete_known(owner, *id).await?,
+                Revision::Delete { id } => stored.deleted += tx.delete_known(owner, *id, Some("revised")).await?,
                 Revision::Replace { id, by } => {
-                    let (created, new_id) = match tx.insert_fact(owner, by, origin, None).await? {
-                        Remembered::Created(fact) => (true, fact.id),
-                        Remembered::Existing(fact) => (false, fact.id),
+                    let (created, new) = match tx.insert_fact(owner, by, origin, None).await? {
+                        Remembered::Created(fact) => (true, fact),
+                        Remembered::Existing(fact) => (false, fact),
                         Remembered::Full => continue,
                     };
                     stored.added += u64::from(created);
-                    stored.replaced += tx.replace(owner, *id, new_id, now).await?;
+                    stored.replaced += tx.replace(owner, *id, &new, now).await?;
                 }
             }
         }
@@ -177,6 +179,17 @@ impl Store {
             .execute(&mut **tx)
             .await?;
         });
+        tx.record_fact(
+            owner,
+            EventType::JobSucceeded,
+            EventData {
+                job_id: Some(job.id),
+                job_kind: Some(job.kind.clone()),
+                conversation_id: Some(job.conversation_id),
+                count: Some(stored.added),
+                ..EventData::default()
+            },
+        );
         tx.commit().await?;
         Ok(Some(stored))
     }
@@ -217,9 +230,12 @@ pub struct Stored {
 /// latest that stated it (`$7`; a curated fact keeps its provenance, and an extracted one
 /// its extractor: the first to find it). Its text is
 /// unchanged, so its vector stays current (see [`TOUCH_VECTOR`]). Only a current fact.
-const REFRESH: &str = "UPDATE facts SET score = CASE WHEN score IS NULL OR score < $5 THEN $5 ELSE score END, \
+const REFRESH: &str = concat!(
+    "UPDATE facts SET score = CASE WHEN score IS NULL OR score < $5 THEN $5 ELSE score END, \
        updated_at = $6, conversation_id = CASE WHEN source IN ('extracted', 'builtin_fallback') THEN $7 ELSE conversation_id END \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 AND superseded_by IS NULL";
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 AND superseded_by IS NULL RETURNING ",
+    fact_columns!()
+);
 
 /// Moves the vector of fact `$1` along with its `updated_at` (to `$2`), when it was current:
 /// refreshing a fact changes no word of it.
@@ -228,11 +244,14 @@ const TOUCH_VECTOR: &str = "UPDATE fact_vectors SET fact_updated_at = $2 \
 
 /// Makes fact `$5` current and supersedes fact `$4` with it (`$6` now), unless they are
 /// one fact (the replacement said nothing new) or `$4` is superseded already.
-const REPLACE: &str = "UPDATE facts SET \
+const REPLACE: &str = concat!(
+    "UPDATE facts SET \
        superseded_by = CASE WHEN id = $5 THEN NULL ELSE $5 END, \
        superseded_at = CASE WHEN id = $5 THEN NULL ELSE $6 END \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-       AND (id = $5 OR (id = $4 AND superseded_by IS NULL))";
+       AND (id = $5 OR (id = $4 AND superseded_by IS NULL)) RETURNING ",
+    fact_columns!()
+);
 
 /// The extraction's writes to facts it found again or changed.
 impl Tx {
@@ -246,19 +265,21 @@ impl Tx {
         conversation_id: Uuid,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<bool> {
-        let refreshed = with_tx!(self, tx => {
+        let refreshed: Option<FactRow> = with_tx!(self, tx => {
             sqlx::query(TOUCH_VECTOR).bind(id).bind(now).execute(&mut **tx).await?;
-            sqlx::query(REFRESH)
+            sqlx::query_as(REFRESH)
                 .bind_owner(owner)
                 .bind(id)
                 .bind(fact.score.unwrap_or(0.0))
                 .bind(now)
                 .bind(conversation_id)
-                .execute(&mut **tx)
+                .fetch_optional(&mut **tx)
                 .await?
-                .rows_affected()
         });
-        Ok(refreshed > 0)
+        let Some(row) = refreshed else { return Ok(false) };
+        let fact: Fact = row.try_into()?;
+        self.record_fact(owner, EventType::FactUpdated, EventData::fact(&fact));
+        Ok(true)
     }
 
     /// Supersedes `old` with `new` (see [`REPLACE`]); returns 1 when `old` was superseded.
@@ -266,20 +287,22 @@ impl Tx {
         &mut self,
         owner: Owner<'_>,
         old: Uuid,
-        new: Uuid,
+        new: &Fact,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<u64> {
-        let changed = with_tx!(self, tx => {
-            sqlx::query(REPLACE).bind_owner(owner).bind(old).bind(new).bind(now).execute(&mut **tx).await?.rows_affected()
+        let changed: Vec<FactRow> = with_tx!(self, tx => {
+            sqlx::query_as(REPLACE).bind_owner(owner).bind(old).bind(new.id).bind(now).fetch_all(&mut **tx).await?
         });
-        // The new fact's own row is among the changed ones unless the two are one.
-        Ok(u64::from(old != new && changed > 1))
-    }
-
-    /// Deletes the owner's fact `id`; returns 1 when it was there.
-    async fn delete_known(&mut self, owner: Owner<'_>, id: Uuid) -> Result<u64> {
-        Ok(with_tx!(self, tx => {
-            sqlx::query(DELETE_ONE).bind_owner(owner).bind(id).execute(&mut **tx).await?.rows_affected()
-        }))
+        let mut superseded = 0;
+        for row in changed {
+            let fact: Fact = row.try_into()?;
+            if fact.id == old && old != new.id {
+                self.record_fact(owner, EventType::FactSuperseded, EventData::fact(&fact));
+                superseded += 1;
+            } else if fact.id == new.id && new.superseded_by.is_some() {
+                self.record_fact(owner, EventType::FactRestored, EventData::fact(&fact));
+            }
+        }
+        Ok(superseded)
     }
 }

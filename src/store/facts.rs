@@ -36,6 +36,7 @@ use uuid::Uuid;
 
 use super::{Result, Store, Tx, with_pool, with_tx};
 use crate::domain::{
+    event::{Actor, EventData, EventType},
     fact::{Fact, FactChanges, NewFact, Origin, Source},
     ids::{AgentId, ExternalRef},
     owner::Owner,
@@ -359,9 +360,11 @@ const UPDATE: &str = concat!(
 /// bound on how long it holds the write lock (about 1 MB).
 const SEARCH_INDEX_MERGE_PAGES: i64 = 256;
 
-/// `$4` id.
-pub(super) const DELETE_ONE: &str =
-    "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4";
+/// `$4` id; returns the fact as it was.
+pub(super) const DELETE_ONE: &str = concat!(
+    "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 RETURNING ",
+    fact_columns!()
+);
 
 const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3";
 
@@ -388,11 +391,15 @@ const INSERT: &str = concat!(
 /// Makes fact `$4` the owner's current fact of slot `$5` (`$6` now): the slot's other
 /// current facts are superseded by it, and it is current itself (a fact said again after
 /// it was replaced comes back).
-const SUPERSEDE: &str = "UPDATE facts SET \
+/// Returns the changed facts as they now are (their events).
+const SUPERSEDE: &str = concat!(
+    "UPDATE facts SET \
        superseded_by = CASE WHEN id = $4 THEN NULL ELSE $4 END, \
        superseded_at = CASE WHEN id = $4 THEN NULL ELSE $6 END \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND slot = $5 \
-       AND (id = $4 OR superseded_by IS NULL)";
+       AND (id = $4 OR superseded_by IS NULL) RETURNING ",
+    fact_columns!()
+);
 
 /// The stored fact with normalised text `$4`.
 const SAME_FACT: &str = concat!(
@@ -403,11 +410,14 @@ const SAME_FACT: &str = concat!(
 
 /// Deletes every extracted fact (by the configured extractor or its builtin fallback)
 /// older than the owner's `$4`+1-th newest extracted one; curated (manual and agent) facts
-/// are never evicted.
-const EVICT: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+/// are never evicted. Returns the evicted facts.
+const EVICT: &str = concat!(
+    "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
        AND source IN ('extracted', 'builtin_fallback') \
        AND id <= (SELECT id FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-                  AND source IN ('extracted', 'builtin_fallback') ORDER BY id DESC LIMIT 1 OFFSET $4)";
+                  AND source IN ('extracted', 'builtin_fallback') ORDER BY id DESC LIMIT 1 OFFSET $4) RETURNING ",
+    fact_columns!()
+);
 
 /// The owner's curated (manual and agent) facts.
 const COUNT_CURATED: &str = "SELECT count(*) FROM facts \
@@ -458,8 +468,9 @@ impl Store {
         fact: &NewFact,
         origin: Origin,
         cap: i64,
+        actor: Actor,
     ) -> Result<Remembered> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(actor).await?;
         let outcome = tx.insert_fact(owner, fact, origin, Some(cap)).await?;
         tx.commit().await?;
         Ok(outcome)
@@ -470,7 +481,7 @@ impl Store {
     /// how many were added.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "import_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn import_facts(&self, owner: Owner<'_>, facts: &[NewFact], origin: Origin) -> Result<u64> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(Actor::Api).await?;
         let mut added = 0;
         for fact in facts {
             if let Remembered::Created(_) = tx.insert_fact(owner, fact, origin, None).await? {
@@ -549,9 +560,11 @@ impl Store {
         owner: Owner<'_>,
         id: Uuid,
         changes: &FactChanges,
+        actor: Actor,
     ) -> Result<std::result::Result<Fact, UpdateError>> {
         let text = changes.text.as_ref();
-        let result: Result<Option<FactRow>> = with_pool!(self, pool => {
+        let mut tx = self.begin_change(actor).await?;
+        let result: Result<Option<FactRow>> = with_tx!(tx, tx => {
             sqlx::query_as(UPDATE)
                 .bind_owner(owner)
                 .bind(id)
@@ -562,11 +575,16 @@ impl Store {
                 .bind(changes.score.flatten())
                 .bind(super::now())
                 .bind(text.and_then(|t| Slot::of(t.text())).map(Slot::as_str))
-                .fetch_optional(pool)
+                .fetch_optional(&mut **tx)
                 .await
         });
         match result {
-            Ok(Some(row)) => Ok(Ok(row.try_into()?)),
+            Ok(Some(row)) => {
+                let fact: Fact = row.try_into()?;
+                tx.record_fact(owner, EventType::FactUpdated, EventData::fact(&fact));
+                tx.commit().await?;
+                Ok(Ok(fact))
+            }
             Ok(None) => Ok(Err(UpdateError::NotFound)),
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(Err(UpdateError::Duplicate)),
             Err(e) => Err(e),
@@ -590,28 +608,23 @@ impl Store {
 
     /// Returns whether the fact existed.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_fact", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn delete_fact(&self, owner: Owner<'_>, id: Uuid) -> Result<bool> {
-        let deleted = with_pool!(self, pool => {
-            sqlx::query(DELETE_ONE)
-                .bind_owner(owner)
-                .bind(id)
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+    pub async fn delete_fact(&self, owner: Owner<'_>, id: Uuid, actor: Actor) -> Result<bool> {
+        let mut tx = self.begin_change(actor).await?;
+        let deleted = tx.delete_known(owner, id, None).await?;
+        tx.commit().await?;
         Ok(deleted > 0)
     }
 
     /// Deletes every fact of the owner; returns how many there were.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_facts", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn delete_facts(&self, owner: Owner<'_>) -> Result<u64> {
-        Ok(with_pool!(self, pool => {
-            sqlx::query(DELETE_ALL)
-                .bind_owner(owner)
-                .execute(pool)
-                .await?
-                .rows_affected()
-        }))
+    pub async fn delete_facts(&self, owner: Owner<'_>, actor: Actor) -> Result<u64> {
+        let mut tx = self.begin_change(actor).await?;
+        let deleted =
+            with_tx!(tx, tx => sqlx::query(DELETE_ALL).bind_owner(owner).execute(&mut **tx).await?.rows_affected());
+        let data = EventData { count: Some(deleted), ..EventData::default() };
+        tx.record_fact(owner, EventType::FactsForgotten, data);
+        tx.commit().await?;
+        Ok(deleted)
     }
 
     /// The memory context's candidates, in one query: without `query` the `limit`
@@ -689,13 +702,24 @@ impl Tx {
             }
         });
         let Some(mut row) = row else { return Ok(Remembered::Full) };
+        let was_superseded = row.superseded_by.is_some();
+        let mut changed: Vec<FactRow> = Vec::new();
         if let Some(slot) = slot {
-            with_tx!(self, tx => {
-                sqlx::query(SUPERSEDE).bind_owner(owner).bind(row.id).bind(slot.as_str()).bind(now).execute(&mut **tx).await.map(drop)
-            })?;
+            changed = with_tx!(self, tx => {
+                sqlx::query_as(SUPERSEDE).bind_owner(owner).bind(row.id).bind(slot.as_str()).bind(now).fetch_all(&mut **tx).await?
+            });
             (row.superseded_by, row.superseded_at) = (None, None);
         }
-        let fact = row.try_into()?;
+        for other in changed.into_iter().filter(|other| other.id != row.id) {
+            let other: Fact = other.try_into()?;
+            self.record_fact(owner, EventType::FactSuperseded, EventData::fact(&other));
+        }
+        let fact: Fact = row.try_into()?;
+        if created {
+            self.record_fact(owner, EventType::FactAdded, EventData::fact(&fact));
+        } else if was_superseded && slot.is_some() {
+            self.record_fact(owner, EventType::FactRestored, EventData::fact(&fact));
+        }
         Ok(if created { Remembered::Created(fact) } else { Remembered::Existing(fact) })
     }
 
@@ -727,15 +751,32 @@ impl Tx {
     /// Deletes the owner's oldest extracted facts beyond the newest `keep` extracted ones
     /// (curated facts are never evicted); returns how many.
     pub async fn evict_oldest(&mut self, owner: Owner<'_>, keep: i64) -> Result<u64> {
-        let done = with_tx!(self, tx => {
-            sqlx::query(EVICT)
-                .bind_owner(owner)
-                .bind(keep)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected()
+        let evicted: Vec<FactRow> = with_tx!(self, tx => {
+            sqlx::query_as(EVICT).bind_owner(owner).bind(keep).fetch_all(&mut **tx).await?
         });
+        let done = evicted.len() as u64;
+        for row in evicted {
+            self.record_deleted(owner, row, Some("evicted"))?;
+        }
         Ok(done)
+    }
+
+    /// Deletes the owner's fact `id`; returns 1 when it was there. `reason` says why, on
+    /// its event, when the owner's caller did not ask for it.
+    pub async fn delete_known(&mut self, owner: Owner<'_>, id: Uuid, reason: Option<&'static str>) -> Result<u64> {
+        let row: Option<FactRow> = with_tx!(self, tx => {
+            sqlx::query_as(DELETE_ONE).bind_owner(owner).bind(id).fetch_optional(&mut **tx).await?
+        });
+        let Some(row) = row else { return Ok(0) };
+        self.record_deleted(owner, row, reason)?;
+        Ok(1)
+    }
+
+    /// Records the `fact.deleted` event of `row`, with the fact as it was.
+    fn record_deleted(&mut self, owner: Owner<'_>, row: FactRow, reason: Option<&'static str>) -> Result<()> {
+        let fact: Fact = row.try_into()?;
+        self.record_fact(owner, EventType::FactDeleted, EventData { reason, ..EventData::fact(&fact) });
+        Ok(())
     }
 }
 

@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{Result, Store, with_pool, with_tx};
+use crate::domain::event::{Actor, EventData, EventType};
 use crate::domain::ids::{AgentId, ExternalRef, TenantId};
+use crate::domain::job::JobKind;
 use crate::domain::owner::Owner;
 
 /// A job this worker holds, with what running it needs to know.
@@ -88,20 +90,34 @@ impl Store {
     ) -> Result<bool> {
         let sql = "UPDATE jobs SET status = CASE WHEN attempts >= $5 THEN 'dead' ELSE 'failed' END, \
                    last_error = $3, run_at = $4, lease_token = NULL, locked_until = NULL, updated_at = $6 \
-                   WHERE id = $1 AND lease_token = $2 AND status = 'running'";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql)
+                   WHERE id = $1 AND lease_token = $2 AND status = 'running' RETURNING status";
+        let actor = match JobKind::parse(&job.kind) {
+            Some(JobKind::Summarize) => Actor::Summary(job.id),
+            _ => Actor::Extraction(job.id),
+        };
+        let mut tx = self.begin_change(actor).await?;
+        let status: Option<String> = with_tx!(tx, tx => {
+            sqlx::query_scalar(sql)
                 .bind(job.id)
                 .bind(job.lease_token)
                 .bind(error)
                 .bind(retry_at)
                 .bind(max_attempts)
                 .bind(super::now())
-                .execute(pool)
+                .fetch_optional(&mut **tx)
                 .await?
-                .rows_affected()
         });
-        Ok(done == 1)
+        if status.as_deref() == Some("dead") {
+            let data = EventData {
+                job_id: Some(job.id),
+                job_kind: Some(job.kind.clone()),
+                conversation_id: Some(job.conversation_id),
+                ..EventData::default()
+            };
+            tx.record_fact(job.owner(), EventType::JobDead, data);
+        }
+        tx.commit().await?;
+        Ok(status.is_some())
     }
 
     /// Ends a job without running it (its conversation is gone, or the user refused

@@ -10,7 +10,8 @@ use super::{Result, Store, conversations::ConversationRow, jobs::NewJob, with_po
 use crate::domain::{
     agent_config::Settings,
     conversation::{AppendRequest, Appended, IdempotencyKey},
-    ids::TenantId,
+    event::{Actor, EventData, EventType},
+    ids::{ExternalRef, TenantId},
     job::JobKind,
     message::{BatchCounts, Message, Role, RoleSet, ToolCall},
     summary::{SummaryState, summary_due},
@@ -331,31 +332,33 @@ impl Store {
     /// cancelled: what they would read is gone, and a running one is fenced. `None`
     /// when there is no such conversation in the tenant.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "clear_messages", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn clear_messages(&self, tenant: &TenantId, conversation_id: Uuid) -> Result<Option<u64>> {
+    pub async fn clear_messages(&self, tenant: &TenantId, conversation_id: Uuid, actor: Actor) -> Result<Option<u64>> {
         let now = super::now();
         // Binds: conversation, tenant, now. Locks the row, as an append does.
         let reset_sql = "UPDATE conversations SET message_count = 0, user_turns = 0, summary = NULL, \
                          summary_through_seq = 0, summary_queued_through_seq = 0, updated_at = $3 \
-                         WHERE id = $1 AND tenant_id = $2 RETURNING id";
+                         WHERE id = $1 AND tenant_id = $2 RETURNING agent_id, external_ref";
         // Binds: conversation, tenant.
         let messages_sql = "DELETE FROM messages WHERE conversation_id = $1 AND tenant_id = $2";
         let keys_sql = "DELETE FROM idempotency_keys WHERE conversation_id = $1 AND tenant_id = $2";
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(actor).await?;
         // Jobs before the conversation (see `cancel_conversation_jobs`); for an id that does
         // not exist this changes nothing, and the transaction is not committed.
         super::conversations::cancel_conversation_jobs(&mut tx, tenant, conversation_id, "messages cleared", now)
             .await?;
-        let deleted = with_tx!(tx, tx => {
-            let found: Option<Uuid> =
-                sqlx::query_scalar(reset_sql).bind(conversation_id).bind(tenant.as_str()).bind(now).fetch_optional(&mut **tx).await?;
-            if found.is_none() {
+        let (deleted, agent, user) = with_tx!(tx, tx => {
+            let found: Option<(String, ExternalRef)> =
+                sqlx::query_as(reset_sql).bind(conversation_id).bind(tenant.as_str()).bind(now).fetch_optional(&mut **tx).await?;
+            let Some((agent, user)) = found else {
                 return Ok(None);
-            }
+            };
             let deleted =
                 sqlx::query(messages_sql).bind(conversation_id).bind(tenant.as_str()).execute(&mut **tx).await?.rows_affected();
             sqlx::query(keys_sql).bind(conversation_id).bind(tenant.as_str()).execute(&mut **tx).await?;
-            deleted
+            (deleted, agent, user)
         });
+        let data = EventData { conversation_id: Some(conversation_id), count: Some(deleted), ..EventData::default() };
+        tx.record_person(tenant, Some(&agent), &user, EventType::ConversationCleared, data);
         tx.commit().await?;
         Ok(Some(deleted))
     }

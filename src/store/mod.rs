@@ -34,6 +34,7 @@ pub mod admin;
 pub mod agents;
 pub mod consent;
 pub mod conversations;
+pub mod events;
 pub mod extraction_job;
 pub mod facts;
 mod ids;
@@ -125,6 +126,9 @@ pub struct Store {
     /// agent settings, vectors, housekeeping) take no permit and still meet the others in
     /// the busy handler: they hold the lock for one statement only.
     writers: Arc<Semaphore>,
+    /// Signalled after every commit that wrote events: long-polling readers of the feed
+    /// in this process look again at once (other replicas' readers poll).
+    events_written: Arc<tokio::sync::Notify>,
 }
 
 /// An open transaction, begun the way its backend needs by [`Store::begin_write`] or
@@ -135,18 +139,27 @@ pub struct Store {
 ///
 /// A SQLite write transaction holds the store's write permit until it ends (the
 /// transaction is the first field, so it is rolled back before the permit is released).
+///
+/// The third field is the transaction's outbox ([`events::Outbox`]): the events of the
+/// changes made in it, written by [`Tx::commit`] just before the commit itself.
 pub struct Tx(
     Backend<Transaction<'static, sqlx::Postgres>, Transaction<'static, sqlx::Sqlite>>,
     Option<OwnedSemaphorePermit>,
+    events::Outbox,
 );
 
 impl Tx {
-    pub async fn commit(self) -> Result<()> {
-        let Tx(tx, _permit) = self;
+    /// Writes the outbox's events, then commits; readers waiting for events are woken
+    /// after the commit.
+    pub async fn commit(mut self) -> Result<()> {
+        let written = self.flush_events().await?;
+        let Tx(tx, _permit, outbox) = self;
         match tx {
-            Backend::Postgres(tx) => tx.commit().await,
-            Backend::Sqlite(tx) => tx.commit().await,
+            Backend::Postgres(tx) => tx.commit().await?,
+            Backend::Sqlite(tx) => tx.commit().await?,
         }
+        outbox.committed(written);
+        Ok(())
     }
 
     /// Picks the statement written for this transaction's backend.
@@ -214,7 +227,7 @@ impl Store {
                 .connect_with(options)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL: {}", redact(&e.to_string(), url)))?;
-            Ok(Store { backend: Backend::Postgres(pool), writers: Arc::new(Semaphore::new(1)) })
+            Ok(Store::new(Backend::Postgres(pool)))
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
@@ -237,10 +250,14 @@ impl Store {
                 .test_before_acquire(false)
                 .connect_with(options)
                 .await?;
-            Ok(Store { backend: Backend::Sqlite(pool), writers: Arc::new(Semaphore::new(1)) })
+            Ok(Store::new(Backend::Sqlite(pool)))
         } else {
             anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:")
         }
+    }
+
+    fn new(backend: Backend<PgPool, SqlitePool>) -> Store {
+        Store { backend, writers: Arc::new(Semaphore::new(1)), events_written: Arc::default() }
     }
 
     pub fn backend(&self) -> &'static str {
@@ -263,13 +280,13 @@ impl Store {
     #[allow(clippy::disallowed_methods)] // one of the two places a transaction is begun
     pub async fn begin_write(&self) -> Result<Tx> {
         Ok(match &self.backend {
-            Backend::Postgres(pool) => Tx(Backend::Postgres(pool.begin().await?), None),
+            Backend::Postgres(pool) => Tx(Backend::Postgres(pool.begin().await?), None, self.outbox()),
             Backend::Sqlite(pool) => {
                 let permit = tokio::time::timeout(SQLITE_BUSY_TIMEOUT, self.writers.clone().acquire_owned())
                     .await
                     .map_err(|_| sqlx::Error::PoolTimedOut)?
                     .map_err(|_| sqlx::Error::PoolClosed)?;
-                Tx(Backend::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?), Some(permit))
+                Tx(Backend::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?), Some(permit), self.outbox())
             }
         })
     }
@@ -284,7 +301,7 @@ impl Store {
             }
             Backend::Sqlite(pool) => Backend::Sqlite(pool.begin().await?),
         };
-        Ok(Tx(tx, None))
+        Ok(Tx(tx, None, self.outbox()))
     }
 
     /// Subscribes to job wake-ups from every replica; `None` on SQLite, whose only

@@ -33,6 +33,7 @@ use super::{
 };
 use crate::domain::{
     conversation::Conversation,
+    event::{Actor, EventData, EventType, NewEvent},
     fact::Fact,
     ids::{ExternalRef, TenantId},
     message::Message,
@@ -50,6 +51,10 @@ pub struct ErasedCounts {
     /// written before working memory existed read 0.
     #[serde(default)]
     pub working_memories: u64,
+    /// The person's events (with their webhook deliveries). Receipts written before
+    /// events existed read 0.
+    #[serde(default)]
+    pub events: u64,
 }
 
 /// Proof that an erasure happened, without the person's identifier.
@@ -179,17 +184,24 @@ impl Store {
     /// writes the receipt, in one transaction. A consent refusal is kept so that it
     /// outlives the erasure; any other consent record goes.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "erase_user", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn erase_user(&self, tenant: &TenantId, user: &ExternalRef, subject_hash: &str) -> Result<Receipt> {
+    pub async fn erase_user(
+        &self,
+        tenant: &TenantId,
+        user: &ExternalRef,
+        subject_hash: &str,
+        actor: Actor,
+    ) -> Result<Receipt> {
         let now = super::now();
         let receipt_id = Uuid::now_v7();
         let who = user.as_str();
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(actor).await?;
         // Each step binds `$1` tenant, `$2` external ref; the order is explained above.
         let steps = [
             "DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2",
             "UPDATE conversations SET status = status WHERE tenant_id = $1 AND external_ref = $2",
             // Jobs queued by ends that committed while we waited for the conversations.
             "DELETE FROM jobs WHERE tenant_id = $1 AND external_ref = $2",
+            // Their history goes with them (cascade).
             "DELETE FROM facts WHERE tenant_id = $1 AND external_ref = $2",
             // The person's documents and their conversations' (which would also go by cascade).
             "DELETE FROM working_memories WHERE tenant_id = $1 AND external_ref = $2",
@@ -199,15 +211,18 @@ impl Store {
             "DELETE FROM conversations WHERE tenant_id = $1 AND external_ref = $2",
             // A refusal outlives the erasure.
             "DELETE FROM user_consents WHERE tenant_id = $1 AND external_ref = $2 AND ai_consent",
+            // Their events, and those events' webhook deliveries and attempts (cascade).
+            "DELETE FROM events WHERE tenant_id = $1 AND external_ref = $2",
         ];
-        let mut counts = [0u64; 8];
+        let mut counts = [0u64; 9];
         for (count, sql) in counts.iter_mut().zip(steps) {
             *count = with_tx!(tx, tx => {
                 sqlx::query(sql).bind(tenant.as_str()).bind(who).execute(&mut **tx).await?.rows_affected()
             });
         }
-        let [jobs_before, _, jobs_after, facts, working_memories, messages, conversations, _] = counts;
-        let deleted = ErasedCounts { facts, conversations, messages, jobs: jobs_before + jobs_after, working_memories };
+        let [jobs_before, _, jobs_after, facts, working_memories, messages, conversations, _, events] = counts;
+        let deleted =
+            ErasedCounts { facts, conversations, messages, jobs: jobs_before + jobs_after, working_memories, events };
         with_tx!(tx, tx => {
             sqlx::query(
                 "INSERT INTO erasure_receipts (id, tenant_id, subject_hash, deleted, completed_at) \
@@ -221,6 +236,12 @@ impl Store {
             .execute(&mut **tx)
             .await?;
         });
+        // The erasure's own event names the receipt, never the person.
+        let data = EventData { receipt_id: Some(receipt_id), ..EventData::default() };
+        tx.record(
+            tenant.as_str(),
+            NewEvent { kind: EventType::PersonErased, agent_id: None, external_ref: None, data },
+        );
         tx.commit().await?;
         self.checkpoint_after_erasure().await;
         Ok(Receipt { receipt_id, subject_hash: subject_hash.to_owned(), deleted, completed_at: now })

@@ -13,7 +13,12 @@ use super::{
     policy::{POLICY_SQL, PolicyRow},
     with_pool, with_tx,
 };
-use crate::domain::{ids::TenantId, message::Message, policy::Policy};
+use crate::domain::{
+    event::{Actor, EventData, EventType},
+    ids::TenantId,
+    message::Message,
+    policy::Policy,
+};
 
 /// What a summarize job reads when it starts.
 #[derive(Debug)]
@@ -87,7 +92,7 @@ impl Store {
         // Binds: conversation, tenant, summary, through_seq, from_seq.
         let store_sql = "UPDATE conversations SET summary = $3, summary_through_seq = $4 \
                          WHERE id = $1 AND tenant_id = $2 AND summary_through_seq = $5 AND $4 > $5";
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_change(Actor::Summary(job.id)).await?;
         let stored = with_tx!(tx, tx => {
             // The job first, then the conversation: the order of every transaction that
             // writes both (see `cancel_conversation_jobs`).
@@ -107,6 +112,18 @@ impl Store {
                 .await?
                 .rows_affected()
         });
+        let conversation_id = Some(job.conversation_id);
+        if stored == 1 {
+            let data = EventData { conversation_id, ..EventData::default() };
+            tx.record_fact(job.owner(), EventType::ConversationSummarized, data);
+        }
+        let data = EventData {
+            job_id: Some(job.id),
+            job_kind: Some(job.kind.clone()),
+            conversation_id,
+            ..EventData::default()
+        };
+        tx.record_fact(job.owner(), EventType::JobSucceeded, data);
         tx.commit().await?;
         Ok(Some(stored == 1))
     }

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::{Result, Store, Tx, facts::BindOwner, with_pool, with_tx};
 use crate::domain::{
+    event::{Actor, EventData, EventType, NewEvent},
     ids::{AgentId, ExternalRef, TenantId},
     working_memory::{AgentWorkingMemory, Condition, Scope, WorkingMemory},
 };
@@ -125,8 +126,14 @@ impl Store {
     /// Replaces (or creates) the scope's document with `content` if `condition` holds for
     /// the stored version.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "put_working_memory", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn put_working_memory(&self, scope: Scope<'_>, content: &str, condition: &Condition) -> Result<Written> {
-        let mut tx = self.begin_write().await?;
+    pub async fn put_working_memory(
+        &self,
+        scope: Scope<'_>,
+        content: &str,
+        condition: &Condition,
+        actor: Actor,
+    ) -> Result<Written> {
+        let mut tx = self.begin_change(actor).await?;
         let Some(owner) = lock_scope(&mut tx, scope).await? else { return Ok(Written::NoConversation) };
         let now = super::now();
         let etag = Uuid::now_v7().to_string();
@@ -161,6 +168,7 @@ impl Store {
                 }
             };
             if written == 1 {
+                tx.record(&owner.0, document_event(EventType::WorkingMemoryWritten, scope, &owner));
                 tx.commit().await?;
                 return Ok(if current.is_some() { Written::Replaced(stored) } else { Written::Created(stored) });
             }
@@ -170,11 +178,14 @@ impl Store {
 
     /// Deletes the scope's document if `condition` holds for it.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_working_memory", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn delete_working_memory(&self, scope: Scope<'_>, condition: &Condition) -> Result<Deleted> {
-        let mut tx = self.begin_write().await?;
-        if lock_scope(&mut tx, scope).await?.is_none() {
-            return Ok(Deleted::NoConversation);
-        }
+    pub async fn delete_working_memory(
+        &self,
+        scope: Scope<'_>,
+        condition: &Condition,
+        actor: Actor,
+    ) -> Result<Deleted> {
+        let mut tx = self.begin_change(actor).await?;
+        let Some(owner) = lock_scope(&mut tx, scope).await? else { return Ok(Deleted::NoConversation) };
         for _ in 0..TRIES {
             let Some((id, seen)) = current(&mut tx, scope).await? else { return Ok(Deleted::Absent) };
             if !condition.allows(Some(&seen)) {
@@ -185,12 +196,23 @@ impl Store {
                 sqlx::query(sql).bind(id).bind(&seen).execute(&mut **tx).await?.rows_affected()
             });
             if deleted == 1 {
+                tx.record(&owner.0, document_event(EventType::WorkingMemoryDeleted, scope, &owner));
                 tx.commit().await?;
                 return Ok(Deleted::Deleted);
             }
         }
         Ok(Deleted::Contended)
     }
+}
+
+/// A working-memory event: whose document, of which scope (never its content).
+fn document_event(kind: EventType, scope: Scope<'_>, (_, agent, user): &(String, String, String)) -> NewEvent {
+    let (scope, conversation_id) = match scope {
+        Scope::User(_) => ("user", None),
+        Scope::Conversation { id, .. } => ("conversation", Some(id)),
+    };
+    let data = EventData { scope: Some(scope), conversation_id, ..EventData::default() };
+    NewEvent { kind, agent_id: Some(agent.clone()), external_ref: Some(user.clone()), data }
 }
 
 /// The scope's owner as (tenant, agent, external ref), or `None` for a conversation the

@@ -13,6 +13,7 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use tokio::sync::watch;
 
+use crate::domain::event::Actor;
 use crate::{
     service::{AppState, conversations},
     store::conversations::EndTrigger,
@@ -64,7 +65,7 @@ async fn end_idle_conversations(state: &AppState, stop: &watch::Receiver<bool>) 
                 return Ok(());
             }
             let trigger = EndTrigger::Idle { idle_before };
-            if let Some(ended) = conversations::end(state, tenant, *id, trigger).await? {
+            if let Some(ended) = conversations::end(state, tenant, *id, trigger, Actor::Sweeper).await? {
                 tracing::info!(
                     conversation_id = %id,
                     queued = ended.extraction.queued,

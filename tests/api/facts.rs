@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::common::*;
 use engram::{
     domain::{
+        event::Actor,
         fact::{FactInput, Origin},
         ids::{AgentId, ExternalRef, TenantId},
         owner::Owner,
@@ -697,7 +698,7 @@ async fn extracted_facts_dedupe_and_evict_inside_a_transaction(backend: Backend)
     let (tenant, agent_id, user) = owner_ids();
     let owner = Owner::new(&tenant, &agent_id, &user);
     let extracted = ["likes TEA!", "Lives in Lisbon", "Works as a nurse", "Has two cats"];
-    let mut tx = store.begin_write().await.unwrap();
+    let mut tx = store.begin_change(Actor::Api).await.unwrap();
     // Keep two extracted facts: the oldest extracted one goes, manual ones never do.
     let outcomes = store_extracted(&mut tx, owner, &extracted, 2).await;
     tx.commit().await.unwrap();
@@ -760,7 +761,7 @@ async fn postgres_writers_of_one_owner_wait_for_each_other() {
     let (tenant, agent_id, user) = owner_ids();
     let owner = Owner::new(&tenant, &agent_id, &user);
 
-    let mut first = store.begin_write().await.unwrap();
+    let mut first = store.begin_change(Actor::Api).await.unwrap();
     let created = first.insert_fact(owner, &new_fact("Likes tea"), Origin::Manual, Some(1)).await.unwrap();
     assert!(matches!(created, Remembered::Created(_)));
     let second = tokio::spawn({
@@ -768,7 +769,7 @@ async fn postgres_writers_of_one_owner_wait_for_each_other() {
         async move {
             let (tenant, agent_id, user) = owner_ids();
             let owner = Owner::new(&tenant, &agent_id, &user);
-            let mut tx = store.begin_write().await.unwrap();
+            let mut tx = store.begin_change(Actor::Api).await.unwrap();
             let outcome = tx.insert_fact(owner, &new_fact("Likes coffee"), Origin::Manual, Some(1)).await.unwrap();
             tx.commit().await.unwrap();
             outcome

@@ -201,7 +201,7 @@ async fn repeating_an_erasure_answers_zeros(backend: Backend) {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         second["deleted"],
-        json!({"facts": 0, "conversations": 0, "messages": 0, "jobs": 0, "working_memories": 0})
+        json!({"facts": 0, "conversations": 0, "messages": 0, "jobs": 0, "working_memories": 0, "events": 0})
     );
     assert_ne!(second["receipt_id"], first["receipt_id"]);
 }

@@ -43,6 +43,7 @@ use engram::{
     auth::Authenticator,
     domain::{
         conversation::{AppendRequest, NewConversation},
+        event::Actor,
         fact::{FactInput, NewFact, Origin},
         ids::{AgentId, ExternalRef, TenantId},
         memory_context::default_max_facts,
@@ -566,16 +567,16 @@ impl Bench {
                 .is_ok_and(|outcome| matches!(outcome, AppendOutcome::Appended { .. })),
             Op::Remember => match (FactInput { fact: remembered("direct", i), tags: None, score: None }).validate() {
                 Ok(fact) => store
-                    .remember_fact(owner, &fact, Origin::Manual, self.cap)
+                    .remember_fact(owner, &fact, Origin::Manual, self.cap, Actor::Api)
                     .await
                     .is_ok_and(|outcome| matches!(outcome, Remembered::Created(_))),
                 Err(_) => false,
             },
             Op::End => store
-                .end_conversation(tenant, self.pool[1][i].1, EndTrigger::Request, true)
+                .end_conversation(tenant, self.pool[1][i].1, EndTrigger::Request, true, Actor::Api)
                 .await
                 .is_ok_and(|ended| ended.is_some_and(|ended| ended.extraction.queued)),
-            Op::Erase => store.erase_user(tenant, &self.pool[1][i].0, SUBJECT_HASH).await.is_ok(),
+            Op::Erase => store.erase_user(tenant, &self.pool[1][i].0, SUBJECT_HASH, Actor::Api).await.is_ok(),
         }
     }
 
@@ -675,7 +676,7 @@ impl Seeder {
             memory: None,
         };
         let (Created::New(conversation) | Created::Existing(conversation)) =
-            self.store.create_conversation(&self.tenant, &new).await?;
+            self.store.create_conversation(&self.tenant, &new, Actor::Api).await?;
         let turns: Vec<NewMessage> = (0..messages)
             .map(|i| message(if i % 2 == 0 { Role::User } else { Role::Assistant }, &fact_text(seed, i)))
             .collect();

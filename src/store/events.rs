@@ -1,0 +1,349 @@
+//! The event feed, an outbox: a change's events are gathered on its transaction
+//! ([`Outbox`]) and written by [`Tx::commit`] just before the commit, so a change without
+//! its event, or an event without its change, cannot be. Writing an event also writes
+//! the fact's new version (fact history) and queues one delivery per matching webhook
+//! subscription, in the same statement on PostgreSQL.
+//!
+//! Ids are per tenant and come from `event_counters`, incremented by the transaction's
+//! last statement: the row stays locked until the commit, so a tenant's events commit in
+//! id order and a reader paging `id > cursor` never passes an event that commits later.
+//! The lock is held for the commit only (every other statement of the change ran before).
+
+use std::sync::{Arc, LazyLock};
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use super::{Result, Store, Tx, with_pool, with_tx};
+use crate::domain::{
+    event::{Actor, ActorView, Event, EventType, FactVersion, NewEvent},
+    ids::{ExternalRef, TenantId},
+    owner::Owner,
+};
+
+/// The events of one transaction's changes, written at its commit.
+pub struct Outbox {
+    /// Who makes the transaction's changes; set by [`Store::begin_change`]. A transaction
+    /// begun otherwise that records an event fails at commit rather than write an event
+    /// without its actor.
+    actor: Option<Actor>,
+    pending: Vec<(String, NewEvent)>,
+    signal: Arc<Notify>,
+}
+
+impl Outbox {
+    /// After the commit: wakes the feed's waiting readers and counts what was written.
+    pub(super) fn committed(self, written: Vec<EventType>) {
+        if written.is_empty() {
+            return;
+        }
+        self.signal.notify_waiters();
+        for kind in written {
+            metrics::counter!("engram_events_written_total", "type" => kind.as_str()).increment(1);
+        }
+    }
+}
+
+/// The types whose events also write a version of their fact (its history). A deleted
+/// fact's history goes with it.
+fn writes_version(kind: EventType) -> bool {
+    matches!(kind, EventType::FactAdded | EventType::FactUpdated | EventType::FactSuperseded | EventType::FactRestored)
+}
+
+/// Writes one event: the tenant's next id (`$1` tenant), the event (`$2` type, `$3` now,
+/// `$4` agent, `$5` person, `$6` actor, `$7` actor's job, `$8` data), the fact's next
+/// version when `$9` names a fact still stored (`$10` the fact), and the deliveries of
+/// the tenant's enabled subscriptions to this type. One round trip.
+const WRITE_PG: &str = "WITH seq AS ( \
+       INSERT INTO event_counters AS c (tenant_id, last_id) VALUES ($1, 1) \
+       ON CONFLICT (tenant_id) DO UPDATE SET last_id = c.last_id + 1 RETURNING last_id), \
+     ev AS ( \
+       INSERT INTO events (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data) \
+       SELECT $1, last_id, $2, $3, $4, $5, $6, $7, $8 FROM seq RETURNING id), \
+     version AS ( \
+       INSERT INTO fact_versions (tenant_id, fact_id, version, change, created_at, actor, actor_job_id, fact) \
+       SELECT $1, $9, (SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = $9), $2, $3, $6, $7, $10 \
+       WHERE EXISTS (SELECT 1 FROM facts WHERE id = $9)) \
+     INSERT INTO webhook_deliveries (subscription_id, tenant_id, event_id, status, run_at, created_at, updated_at) \
+     SELECT s.id, $1, ev.id, 'queued', $3, $3, $3 FROM webhook_subscriptions s CROSS JOIN ev \
+     WHERE s.tenant_id = $1 AND s.enabled AND (s.event_types = '' OR s.event_types LIKE '%,' || $2 || ',%')";
+
+/// SQLite, the same in four statements (no writing CTEs); `$1` tenant.
+const NEXT_ID_SQLITE: &str = "INSERT INTO event_counters (tenant_id, last_id) VALUES ($1, 1) \
+     ON CONFLICT (tenant_id) DO UPDATE SET last_id = last_id + 1 RETURNING last_id";
+/// `$1` tenant, `$2` id, then as [`WRITE_PG`]'s `$2`–`$8`.
+const INSERT_SQLITE: &str = "INSERT INTO events \
+     (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+/// `$1` fact, `$2` change, `$3` now, `$4` actor, `$5` actor's job, `$6` fact, `$7` tenant.
+const VERSION_SQLITE: &str = "INSERT INTO fact_versions \
+     (tenant_id, fact_id, version, change, created_at, actor, actor_job_id, fact) \
+     SELECT $7, $1, (SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = $1), $2, $3, $4, $5, $6 \
+     WHERE EXISTS (SELECT 1 FROM facts WHERE id = $1)";
+/// `$1` tenant, `$2` event id, `$3` now, `$4` type.
+const DELIVERIES_SQLITE: &str = "INSERT INTO webhook_deliveries \
+     (subscription_id, tenant_id, event_id, status, run_at, created_at, updated_at) \
+     SELECT id, $1, $2, 'queued', $3, $3, $3 FROM webhook_subscriptions \
+     WHERE tenant_id = $1 AND enabled AND (event_types = '' OR event_types LIKE '%,' || $4 || ',%')";
+
+/// A page of the feed: `$1` tenant, `$2` after, `$3` agent (or NULL), `$4` person (or
+/// NULL), `$5` types (`types_key` form, '' for all), `$6` limit. The primary key
+/// `(tenant_id, id)` serves it.
+const LIST: &str = "SELECT id, type, created_at, agent_id, external_ref, actor, actor_job_id, data FROM events \
+     WHERE tenant_id = $1 AND id > $2 AND ($3 IS NULL OR agent_id = $3) AND ($4 IS NULL OR external_ref = $4) \
+     AND ($5 = '' OR $5 LIKE '%,' || type || ',%') ORDER BY id LIMIT $6";
+
+/// Remembers the highest id the retention deletes (`$1` the cutoff); `{greatest}` is the
+/// dialect's two-argument maximum.
+const MARK_PRUNED: &str = "UPDATE event_counters SET pruned_through = {greatest}(pruned_through, \
+       (SELECT max(id) FROM events e WHERE e.tenant_id = event_counters.tenant_id AND e.created_at < $1)) \
+     WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = event_counters.tenant_id AND e.created_at < $1)";
+static MARK_PRUNED_PG: LazyLock<String> = LazyLock::new(|| MARK_PRUNED.replace("{greatest}", "GREATEST"));
+static MARK_PRUNED_SQLITE: LazyLock<String> = LazyLock::new(|| MARK_PRUNED.replace("{greatest}", "MAX"));
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    id: i64,
+    #[sqlx(rename = "type")]
+    kind: String,
+    created_at: DateTime<Utc>,
+    agent_id: Option<String>,
+    external_ref: Option<String>,
+    actor: String,
+    actor_job_id: Option<Uuid>,
+    data: Json<serde_json::Value>,
+}
+
+impl From<EventRow> for Event {
+    fn from(row: EventRow) -> Event {
+        Event {
+            id: row.id,
+            kind: row.kind,
+            created_at: row.created_at,
+            agent_id: row.agent_id,
+            external_ref: row.external_ref,
+            actor: ActorView { kind: row.actor, job_id: row.actor_job_id },
+            data: row.data.0,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct VersionRow {
+    version: i32,
+    change: String,
+    created_at: DateTime<Utc>,
+    actor: String,
+    actor_job_id: Option<Uuid>,
+    fact: Json<serde_json::Value>,
+}
+
+/// Which events a reader wants: after which id, of which types (`types_key` form, empty
+/// for all), of which agent and person.
+#[derive(Debug, Clone, Copy)]
+pub struct EventFilter<'a> {
+    pub after: i64,
+    pub types: &'a str,
+    pub agent_id: Option<&'a str>,
+    pub external_ref: Option<&'a str>,
+}
+
+/// A page of the feed, or why the cursor cannot be served.
+#[derive(Debug)]
+pub enum Feed {
+    Events(Vec<Event>),
+    /// The cursor is older than the retention: events after it were deleted, the highest
+    /// of them is this.
+    Expired(i64),
+}
+
+impl Store {
+    /// Opens a write transaction whose changes are made by `actor`: their events carry it.
+    pub async fn begin_change(&self, actor: Actor) -> Result<Tx> {
+        let mut tx = self.begin_write().await?;
+        tx.2.actor = Some(actor);
+        Ok(tx)
+    }
+
+    pub(super) fn outbox(&self) -> Outbox {
+        Outbox { actor: None, pending: Vec::new(), signal: self.events_written.clone() }
+    }
+
+    /// Signalled after each commit of this process that wrote events.
+    pub fn events_written(&self) -> &Notify {
+        &self.events_written
+    }
+
+    /// The tenant's events after `filter.after`, oldest first, at most `limit`; `Expired`
+    /// when the retention deleted events after the cursor.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_events", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn list_events(&self, tenant: &TenantId, filter: EventFilter<'_>, limit: i64) -> Result<Feed> {
+        let pruned = "SELECT pruned_through FROM event_counters WHERE tenant_id = $1";
+        let (pruned, rows): (Option<i64>, Vec<EventRow>) = with_pool!(self, pool => {
+            let pruned = sqlx::query_scalar(pruned).bind(tenant.as_str()).fetch_optional(pool).await?;
+            if pruned.is_some_and(|p| filter.after < p) {
+                (pruned, Vec::new())
+            } else {
+                let rows = sqlx::query_as(LIST)
+                    .bind(tenant.as_str())
+                    .bind(filter.after)
+                    .bind(filter.agent_id)
+                    .bind(filter.external_ref)
+                    .bind(filter.types)
+                    .bind(limit)
+                    .fetch_all(pool)
+                    .await?;
+                (pruned, rows)
+            }
+        });
+        super::counted(&rows);
+        match pruned {
+            Some(p) if filter.after < p => Ok(Feed::Expired(p)),
+            _ => Ok(Feed::Events(rows.into_iter().map(Event::from).collect())),
+        }
+    }
+
+    /// Deletes the events written before `before` (their deliveries go with them) and
+    /// remembers, per tenant, the highest id deleted; returns how many.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "prune_events", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64> {
+        let mark = self.dialect(MARK_PRUNED_PG.as_str(), MARK_PRUNED_SQLITE.as_str());
+        let mut tx = self.begin_write().await?;
+        let deleted = with_tx!(tx, tx => {
+            sqlx::query(mark).bind(before).execute(&mut **tx).await?;
+            sqlx::query("DELETE FROM events WHERE created_at < $1").bind(before).execute(&mut **tx).await?.rows_affected()
+        });
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Every version of the owner's fact `id`, oldest first (empty when the fact is not
+    /// the owner's, or was stored before history was kept).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_history", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn fact_history(&self, owner: Owner<'_>, id: Uuid) -> Result<Vec<FactVersion>> {
+        let sql = "SELECT v.version, v.change, v.created_at, v.actor, v.actor_job_id, v.fact \
+                   FROM fact_versions v JOIN facts f ON f.id = v.fact_id \
+                   WHERE f.tenant_id = $1 AND f.agent_id = $2 AND f.external_ref = $3 AND f.id = $4 \
+                   ORDER BY v.version";
+        let rows: Vec<VersionRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind(owner.tenant().as_str())
+                .bind(owner.agent().as_str())
+                .bind(owner.user().as_str())
+                .bind(id)
+                .fetch_all(pool)
+                .await?
+        });
+        super::counted(&rows);
+        Ok(rows
+            .into_iter()
+            .map(|row| FactVersion {
+                version: row.version,
+                change: row.change,
+                created_at: row.created_at,
+                actor: ActorView { kind: row.actor, job_id: row.actor_job_id },
+                fact: row.fact.0,
+            })
+            .collect())
+    }
+}
+
+impl Tx {
+    /// Records an event of this transaction's change, in the tenant's feed.
+    pub fn record(&mut self, tenant: &str, event: NewEvent) {
+        self.2.pending.push((tenant.to_owned(), event));
+    }
+
+    /// Records a fact event for its owner.
+    pub fn record_fact(&mut self, owner: Owner<'_>, kind: EventType, data: crate::domain::event::EventData) {
+        let event = NewEvent {
+            kind,
+            agent_id: Some(owner.agent().as_str().to_owned()),
+            external_ref: Some(owner.user().as_str().to_owned()),
+            data,
+        };
+        self.record(owner.tenant().as_str(), event);
+    }
+
+    /// Records an event about a person (and an agent, when given).
+    pub fn record_person(
+        &mut self,
+        tenant: &TenantId,
+        agent: Option<&str>,
+        user: &ExternalRef,
+        kind: EventType,
+        data: crate::domain::event::EventData,
+    ) {
+        let event =
+            NewEvent { kind, agent_id: agent.map(str::to_owned), external_ref: Some(user.as_str().to_owned()), data };
+        self.record(tenant.as_str(), event);
+    }
+
+    /// Writes the pending events (see the module docs); returns their types.
+    pub(super) async fn flush_events(&mut self) -> Result<Vec<EventType>> {
+        if self.2.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(actor) = self.2.actor else {
+            return Err(sqlx::Error::Protocol("a change recorded events without its actor".into()));
+        };
+        let pending = std::mem::take(&mut self.2.pending);
+        let now = super::now();
+        let write_pg = self.dialect(Some(WRITE_PG), None);
+        let mut written = Vec::with_capacity(pending.len());
+        for (tenant, event) in pending {
+            let kind = event.kind.as_str();
+            let fact_id = event.data.fact_id.filter(|_| writes_version(event.kind));
+            let fact = fact_id.and(event.data.fact.as_ref()).map(Json);
+            let data = Json(&event.data);
+            with_tx!(self, tx => {
+                if let Some(sql) = write_pg {
+                    sqlx::query(sql)
+                        .bind(&tenant)
+                        .bind(kind)
+                        .bind(now)
+                        .bind(event.agent_id.as_deref())
+                        .bind(event.external_ref.as_deref())
+                        .bind(actor.kind())
+                        .bind(actor.job_id())
+                        .bind(&data)
+                        .bind(fact_id)
+                        .bind(&fact)
+                        .execute(&mut **tx)
+                        .await?;
+                } else {
+                    let id: i64 = sqlx::query_scalar(NEXT_ID_SQLITE).bind(&tenant).fetch_one(&mut **tx).await?;
+                    sqlx::query(INSERT_SQLITE)
+                        .bind(&tenant)
+                        .bind(id)
+                        .bind(kind)
+                        .bind(now)
+                        .bind(event.agent_id.as_deref())
+                        .bind(event.external_ref.as_deref())
+                        .bind(actor.kind())
+                        .bind(actor.job_id())
+                        .bind(&data)
+                        .execute(&mut **tx)
+                        .await?;
+                    if let Some(fact_id) = fact_id {
+                        sqlx::query(VERSION_SQLITE)
+                            .bind(fact_id)
+                            .bind(kind)
+                            .bind(now)
+                            .bind(actor.kind())
+                            .bind(actor.job_id())
+                            .bind(&fact)
+                            .bind(&tenant)
+                            .execute(&mut **tx)
+                            .await?;
+                    }
+                    sqlx::query(DELIVERIES_SQLITE).bind(&tenant).bind(id).bind(now).bind(kind).execute(&mut **tx).await?;
+                }
+            });
+            written.push(event.kind);
+        }
+        Ok(written)
+    }
+}
