@@ -266,6 +266,29 @@ pub struct ServeConfig {
     /// How long a shutdown lets running jobs finish before releasing their leases (seconds).
     #[arg(long, env = "ENGRAM_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
     pub shutdown_grace_secs: u64,
+    /// How long events are kept (`GET /api/events`): seconds, or a number with `s`, `m`,
+    /// `h` or `d`. A cursor older than this is refused (410) rather than silently missing
+    /// the events deleted since.
+    #[arg(long, env = "ENGRAM_EVENT_RETENTION", default_value = "7d", value_parser = parse_duration)]
+    pub event_retention: Duration,
+    /// Lets webhook subscriptions reach loopback, private, link-local and metadata
+    /// addresses (tests and on-premise receivers). Off: a tenant cannot make Engram call
+    /// the infrastructure it runs in.
+    #[arg(long, env = "ENGRAM_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_private: bool,
+    /// Time limit of one webhook delivery attempt, connection included (seconds).
+    #[arg(long, env = "ENGRAM_WEBHOOK_TIMEOUT_SECS", default_value_t = 10)]
+    pub webhook_timeout_secs: u64,
+    /// Attempts before a delivery is dead (then redelivered by hand only).
+    #[arg(long, env = "ENGRAM_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8)]
+    pub webhook_max_attempts: i32,
+    /// Base of the deliveries' exponential retry backoff, with jitter (milliseconds).
+    #[arg(long, env = "ENGRAM_WEBHOOK_RETRY_BASE_MS", default_value_t = 5000)]
+    pub webhook_retry_base_ms: u64,
+    /// A subscription whose deliveries have failed for this long without one success is
+    /// disabled (seconds).
+    #[arg(long, env = "ENGRAM_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 3 * 24 * 3600)]
+    pub webhook_disable_after_secs: u64,
     /// Which extractor turns conversations into facts.
     #[arg(long, env = "ENGRAM_EXTRACTOR", value_enum, default_value = "builtin")]
     pub extractor: ExtractorKind,
@@ -363,6 +386,10 @@ impl ServeConfig {
             );
         }
         anyhow::ensure!((1..=600).contains(&self.llm_timeout_secs), "ENGRAM_LLM_TIMEOUT_SECS must be 1-600");
+        anyhow::ensure!(self.event_retention >= Duration::from_secs(1), "ENGRAM_EVENT_RETENTION must be at least 1s");
+        anyhow::ensure!((1..=120).contains(&self.webhook_timeout_secs), "ENGRAM_WEBHOOK_TIMEOUT_SECS must be 1-120");
+        anyhow::ensure!((1..=50).contains(&self.webhook_max_attempts), "ENGRAM_WEBHOOK_MAX_ATTEMPTS must be 1-50");
+        anyhow::ensure!(self.webhook_disable_after_secs >= 1, "ENGRAM_WEBHOOK_DISABLE_AFTER_SECS must be at least 1");
         anyhow::ensure!((16..=32_768).contains(&self.llm_max_tokens), "ENGRAM_LLM_MAX_TOKENS must be 16-32768");
         anyhow::ensure!((1..=86_400).contains(&self.llm_job_budget_secs), "ENGRAM_LLM_JOB_BUDGET_SECS must be 1-86400");
         anyhow::ensure!(
@@ -388,6 +415,24 @@ impl ServeConfig {
     pub fn job_lease(&self) -> Duration {
         Duration::from_secs(self.job_lease_secs)
     }
+}
+
+/// A duration: whole seconds, or a number followed by `s`, `m`, `h` or `d`.
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    let value = value.trim();
+    let (number, unit) = match value.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&value[..i], c),
+        _ => (value, 's'),
+    };
+    let seconds_per = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return Err(format!("unknown unit `{unit}`: use s, m, h or d")),
+    };
+    let number: u64 = number.trim().parse().map_err(|_| format!("`{value}` is not a duration such as 7d, 12h or 3600"))?;
+    number.checked_mul(seconds_per).map(Duration::from_secs).ok_or_else(|| format!("`{value}` is too long"))
 }
 
 #[cfg(test)]
@@ -445,6 +490,19 @@ mod tests {
     fn an_empty_llm_model_is_unset_so_an_llm_extractor_still_asks_for_one() {
         let error = validated(&["--extractor", "openai", "--llm-model="]).expect_err("no model");
         assert!(error.to_string().contains("ENGRAM_LLM_MODEL is required"), "{error}");
+    }
+
+    #[test]
+    fn event_retention_reads_units_and_refuses_nonsense() {
+        use std::time::Duration;
+        assert_eq!(validated(&[]).expect("defaults").event_retention, Duration::from_secs(7 * 86_400));
+        for (value, seconds) in [("90", 90), ("90s", 90), ("15m", 900), ("12h", 43_200), ("2d", 172_800)] {
+            let config = validated(&["--event-retention", value]).expect(value);
+            assert_eq!(config.event_retention, Duration::from_secs(seconds), "{value}");
+        }
+        for bad in ["7w", "d", "-1d", "0", "99999999999999999999d"] {
+            assert!(validated(&["--event-retention", bad]).is_err(), "{bad} must be refused");
+        }
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub enum ApiError {
     /// A conditional write's `If-Match` / `If-None-Match` did not hold: nothing changed.
     #[error("{0}")]
     PreconditionFailed(String),
+    /// What the request names existed but is gone for good (an event cursor older than
+    /// the retention).
+    #[error("{0}")]
+    Gone(String),
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("request body must be application/json")]
@@ -56,7 +60,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable machine-readable code: `invalid_request`, `unauthorized`, `forbidden`,
-    /// `not_found`, `conflict`, `precondition_failed`, `payload_too_large`, `unsupported_media_type`,
+    /// `not_found`, `conflict`, `precondition_failed`, `gone`, `payload_too_large`, `unsupported_media_type`,
     /// `rate_limited`, `internal`, `unavailable`.
     pub code: &'static str,
     pub message: String,
@@ -80,6 +84,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::StaleSeq(_) => StatusCode::CONFLICT,
             ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
+            ApiError::Gone(_) => StatusCode::GONE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -96,6 +101,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) | ApiError::StaleSeq(_) => "conflict",
             ApiError::PreconditionFailed(_) => "precondition_failed",
+            ApiError::Gone(_) => "gone",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::RateLimited(_) => "rate_limited",

@@ -116,7 +116,7 @@ impl From<ApiError> for AdminError {
             ApiError::Unauthorized(_) => AdminError::SignIn,
             ApiError::Forbidden(m) => AdminError::Forbidden(m),
             ApiError::NotFound(what) => AdminError::NotFound(what),
-            ApiError::Conflict(m) | ApiError::PreconditionFailed(m) => AdminError::Conflict(m),
+            ApiError::Conflict(m) | ApiError::PreconditionFailed(m) | ApiError::Gone(m) => AdminError::Conflict(m),
             ApiError::StaleSeq(_) => AdminError::Conflict(error.to_string()),
             ApiError::RateLimited(_) => AdminError::RateLimited,
             ApiError::Unavailable(_) => AdminError::Unavailable,

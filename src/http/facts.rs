@@ -16,13 +16,13 @@ use crate::domain::page::Page;
 use crate::{
     auth::{MemoryRead, MemoryWrite},
     domain::{
-        event::Actor,
+        event::{Actor, FactVersion},
         fact::{Fact, FactInput, FactPatch, Origin, Tag},
         ids::{AgentId, ExternalRef},
     },
     error::{ApiError, ErrorBody},
     service::{
-        AppState,
+        AppState, events,
         facts::{self, SearchResults},
     },
     store::facts::FactFilter,
@@ -33,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_facts, remember_fact, delete_facts))
         .routes(routes!(search_facts))
         .routes(routes!(update_fact, delete_fact))
+        .routes(routes!(fact_history))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -148,6 +149,26 @@ async fn delete_fact(
 ) -> Result<StatusCode, ApiError> {
     facts::forget(&state, caller.owner(&agent, &user), id, Actor::Api).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Every version of a fact, oldest first: its text, score, tags and `superseded_by` after
+/// each change, who made the change (`api`, `agent`, `admin`, or an `extraction` job with
+/// its id) and when. The history goes with the fact when it is deleted.
+#[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}/history", tag = "facts",
+    params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ("fact_id" = Uuid, Path)),
+    responses((status = 200, body = History), CommonErrors, NotFound))]
+async fn fact_history(
+    Ctx { state, caller }: Ctx<MemoryRead>,
+    ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
+) -> Result<Json<History>, ApiError> {
+    let items = events::fact_history(&state, caller.owner(&agent, &user), id).await?;
+    Ok(Json(History { items }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct History {
+    /// Oldest first.
+    items: Vec<FactVersion>,
 }
 
 /// Forget every fact this agent holds about the user.

@@ -28,6 +28,7 @@ pub mod agents_config;
 pub mod consent;
 pub mod conversations;
 pub mod ctx;
+pub mod events;
 pub mod extractors;
 pub mod facts;
 pub mod jobs;
@@ -128,6 +129,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(agents_config::router())
         .merge(consent::router())
         .merge(conversations::router())
+        .merge(events::router())
         .merge(jobs::router())
         .merge(facts::router())
         .merge(memory_context::router())

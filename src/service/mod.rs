@@ -15,6 +15,7 @@ pub mod agents;
 pub mod consent;
 pub mod conversations;
 pub mod erasure;
+pub mod events;
 pub mod export;
 pub mod facts;
 pub mod jobs;

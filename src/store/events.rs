@@ -140,11 +140,11 @@ struct VersionRow {
     fact: Json<serde_json::Value>,
 }
 
-/// Which events a reader wants: after which id, of which types (`types_key` form, empty
-/// for all), of which agent and person.
+/// Which events a reader wants: after which id (none: from the oldest kept), of which
+/// types (`types_key` form, empty for all), of which agent and person.
 #[derive(Debug, Clone, Copy)]
 pub struct EventFilter<'a> {
-    pub after: i64,
+    pub after: Option<i64>,
     pub types: &'a str,
     pub agent_id: Option<&'a str>,
     pub external_ref: Option<&'a str>,
@@ -157,6 +157,12 @@ pub enum Feed {
     /// The cursor is older than the retention: events after it were deleted, the highest
     /// of them is this.
     Expired(i64),
+}
+
+/// Whether the retention deleted events after the cursor `after` (`pruned`: the highest
+/// id it deleted). A reader without a cursor starts from the oldest event kept.
+fn expired(after: Option<i64>, pruned: Option<i64>) -> bool {
+    matches!((after, pruned), (Some(after), Some(pruned)) if after < pruned)
 }
 
 impl Store {
@@ -177,18 +183,18 @@ impl Store {
     }
 
     /// The tenant's events after `filter.after`, oldest first, at most `limit`; `Expired`
-    /// when the retention deleted events after the cursor.
+    /// when the retention deleted events after a cursor given.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_events", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn list_events(&self, tenant: &TenantId, filter: EventFilter<'_>, limit: i64) -> Result<Feed> {
         let pruned = "SELECT pruned_through FROM event_counters WHERE tenant_id = $1";
         let (pruned, rows): (Option<i64>, Vec<EventRow>) = with_pool!(self, pool => {
             let pruned = sqlx::query_scalar(pruned).bind(tenant.as_str()).fetch_optional(pool).await?;
-            if pruned.is_some_and(|p| filter.after < p) {
+            if expired(filter.after, pruned) {
                 (pruned, Vec::new())
             } else {
                 let rows = sqlx::query_as(LIST)
                     .bind(tenant.as_str())
-                    .bind(filter.after)
+                    .bind(filter.after.unwrap_or(0))
                     .bind(filter.agent_id)
                     .bind(filter.external_ref)
                     .bind(filter.types)
@@ -200,7 +206,7 @@ impl Store {
         });
         super::counted(&rows);
         match pruned {
-            Some(p) if filter.after < p => Ok(Feed::Expired(p)),
+            Some(p) if expired(filter.after, pruned) => Ok(Feed::Expired(p)),
             _ => Ok(Feed::Events(rows.into_iter().map(Event::from).collect())),
         }
     }

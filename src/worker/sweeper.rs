@@ -1,6 +1,7 @@
 //! The idle sweeper: ends conversations nobody wrote to for `ENGRAM_IDLE_END_SECS`
 //! (with the same decision and transaction as `POST …/end`), forgets idempotency keys
-//! past their 24 hours, deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS`, and on
+//! past their 24 hours, deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS` and events
+//! past `ENGRAM_EVENT_RETENTION`, and on
 //! SQLite merges the full-text index a step towards one segment, which searches read
 //! faster than the many that writes leave.
 //!
@@ -48,6 +49,12 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "finished jobs deleted"),
             Err(error) => tracing::warn!(error = format!("{error:#}"), "finished job cleanup failed"),
+        }
+        let retention = TimeDelta::from_std(state.config.event_retention).unwrap_or(TimeDelta::MAX);
+        match state.store.prune_events(crate::store::now() - retention).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, "events past their retention deleted"),
+            Err(error) => tracing::warn!(error = format!("{error:#}"), "event cleanup failed"),
         }
         if let Err(error) = state.store.merge_search_index().await {
             tracing::warn!(error = format!("{error:#}"), "full-text index merge failed");

@@ -16,6 +16,7 @@ mod curated_facts;
 mod deploy;
 mod embed_openai;
 mod erasure_files;
+mod events;
 mod extraction;
 mod facts;
 mod foundation;

@@ -1,0 +1,112 @@
+//! The event feed and fact history: the REST routes (tenant-wide and per person) and the
+//! admin panel read them here. A read may wait for the next event (long polling), so a
+//! follower learns of a change within moments without holding a database connection.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::AppState;
+use crate::{
+    domain::{
+        event::{ActorView, Event, FactVersion, parse_types, types_key},
+        ids::TenantId,
+        owner::Owner,
+        page::limit,
+    },
+    error::ApiError,
+    store::events::{EventFilter, Feed},
+};
+
+/// The longest a read may wait for an event (`wait`, seconds).
+pub const MAX_WAIT_SECS: u64 = 30;
+
+/// How often a waiting read looks again when no event of this process woke it: events
+/// written by another replica are seen within this.
+const POLL: Duration = Duration::from_millis(500);
+
+/// A page of the feed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventPage {
+    /// Oldest first.
+    pub items: Vec<Event>,
+    /// The id of the last event read (or the `after` given, when none was): the next
+    /// call's `after`. Events are never skipped: the next page starts right after it.
+    pub next_cursor: i64,
+}
+
+/// What a feed read asks for: after which id, of which types (comma-separated, empty for
+/// all), of which agent and person, how many, and how long to wait for the first.
+#[derive(Debug, Default)]
+pub struct FeedQuery<'a> {
+    pub after: Option<i64>,
+    pub types: Option<&'a str>,
+    pub agent_id: Option<&'a str>,
+    pub external_ref: Option<&'a str>,
+    pub limit: Option<i64>,
+    pub wait: Option<u64>,
+}
+
+/// The tenant's events after the cursor (`limit` 1–1000, default 100); with `wait`, waits
+/// up to that many seconds (at most 30, and less than the request time limit) for the
+/// first one. A `gone` when events after the cursor were deleted by the retention.
+pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> Result<EventPage, ApiError> {
+    if query.after.is_some_and(|after| after < 0) {
+        return Err(ApiError::invalid("after must be 0 or more"));
+    }
+    let types = types_key(&parse_types(query.types.unwrap_or_default()).map_err(ApiError::InvalidRequest)?);
+    let limit = limit(query.limit, 100, 1000)?;
+    let wait = query.wait.unwrap_or(0);
+    if wait > MAX_WAIT_SECS {
+        return Err(ApiError::invalid(format!("wait must be 0-{MAX_WAIT_SECS} seconds")));
+    }
+    // A wait ends a second before the request's own time limit would cut it off.
+    let most = state.config.request_timeout().saturating_sub(Duration::from_secs(1));
+    let deadline = Instant::now() + Duration::from_secs(wait).min(most);
+    let after = query.after;
+    let filter = EventFilter { after, types: &types, agent_id: query.agent_id, external_ref: query.external_ref };
+    loop {
+        let written = state.store.events_written().notified();
+        tokio::pin!(written);
+        written.as_mut().enable();
+        let items = match state.store.list_events(tenant, filter, limit).await? {
+            Feed::Expired(pruned) => {
+                let after = query.after.unwrap_or_default();
+                return Err(ApiError::Gone(format!(
+                    "events after {after} up to {pruned} were deleted by the retention \
+                     (ENGRAM_EVENT_RETENTION); start again from after={pruned}"
+                )));
+            }
+            Feed::Events(items) => items,
+        };
+        let now = Instant::now();
+        if !items.is_empty() || now >= deadline {
+            let next_cursor = items.last().map_or(after.unwrap_or(0), |event| event.id);
+            return Ok(EventPage { items, next_cursor });
+        }
+        tokio::select! {
+            () = &mut written => {}
+            () = tokio::time::sleep(POLL.min(deadline - now)) => {}
+        }
+    }
+}
+
+/// Every version of the owner's fact, oldest first; a fact stored before history was
+/// kept has one version, as it is now, by an `unrecorded` actor.
+pub async fn fact_history(state: &AppState, owner: Owner<'_>, id: Uuid) -> Result<Vec<FactVersion>, ApiError> {
+    let versions = state.store.fact_history(owner, id).await?;
+    if !versions.is_empty() {
+        return Ok(versions);
+    }
+    let fact = state.store.facts_by_id(owner, &[id]).await?.pop().ok_or(ApiError::NotFound("fact"))?;
+    Ok(vec![FactVersion {
+        version: 1,
+        change: "fact.added".into(),
+        created_at: fact.created_at,
+        actor: ActorView { kind: "unrecorded".into(), job_id: None },
+        fact: serde_json::to_value(&fact).map_err(|e| ApiError::Internal(e.into()))?,
+    }])
+}

@@ -1,0 +1,361 @@
+//! The event feed and fact history (issue 25), on both backends: every change to memory
+//! is one event written with the change (none for a replay, a refused or rolled-back
+//! change), in commit order without gaps under concurrent writers; long polling; a
+//! person's own feed for a user-bound token; the retention's expired cursor; a fact's
+//! versions with their actors, Lyon → Paris by two extraction jobs.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use engram::{
+    domain::{
+        event::Actor,
+        fact::{FactInput, Origin},
+        ids::{AgentId, ExternalRef, TenantId},
+        owner::Owner,
+    },
+    store::Store,
+};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+on_both_backends!(
+    every_change_is_one_event_and_a_replay_none,
+    refused_and_rolled_back_changes_write_no_event,
+    the_feed_pages_without_gaps_under_concurrent_writers,
+    a_waiting_read_wakes_on_the_next_event_or_times_out_empty,
+    a_user_bound_token_reads_only_its_own_person,
+    a_cursor_older_than_the_retention_is_gone,
+    history_shows_lyon_superseded_by_paris_with_the_job,
+    bad_feed_queries_are_refused,
+);
+
+const PERSON: &str = "whatsapp:+33 6 11 22 33 44";
+
+fn facts_path(user: &str) -> String {
+    format!("/api/agents/{AGENT}/users/{}/facts", enc(user))
+}
+
+/// Every event after `after`, read page by page (5 at a time, so paging is exercised).
+async fn events_after(app: &TestApp, after: i64) -> Vec<Value> {
+    let mut cursor = after;
+    let mut all = Vec::new();
+    loop {
+        let (status, page) = app.get(&format!("/api/events?after={cursor}&limit=5"), &admin("acme")).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let items = page["items"].as_array().expect("items").clone();
+        cursor = page["next_cursor"].as_i64().expect("next_cursor");
+        if items.is_empty() {
+            return all;
+        }
+        all.extend(items);
+    }
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().expect("type")).collect()
+}
+
+/// The id of the newest event (0 when none).
+async fn last_id(app: &TestApp) -> i64 {
+    events_after(app, 0).await.last().map_or(0, |e| e["id"].as_i64().expect("id"))
+}
+
+async fn every_change_is_one_event_and_a_replay_none(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = agent("acme");
+    let (_, conversation) =
+        app.post("/api/conversations", &token, json!({"agent_id": AGENT, "external_ref": PERSON})).await;
+    let id = conversation["id"].as_str().expect("id").to_owned();
+    // Messages are not memory changes; a replay of the same key changes nothing anyway.
+    let body = json!({"messages": [{"role": "user", "content": "hello"}]});
+    app.append_with_key(&id, &token, "key-1", &body).await;
+    app.append_with_key(&id, &token, "key-1", &body).await;
+
+    let (_, lyon) = app.post(&facts_path(PERSON), &token, json!({"fact": "Lives in Lyon"})).await;
+    let (status, _) = app.post(&facts_path(PERSON), &token, json!({"fact": "lives in lyon!"})).await;
+    assert_eq!(status, StatusCode::OK, "the same fact again: no change, no event");
+    let (_, paris) = app.post(&facts_path(PERSON), &token, json!({"fact": "Lives in Paris"})).await;
+    let fact = format!("{}/{}", facts_path(PERSON), paris["id"].as_str().unwrap());
+    app.patch(&fact, &token, json!({"tags": ["home"]})).await;
+    // Memory tools need the agent's memory on.
+    app.put(&format!("/api/agents-config/{AGENT}"), &admin("acme"), json!({"memory_enabled": true})).await;
+    let arguments = json!({"agent_id": AGENT, "external_ref": PERSON, "fact": "Plays chess"});
+    let (status, _) = app.post("/api/tools/call", &token, json!({"name": "remember", "arguments": arguments})).await;
+    assert_eq!(status, StatusCode::OK);
+    app.delete(&fact, &token).await;
+    app.put(&format!("/api/users/{}/consent", enc(PERSON)), &admin("acme"), json!({"ai_consent": true})).await;
+    let document = format!("/api/agents/{AGENT}/users/{}/working-memory", enc(PERSON));
+    app.put(&document, &token, json!({"content": "prefers mornings"})).await;
+    app.delete(&document, &token).await;
+    app.delete(&format!("/api/conversations/{id}/messages"), &token).await;
+    app.post(&format!("/api/conversations/{id}/end"), &token, json!({})).await;
+    app.post(&format!("/api/conversations/{id}/end"), &token, json!({})).await;
+    app.delete(&format!("/api/conversations/{id}"), &token).await;
+    app.delete(&facts_path(PERSON), &token).await;
+
+    let events = events_after(&app, 0).await;
+    assert_eq!(
+        types(&events),
+        [
+            "conversation.created",
+            "fact.added",
+            "fact.superseded",
+            "fact.added",
+            "fact.updated",
+            "agent.settings_changed",
+            "fact.added",
+            "fact.deleted",
+            "consent.changed",
+            "working_memory.written",
+            "working_memory.deleted",
+            "conversation.cleared",
+            "conversation.ended",
+            "conversation.deleted",
+            "facts.forgotten",
+        ],
+        "{events:#?}"
+    );
+    let ids: Vec<i64> = events.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (1..=15).collect::<Vec<_>>(), "ids follow each other");
+    let actors: Vec<&str> = events.iter().map(|e| e["actor"]["kind"].as_str().unwrap()).collect();
+    assert_eq!(actors[6], "agent", "the tool's fact: {:?}", events[6]);
+    assert!(actors.iter().enumerate().all(|(i, a)| i == 6 || *a == "api"), "{actors:?}");
+    assert_eq!(events[2]["data"]["fact"]["fact"], "Lives in Lyon");
+    assert_eq!(events[2]["data"]["fact"]["superseded_by"], paris["id"]);
+    assert_eq!(events[2]["data"]["fact_id"], lyon["id"]);
+    assert_eq!(events[4]["data"]["fact"]["tags"], json!(["home"]));
+    assert_eq!(events[8]["data"]["consent"], true);
+    assert_eq!(events[8]["external_ref"], PERSON);
+    assert!(events[8].get("agent_id").is_none(), "consent spans agents: {}", events[8]);
+    assert_eq!(events[5]["data"]["settings"]["memory_enabled"], true);
+    assert!(events[5].get("external_ref").is_none());
+    assert_eq!(events[11]["data"]["count"], 1, "one message cleared");
+    assert_eq!(events[14]["data"]["count"], 2, "Lyon and chess were left");
+    assert!(events.iter().all(|e| e["created_at"].is_string()));
+
+    // The erasure removes the person's events and writes its own, with the receipt only.
+    let (status, receipt) = app.delete(&format!("/api/rgpd/users/{}/ai-data", enc(PERSON)), &crate::common::token("acme", "rgpd")).await;
+    assert_eq!(status, StatusCode::OK, "{receipt}");
+    assert_eq!(receipt["deleted"]["events"], 14, "all but the agent settings' event");
+    let events = events_after(&app, 0).await;
+    assert_eq!(types(&events), ["agent.settings_changed", "person.erased"], "{events:#?}");
+    assert_eq!(events[1]["data"]["receipt_id"], receipt["receipt_id"]);
+    assert!(!events[1].to_string().contains("33 6 11"), "the erasure's event never names the person");
+    assert_eq!(events[1]["id"], 16);
+}
+
+async fn refused_and_rolled_back_changes_write_no_event(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--max-facts-per-user", "2"]).await;
+    let token = agent("acme");
+    app.post(&facts_path(PERSON), &token, json!({"fact": "Likes tea"})).await;
+    let (_, coffee) = app.post(&facts_path(PERSON), &token, json!({"fact": "Likes coffee"})).await;
+    let (status, _) = app.post(&facts_path(PERSON), &token, json!({"fact": "Likes jazz"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "over the cap");
+    // An edit into a duplicate fails inside its transaction, which rolls back.
+    let fact = format!("{}/{}", facts_path(PERSON), coffee["id"].as_str().unwrap());
+    let (status, _) = app.patch(&fact, &token, json!({"fact": "likes tea"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _) = app.delete(&format!("{}/{}", facts_path(PERSON), uuid::Uuid::now_v7()), &token).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A transaction that stored a fact and is dropped without commit leaves no event.
+    let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
+    let (tenant, agent_id, user) = (
+        TenantId::parse("acme".into()).unwrap(),
+        AgentId::parse(AGENT.into()).unwrap(),
+        ExternalRef::parse("someone-else".into()).unwrap(),
+    );
+    let mut tx = store.begin_change(Actor::Api).await.unwrap();
+    let new = FactInput { fact: "Rides a bike".into(), tags: None, score: None }.validate().unwrap();
+    tx.insert_fact(Owner::new(&tenant, &agent_id, &user), &new, Origin::Manual, None).await.unwrap();
+    drop(tx);
+    // A transaction without an actor cannot commit an event: it fails, and writes nothing.
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_fact(Owner::new(&tenant, &agent_id, &user), &new, Origin::Manual, None).await.unwrap();
+    assert!(tx.commit().await.is_err(), "an event without its actor is refused");
+    store.close().await;
+
+    let events = events_after(&app, 0).await;
+    assert_eq!(types(&events), ["fact.added", "fact.added"], "{events:#?}");
+    let (_, listed) = app.get(&format!("/api/agents/{AGENT}/users/someone-else/facts"), &token).await;
+    assert_eq!(listed["items"], json!([]));
+}
+
+async fn the_feed_pages_without_gaps_under_concurrent_writers(backend: Backend) {
+    const WRITERS: usize = 6;
+    const EACH: usize = 20;
+    let app = std::sync::Arc::new(TestApp::spawn(backend).await);
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let app = app.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..EACH {
+                let (status, body) =
+                    app.post(&facts_path(&format!("user-{w}")), &agent("acme"), json!({"fact": format!("Fact {i}")})).await;
+                assert_eq!(status, StatusCode::CREATED, "{body}");
+            }
+        }));
+    }
+    // A reader follows the feed while they write, page by page, with long polls.
+    let reader = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let (mut cursor, mut seen) = (0_i64, Vec::new());
+            while seen.len() < WRITERS * EACH {
+                let path = format!("/api/events?after={cursor}&limit=7&wait=5");
+                let (status, page) = app.get(&path, &admin("acme")).await;
+                assert_eq!(status, StatusCode::OK, "{page}");
+                for event in page["items"].as_array().unwrap() {
+                    seen.push(event["id"].as_i64().unwrap());
+                }
+                let next = page["next_cursor"].as_i64().unwrap();
+                assert!(next >= cursor);
+                if next == cursor {
+                    break;
+                }
+                cursor = next;
+            }
+            seen
+        })
+    };
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let seen = tokio::time::timeout(Duration::from_secs(60), reader).await.expect("reader done").unwrap();
+    let expected: Vec<i64> = (1..=(WRITERS * EACH) as i64).collect();
+    assert_eq!(seen, expected, "every event once, in id order, none skipped");
+}
+
+async fn a_waiting_read_wakes_on_the_next_event_or_times_out_empty(backend: Backend) {
+    let app = std::sync::Arc::new(TestApp::spawn(backend).await);
+    let started = Instant::now();
+    let (status, page) = app.get("/api/events?after=0&wait=1", &admin("acme")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((page["items"].clone(), page["next_cursor"].clone()), (json!([]), json!(0)));
+    assert!(started.elapsed() >= Duration::from_millis(900), "it waited: {:?}", started.elapsed());
+
+    let waiting = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let (status, page) = app.get("/api/events?after=0&wait=20", &admin("acme")).await;
+            (status, page, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.post(&facts_path(PERSON), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let (status, page, took) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(types(page["items"].as_array().unwrap()), ["fact.added"]);
+    assert_eq!(page["next_cursor"], 1);
+    assert!(took < Duration::from_secs(5), "woken by the write, not the time limit: {took:?}");
+}
+
+async fn a_user_bound_token_reads_only_its_own_person(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for user in [PERSON, "bystander"] {
+        app.post(&facts_path(user), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    }
+    app.post(&format!("/api/agents/other-bot/users/{}/facts", enc(PERSON)), &agent("acme"), json!({"fact": "Likes tea"}))
+        .await;
+    let bound = token_with(json!({"scope": "memory:read", "agent_id": AGENT, "external_ref": PERSON}));
+    let (status, body) = app.get("/api/events", &bound).await;
+    assert_error(status, &body, StatusCode::FORBIDDEN, "forbidden");
+    let own = format!("/api/agents/{AGENT}/users/{}/events", enc(PERSON));
+    let (status, page) = app.get(&own, &bound).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let items = page["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{page}");
+    assert_eq!((items[0]["agent_id"].as_str(), items[0]["external_ref"].as_str()), (Some(AGENT), Some(PERSON)));
+    let (status, body) = app.get(&format!("/api/agents/{AGENT}/users/bystander/events"), &bound).await;
+    assert_error(status, &body, StatusCode::FORBIDDEN, "forbidden");
+    // The tenant feed filters the same way; another tenant sees none of it.
+    let (_, page) = app.get(&format!("/api/events?external_ref={}", enc(PERSON)), &admin("acme")).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(2), "{page}");
+    let (_, page) = app.get(&format!("/api/events?agent_id={AGENT}&types=fact.added"), &admin("acme")).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(2), "{page}");
+    let (_, page) = app.get("/api/events?types=fact.deleted,consent.changed", &admin("acme")).await;
+    assert_eq!(page["items"], json!([]));
+    let (_, page) = app.get("/api/events", &admin("globex")).await;
+    assert_eq!(page["items"], json!([]));
+}
+
+async fn a_cursor_older_than_the_retention_is_gone(backend: Backend) {
+    let app =
+        TestApp::spawn_with(backend, &["--event-retention", "1s", "--sweep-interval-secs", "1"]).await;
+    app.post(&facts_path(PERSON), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let pruned = eventually(Duration::from_secs(15), || async {
+        let (_, page) = app.get("/api/events", &admin("acme")).await;
+        (page["items"] == json!([])).then_some(())
+    })
+    .await;
+    assert!(pruned.is_some(), "the sweeper deleted the expired event");
+    let (status, body) = app.get("/api/events?after=0", &admin("acme")).await;
+    assert_error(status, &body, StatusCode::GONE, "gone");
+    let (status, page) = app.get("/api/events?after=1", &admin("acme")).await;
+    assert_eq!(status, StatusCode::OK, "a cursor at the pruned event misses nothing: {page}");
+    // New events follow on from the deleted ones' ids.
+    app.post(&facts_path(PERSON), &agent("acme"), json!({"fact": "Likes jazz"})).await;
+    let (_, page) = app.get("/api/events?after=1", &admin("acme")).await;
+    assert_eq!(page["items"][0]["id"], 2, "{page}");
+}
+
+async fn history_shows_lyon_superseded_by_paris_with_the_job(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
+    app.enable_memory("acme", "concierge").await;
+    let (_, ended) = converse(&app, "concierge", "ann", &["I live in Lyon.", "I like tea.", "I work as a nurse."]).await;
+    let first_job = job_id(&ended);
+    job_reaching(&app, &first_job, &["succeeded"], Duration::from_secs(20)).await;
+    let (_, ended) = converse(&app, "concierge", "ann", &["Big news!", "I moved to Paris last month.", "It is lovely."]).await;
+    let second_job = job_id(&ended);
+    job_reaching(&app, &second_job, &["succeeded"], Duration::from_secs(20)).await;
+
+    let facts = "/api/agents/concierge/users/ann/facts";
+    let (_, all) = app.get(&format!("{facts}?include_superseded=true"), &agent("acme")).await;
+    let find = |prefix: &str| {
+        all["items"].as_array().unwrap().iter().find(|f| f["fact"].as_str().unwrap().starts_with(prefix)).cloned()
+    };
+    let (lyon, paris) = (find("Lives in Lyon").expect("Lyon"), find("Moved to Paris").expect("Paris"));
+    let (status, history) = app.get(&format!("{facts}/{}/history", lyon["id"].as_str().unwrap()), &agent("acme")).await;
+    assert_eq!(status, StatusCode::OK, "{history}");
+    let versions = history["items"].as_array().unwrap();
+    assert_eq!(versions.len(), 2, "{history}");
+    assert_eq!((versions[0]["version"].clone(), versions[0]["change"].clone()), (json!(1), json!("fact.added")));
+    assert_eq!(versions[0]["actor"], json!({"kind": "extraction", "job_id": first_job}));
+    assert_eq!(versions[0]["fact"]["superseded_by"], Value::Null);
+    assert_eq!(versions[1]["change"], "fact.superseded");
+    assert_eq!(versions[1]["actor"], json!({"kind": "extraction", "job_id": second_job}));
+    assert_eq!(versions[1]["fact"]["superseded_by"], paris["id"]);
+    assert_eq!(versions[1]["fact"]["fact"], "Lives in Lyon");
+
+    // Each job's success is an event too, by the job, after its facts.
+    let events = events_after(&app, 0).await;
+    let succeeded: Vec<&Value> = events.iter().filter(|e| e["type"] == "job.succeeded").collect();
+    assert_eq!(succeeded.len(), 2);
+    assert_eq!(succeeded[1]["data"]["job_id"], json!(second_job));
+    assert_eq!(succeeded[1]["actor"]["job_id"], json!(second_job));
+
+    // An unknown or other person's fact has no history.
+    let (status, body) = app.get(&format!("{facts}/{}/history", uuid::Uuid::now_v7()), &agent("acme")).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
+    let other = format!("/api/agents/concierge/users/bob/facts/{}/history", lyon["id"].as_str().unwrap());
+    let (status, _) = app.get(&other, &agent("acme")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = app.get(&format!("{facts}/{}/history", lyon["id"].as_str().unwrap()), &agent("globex")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn bad_feed_queries_are_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let before = last_id(&app).await;
+    app.assert_invalid_queries(
+        "/api/events",
+        &admin("acme"),
+        &["?after=-1", "?limit=0", "?limit=1001", "?wait=31", "?types=fact.eaten", "?agent_id=", "?after=x"],
+    )
+    .await;
+    assert_eq!(last_id(&app).await, before);
+    let (status, body) = app.get("/api/events", &token("acme", "rgpd")).await;
+    assert_error(status, &body, StatusCode::FORBIDDEN, "forbidden");
+}
