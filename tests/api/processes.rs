@@ -211,6 +211,7 @@ async fn three_replicas_run_each_job_exactly_once() {
         .unwrap_or_else(|| panic!("job {id} did not succeed"));
         assert_eq!(done["attempts"], 1, "{done}");
     }
+    let mut stored = 0;
     for i in 0..30 {
         let (_, facts) = call(
             &replicas[i % 3].base,
@@ -227,7 +228,32 @@ async fn three_replicas_run_each_job_exactly_once() {
         texts.dedup();
         assert_eq!(texts.len(), count, "duplicate facts for user-{i}");
         assert!(count >= 3, "user-{i} has {count} facts");
+        stored += count;
     }
+    // Each job's success is one event, and each stored fact one `fact.added`, however
+    // the replicas raced for the jobs; the feed read from any replica is the same.
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let path = format!("/api/events?after={after}&limit=1000");
+        let (_, page) = call(&replicas[2].base, reqwest::Method::GET, &path, &admin("acme"), None).await;
+        let items = page["items"].as_array().expect("items").clone();
+        if items.is_empty() {
+            break;
+        }
+        after = page["next_cursor"].as_i64().expect("cursor");
+        events.extend(items);
+    }
+    let mut succeeded: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "job.succeeded")
+        .map(|e| e["data"]["job_id"].as_str().expect("job id"))
+        .collect();
+    succeeded.sort();
+    let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(succeeded, expected, "one event per job");
+    assert_eq!(events.iter().filter(|e| e["type"] == "fact.added").count(), stored);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
