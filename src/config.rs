@@ -431,7 +431,8 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
         'd' => 86_400,
         _ => return Err(format!("unknown unit `{unit}`: use s, m, h or d")),
     };
-    let number: u64 = number.trim().parse().map_err(|_| format!("`{value}` is not a duration such as 7d, 12h or 3600"))?;
+    let number: u64 =
+        number.trim().parse().map_err(|_| format!("`{value}` is not a duration such as 7d, 12h or 3600"))?;
     number.checked_mul(seconds_per).map(Duration::from_secs).ok_or_else(|| format!("`{value}` is too long"))
 }
 

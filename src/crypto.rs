@@ -10,11 +10,7 @@ use aws_lc_rs::{digest, hmac, rand::SecureRandom};
 
 /// `n` random bytes as lowercase hex.
 pub fn random_hex(n: usize) -> String {
-    let mut bytes = vec![0u8; n];
-    // The system RNG failing is not something a service can recover from.
-    #[allow(clippy::expect_used)]
-    aws_lc_rs::rand::SystemRandom::new().fill(&mut bytes).expect("system random generator failed");
-    hex(&bytes)
+    hex(&random_bytes(n))
 }
 
 /// A random number in `0..bound` (for jitter; not for secrets).
@@ -33,6 +29,21 @@ pub fn sha256_hex(data: &[u8]) -> String {
 pub fn hmac_sha256_hex(key: &[u8], data: &[u8]) -> String {
     let key = hmac::Key::new(hmac::HMAC_SHA256, key);
     hex(hmac::sign(&key, data).as_ref())
+}
+
+/// HMAC-SHA256 of `data` under `key`, raw.
+pub fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, key);
+    hmac::sign(&key, data).as_ref().to_vec()
+}
+
+/// `n` random bytes (for secrets).
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; n];
+    // The system RNG failing is not something a service can recover from.
+    #[allow(clippy::expect_used)]
+    aws_lc_rs::rand::SystemRandom::new().fill(&mut bytes).expect("system random generator failed");
+    bytes
 }
 
 /// Lower-case hexadecimal, as hashes are written and pinned.

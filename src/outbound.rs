@@ -1,13 +1,20 @@
 //! What every call Engram makes to another server shares (LLM providers, embedding
-//! servers, the package index the model comes from): failures told by their kind only,
-//! secrets kept out of `Debug` output, and the wait a server asks for, capped.
+//! servers, the package index the model comes from, webhook receivers): failures told by
+//! their kind only, secrets kept out of `Debug` output, the wait a server asks for,
+//! capped, and which addresses a tenant's webhook may reach.
 //!
 //! Nothing here echoes a URL or a body: reqwest's own messages include the URL, which may
 //! carry credentials, and these messages end up in job errors and logs.
 
-use std::time::Duration;
+use std::{
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
 
-use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{
+    dns::{Addrs, Name, Resolve, Resolving},
+    header::{HeaderMap, HeaderValue, RETRY_AFTER},
+};
 
 /// Longest wait honoured from a `Retry-After` header, so that a confused or hostile server
 /// cannot park work for days.
@@ -54,9 +61,149 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
 }
 
+/// Whether an address is on the public internet: not loopback, private (RFC 1918, unique
+/// local), link-local (where cloud metadata services answer, 169.254.169.254), shared
+/// (CGNAT), unspecified, multicast, broadcast, documentation or benchmarking ranges, nor an
+/// IPv4 address written as IPv6. Webhooks go only to such addresses unless
+/// `ENGRAM_WEBHOOK_ALLOW_PRIVATE` is set, so a tenant cannot make Engram call the
+/// infrastructure it runs in.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (b == 18 || b == 19))
+                || a >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || (first == 0x2001 && v6.segments()[1] == 0x0db8)
+                || v6.segments()[..6] == [0, 0, 0, 0, 0, 0])
+        }
+    }
+}
+
+/// Why a destination is refused, said without the URL.
+pub const NOT_PUBLIC: &str = "the address is loopback, private, link-local or otherwise not public";
+
+/// A DNS resolver that answers only public addresses (see [`is_public`]): the check is on
+/// the address the connection will use, so a name that resolves to a private address —
+/// at creation or only later (DNS rebinding) — is never connected to.
+#[derive(Debug, Clone, Copy)]
+pub struct PublicOnly;
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            let public: Vec<SocketAddr> = found.filter(|addr| is_public(addr.ip())).collect();
+            if public.is_empty() {
+                return Err(NOT_PUBLIC.into());
+            }
+            Ok(Box::new(public.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// Checks a destination before it is stored: an address written in the URL must be
+/// public, and a name must resolve (within `timeout`) to public addresses only.
+pub async fn check_public(url: &reqwest::Url, timeout: Duration) -> Result<(), &'static str> {
+    let Some(name) = url.host_str() else { return Err("the URL has no host") };
+    match host_ip(url) {
+        Some(ip) => is_public(ip).then_some(()).ok_or(NOT_PUBLIC),
+        None => {
+            let lookup = tokio::net::lookup_host((name, 0));
+            let found = tokio::time::timeout(timeout, lookup)
+                .await
+                .map_err(|_| "the host name did not resolve in time")?
+                .map_err(|_| "the host name does not resolve")?;
+            let addrs: Vec<SocketAddr> = found.collect();
+            if addrs.is_empty() || !addrs.iter().all(|addr| is_public(addr.ip())) {
+                return Err(NOT_PUBLIC);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether a URL names its host by an address that is not public (reqwest does not ask
+/// the resolver for an address written in the URL, so [`PublicOnly`] cannot refuse it).
+pub fn literal_not_public(url: &reqwest::Url) -> bool {
+    host_ip(url).is_some_and(|ip| !is_public(ip))
+}
+
+/// The address a URL names its host by, if it is written as one (`[…]` for IPv6).
+fn host_ip(url: &reqwest::Url) -> Option<IpAddr> {
+    let host = url.host_str()?;
+    host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host).parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_public_addresses_are_public() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "2001:db8::1",
+            "198.18.0.1",
+            "240.0.0.1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[tokio::test]
+    async fn destinations_are_checked_by_their_resolved_address() {
+        let check = |url: &str| {
+            let url = reqwest::Url::parse(url).unwrap();
+            async move { check_public(&url, Duration::from_secs(2)).await }
+        };
+        assert_eq!(check("http://169.254.169.254/latest/meta-data").await, Err(NOT_PUBLIC));
+        assert_eq!(check("http://127.0.0.1:9000/hook").await, Err(NOT_PUBLIC));
+        assert_eq!(check("http://[::1]/hook").await, Err(NOT_PUBLIC));
+        assert_eq!(check("http://localhost/hook").await, Err(NOT_PUBLIC), "a name is judged by its address");
+        assert_eq!(check("http://8.8.8.8/hook").await, Ok(()));
+        assert!(literal_not_public(&reqwest::Url::parse("http://10.0.0.1/").unwrap()));
+        assert!(!literal_not_public(&reqwest::Url::parse("http://example.com/").unwrap()));
+        let resolved = PublicOnly.resolve("localhost".parse().unwrap()).await;
+        assert!(resolved.is_err(), "the resolver answers no private address");
+    }
 
     #[test]
     fn retry_after_reads_seconds_and_caps_them() {

@@ -24,4 +24,5 @@ pub mod search_query;
 pub mod slot;
 pub mod summary;
 pub mod vector;
+pub mod webhook;
 pub mod working_memory;

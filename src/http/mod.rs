@@ -37,6 +37,7 @@ pub mod memory_context;
 pub mod ops;
 pub mod rgpd;
 pub mod tools;
+pub mod webhooks;
 pub mod working_memory;
 
 /// The errors every authenticated route can answer, listed once for the spec: a bad
@@ -135,6 +136,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(memory_context::router())
         .merge(rgpd::router())
         .merge(tools::router())
+        .merge(webhooks::router())
         .merge(working_memory::router());
     let (router, mut doc) = api.split_for_parts();
     require_bearer(&mut doc);

@@ -22,6 +22,7 @@ pub mod jobs;
 pub mod memory_context;
 pub mod recall;
 pub mod tools;
+pub mod webhooks;
 pub mod working_memory;
 
 use crate::{

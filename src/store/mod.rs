@@ -45,6 +45,7 @@ pub mod policy;
 pub mod rgpd;
 pub mod summaries;
 pub mod vectors;
+pub mod webhooks;
 pub mod working_memory;
 
 /// One value per backend: a store's pool, or an open transaction. Private to `store/`,

@@ -1,7 +1,7 @@
 //! Background tasks that run inside `engram serve`: the job workers (extraction and
 //! rolling summaries), the
-//! PostgreSQL notification listener that wakes them, the idle-conversation sweeper, and
-//! the embedding worker.
+//! PostgreSQL notification listener that wakes them, the idle-conversation sweeper, the
+//! embedding worker and the webhook senders.
 
 use std::{sync::Arc, time::Duration};
 
@@ -16,6 +16,7 @@ pub mod runner;
 pub mod summarize;
 
 pub mod sweeper;
+pub mod webhooks;
 
 /// Starts the background tasks; each stops when `stop` turns true.
 pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
@@ -25,6 +26,10 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
     ];
     if !state.store.is_embedded() {
         tasks.push(tokio::spawn(listen(state.store.clone(), state.job_wakeup.clone(), stop.clone())));
+    }
+    let client = webhooks::client(&state);
+    for _ in 0..webhooks::SENDERS {
+        tasks.push(tokio::spawn(webhooks::run(state.clone(), client.clone(), stop.clone())));
     }
     for _ in 0..state.config.workers {
         tasks.push(tokio::spawn(runner::run_worker(state.clone(), extractor.clone(), stop.clone())));

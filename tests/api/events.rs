@@ -135,7 +135,8 @@ async fn every_change_is_one_event_and_a_replay_none(backend: Backend) {
     assert!(events.iter().all(|e| e["created_at"].is_string()));
 
     // The erasure removes the person's events and writes its own, with the receipt only.
-    let (status, receipt) = app.delete(&format!("/api/rgpd/users/{}/ai-data", enc(PERSON)), &crate::common::token("acme", "rgpd")).await;
+    let (status, receipt) =
+        app.delete(&format!("/api/rgpd/users/{}/ai-data", enc(PERSON)), &crate::common::token("acme", "rgpd")).await;
     assert_eq!(status, StatusCode::OK, "{receipt}");
     assert_eq!(receipt["deleted"]["events"], 14, "all but the agent settings' event");
     let events = events_after(&app, 0).await;
@@ -191,8 +192,9 @@ async fn the_feed_pages_without_gaps_under_concurrent_writers(backend: Backend) 
         let app = app.clone();
         writers.push(tokio::spawn(async move {
             for i in 0..EACH {
-                let (status, body) =
-                    app.post(&facts_path(&format!("user-{w}")), &agent("acme"), json!({"fact": format!("Fact {i}")})).await;
+                let (status, body) = app
+                    .post(&facts_path(&format!("user-{w}")), &agent("acme"), json!({"fact": format!("Fact {i}")}))
+                    .await;
                 assert_eq!(status, StatusCode::CREATED, "{body}");
             }
         }));
@@ -257,8 +259,12 @@ async fn a_user_bound_token_reads_only_its_own_person(backend: Backend) {
     for user in [PERSON, "bystander"] {
         app.post(&facts_path(user), &agent("acme"), json!({"fact": "Likes tea"})).await;
     }
-    app.post(&format!("/api/agents/other-bot/users/{}/facts", enc(PERSON)), &agent("acme"), json!({"fact": "Likes tea"}))
-        .await;
+    app.post(
+        &format!("/api/agents/other-bot/users/{}/facts", enc(PERSON)),
+        &agent("acme"),
+        json!({"fact": "Likes tea"}),
+    )
+    .await;
     let bound = token_with(json!({"scope": "memory:read", "agent_id": AGENT, "external_ref": PERSON}));
     let (status, body) = app.get("/api/events", &bound).await;
     assert_error(status, &body, StatusCode::FORBIDDEN, "forbidden");
@@ -282,8 +288,7 @@ async fn a_user_bound_token_reads_only_its_own_person(backend: Backend) {
 }
 
 async fn a_cursor_older_than_the_retention_is_gone(backend: Backend) {
-    let app =
-        TestApp::spawn_with(backend, &["--event-retention", "1s", "--sweep-interval-secs", "1"]).await;
+    let app = TestApp::spawn_with(backend, &["--event-retention", "1s", "--sweep-interval-secs", "1"]).await;
     app.post(&facts_path(PERSON), &agent("acme"), json!({"fact": "Likes tea"})).await;
     let pruned = eventually(Duration::from_secs(15), || async {
         let (_, page) = app.get("/api/events", &admin("acme")).await;
@@ -304,10 +309,12 @@ async fn a_cursor_older_than_the_retention_is_gone(backend: Backend) {
 async fn history_shows_lyon_superseded_by_paris_with_the_job(backend: Backend) {
     let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
     app.enable_memory("acme", "concierge").await;
-    let (_, ended) = converse(&app, "concierge", "ann", &["I live in Lyon.", "I like tea.", "I work as a nurse."]).await;
+    let (_, ended) =
+        converse(&app, "concierge", "ann", &["I live in Lyon.", "I like tea.", "I work as a nurse."]).await;
     let first_job = job_id(&ended);
     job_reaching(&app, &first_job, &["succeeded"], Duration::from_secs(20)).await;
-    let (_, ended) = converse(&app, "concierge", "ann", &["Big news!", "I moved to Paris last month.", "It is lovely."]).await;
+    let (_, ended) =
+        converse(&app, "concierge", "ann", &["Big news!", "I moved to Paris last month.", "It is lovely."]).await;
     let second_job = job_id(&ended);
     job_reaching(&app, &second_job, &["succeeded"], Duration::from_secs(20)).await;
 

@@ -38,4 +38,5 @@ mod spec;
 mod summaries;
 mod superseded;
 mod threads;
+mod webhooks;
 mod working_memory;

@@ -1,0 +1,273 @@
+//! Webhooks (issue 25), on both backends, against real receivers on loopback (wiremock):
+//! signed deliveries retried until answered 2xx, in order while the receiver keeps up; a
+//! slow receiver that holds no request path; dead deliveries redelivered by hand; a
+//! failing subscription disabled; private destinations refused without the override; the
+//! subscription routes. The signature is verified by an independent implementation (the
+//! `standardwebhooks` package) in clients/python/tests/test_webhooks.py; a receiver down
+//! while Engram is killed is in tests/api/processes.rs.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+
+on_both_backends!(
+    a_receiver_answering_500_then_200_gets_the_event_once_more,
+    a_receiver_that_keeps_up_gets_events_in_order,
+    a_slow_receiver_holds_no_request_path,
+    a_dead_delivery_is_redelivered_by_hand,
+    a_subscription_failing_too_long_is_disabled_and_says_so,
+    private_destinations_are_refused_without_the_override,
+    subscriptions_are_managed_and_confined_to_their_tenant,
+    erasure_leaves_no_delivery_of_the_person,
+);
+
+const FAST: &[&str] = &["--webhook-allow-private", "true", "--webhook-retry-base-ms", "100", "--job-poll-ms", "100"];
+
+fn facts_path(user: &str) -> String {
+    format!("/api/agents/{AGENT}/users/{}/facts", enc(user))
+}
+
+async fn subscribe(app: &TestApp, url: &str, types: &[&str]) -> Value {
+    let (status, created) = app.post("/api/webhooks", &admin("acme"), json!({"url": url, "event_types": types})).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    created
+}
+
+/// Waits until the subscription's delivery of `event_id` is in `status`.
+async fn delivery_reaching(app: &TestApp, subscription: &str, event_id: i64, status: &str, within: Duration) -> Value {
+    let path = format!("/api/webhooks/{subscription}/deliveries/{event_id}");
+    let found = eventually(within, || async {
+        let (_, delivery) = app.get(&path, &admin("acme")).await;
+        (delivery["status"] == status).then_some(delivery)
+    })
+    .await;
+    match found {
+        Some(delivery) => delivery,
+        None => panic!("delivery never {status}: {}", app.get(&path, &admin("acme")).await.1),
+    }
+}
+
+async fn a_receiver_answering_500_then_200_gets_the_event_once_more(backend: Backend) {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(500)).up_to_n_times(1).mount(&receiver).await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
+    let app = TestApp::spawn_with(backend, FAST).await;
+    let subscription = subscribe(&app, &format!("{}/hook", receiver.uri()), &["fact.added"]).await;
+    let id = subscription["id"].as_str().unwrap();
+    assert!(subscription["secret"].as_str().unwrap().starts_with("whsec_"));
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+
+    let delivery = delivery_reaching(&app, id, 1, "delivered", Duration::from_secs(20)).await;
+    assert_eq!(delivery["attempts"], 2, "{delivery}");
+    let log = delivery["attempt_log"].as_array().unwrap();
+    let statuses: Vec<Value> = log.iter().map(|a| a["status_code"].clone()).collect();
+    assert_eq!(statuses, [json!(500), json!(200)], "{delivery}");
+    assert_eq!((log[0]["error"].clone(), log[1]["error"].clone()), (json!("HTTP 500"), Value::Null));
+
+    let requests = receiver.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 2, "once failed, once delivered, and never again");
+    let header = |i: usize, name: &str| requests[i].headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    assert_eq!(header(0, "webhook-id"), header(1, "webhook-id"), "a retry is the same message");
+    assert!(header(1, "webhook-signature").is_some_and(|s| s.starts_with("v1,")));
+    assert!(header(1, "webhook-timestamp").is_some_and(|t| t.parse::<i64>().is_ok()));
+    let body: Value = serde_json::from_slice(&requests[1].body).unwrap();
+    assert_eq!(body["type"], "fact.added");
+    assert_eq!(body["data"]["id"], 1);
+    assert_eq!(body["data"]["data"]["fact"]["fact"], "Likes tea");
+    assert_eq!(body["data"]["external_ref"], "ann");
+    // A type it did not subscribe to is not delivered.
+    app.patch(
+        &format!("{}/{}", facts_path("ann"), body["data"]["data"]["fact_id"].as_str().unwrap()),
+        &agent("acme"),
+        json!({"score": 0.5}),
+    )
+    .await;
+    let (_, page) = app.get(&format!("/api/webhooks/{id}/deliveries"), &admin("acme")).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+}
+
+async fn a_receiver_that_keeps_up_gets_events_in_order(backend: Backend) {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(204)).mount(&receiver).await;
+    let app = TestApp::spawn_with(backend, FAST).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    for i in 0..12 {
+        app.post(&facts_path("ann"), &agent("acme"), json!({"fact": format!("Fact number {i}")})).await;
+    }
+    delivery_reaching(&app, subscription["id"].as_str().unwrap(), 12, "delivered", Duration::from_secs(20)).await;
+    let ids: Vec<i64> = receiver
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["data"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, (1..=12).collect::<Vec<_>>());
+}
+
+async fn a_slow_receiver_holds_no_request_path(backend: Backend) {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(30)))
+        .mount(&receiver)
+        .await;
+    let mut args = FAST.to_vec();
+    args.extend(["--webhook-timeout-secs", "2"]);
+    let app = TestApp::spawn_with(backend, &args).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    let id = subscription["id"].as_str().unwrap();
+    // Every write queues a delivery to the receiver that never answers in time.
+    for i in 0..8 {
+        let started = Instant::now();
+        let (status, _) = app.post(&facts_path("ann"), &agent("acme"), json!({"fact": format!("Fact {i}")})).await;
+        assert_eq!(status, StatusCode::CREATED);
+        assert!(started.elapsed() < Duration::from_secs(1), "a write waited for the receiver: {:?}", started.elapsed());
+    }
+    let started = Instant::now();
+    let (status, _) = app.get(&format!("{}/search?q=fact", facts_path("ann")), &agent("acme")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let failed = delivery_reaching(&app, id, 1, "failed", Duration::from_secs(20)).await;
+    assert_eq!(failed["last_error"], "request timed out", "{failed}");
+}
+
+async fn a_dead_delivery_is_redelivered_by_hand(backend: Backend) {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(503)).up_to_n_times(2).mount(&receiver).await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
+    let mut args = FAST.to_vec();
+    args.extend(["--webhook-max-attempts", "2"]);
+    let app = TestApp::spawn_with(backend, &args).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    let id = subscription["id"].as_str().unwrap();
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let dead = delivery_reaching(&app, id, 1, "dead", Duration::from_secs(20)).await;
+    assert_eq!((dead["attempts"].clone(), dead["last_error"].clone()), (json!(2), json!("HTTP 503")));
+    let (_, page) = app.get(&format!("/api/webhooks/{id}/deliveries?status=dead"), &admin("acme")).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+
+    let (status, queued) = app.post(&format!("/api/webhooks/{id}/deliveries/1/retry"), &admin("acme"), json!({})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+    let delivered = delivery_reaching(&app, id, 1, "delivered", Duration::from_secs(20)).await;
+    assert_eq!(delivered["attempts"], 3);
+    let (status, body) = app.post(&format!("/api/webhooks/{id}/deliveries/99/retry"), &admin("acme"), json!({})).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
+}
+
+async fn a_subscription_failing_too_long_is_disabled_and_says_so(backend: Backend) {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(500)).mount(&receiver).await;
+    let mut args = FAST.to_vec();
+    args.extend(["--webhook-disable-after-secs", "1"]);
+    let app = TestApp::spawn_with(backend, &args).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    let id = subscription["id"].as_str().unwrap();
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let path = format!("/api/webhooks/{id}");
+    let disabled = eventually(Duration::from_secs(20), || async {
+        let (_, found) = app.get(&path, &admin("acme")).await;
+        (found["enabled"] == false).then_some(found)
+    })
+    .await
+    .expect("disabled");
+    let reason = disabled["disabled_reason"].as_str().unwrap();
+    assert!(reason.contains("every delivery failed since") && reason.contains("HTTP 500"), "{reason}");
+    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
+    let disabled: Option<f64> = metrics.as_str().unwrap().lines().find_map(|line| {
+        line.strip_prefix("engram_webhook_subscriptions_disabled_total ").and_then(|v| v.parse().ok())
+    });
+    assert!(disabled.is_some_and(|n| n >= 1.0), "counted in /metrics");
+    // Disabled: new events queue no delivery, and pending ones wait.
+    let tried = receiver.received_requests().await.unwrap().len();
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes jazz"})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.received_requests().await.unwrap().len(), tried);
+    let (_, page) = app.get(&format!("{path}/deliveries"), &admin("acme")).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+    // Enabled again, it is healthy until it fails anew.
+    let (_, enabled) = app.patch(&path, &admin("acme"), json!({"enabled": true})).await;
+    assert_eq!((enabled["enabled"].clone(), enabled["disabled_reason"].clone()), (json!(true), Value::Null));
+}
+
+async fn private_destinations_are_refused_without_the_override(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://127.0.0.1/",
+        "http://localhost:8080/hook",
+        "http://[::1]/",
+        "http://10.0.0.7/hook",
+        "http://0x7f000001/",
+    ] {
+        let (status, body) = app.post("/api/webhooks", &admin("acme"), json!({"url": url})).await;
+        assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
+        assert!(body["error"]["message"].as_str().unwrap().contains("not public"), "{url}: {body}");
+    }
+    let (_, listed) = app.get("/api/webhooks", &admin("acme")).await;
+    assert_eq!(listed["items"], json!([]));
+    let allowed = TestApp::spawn_with(backend, &["--webhook-allow-private", "true"]).await;
+    let (status, _) = allowed.post("/api/webhooks", &admin("acme"), json!({"url": "http://127.0.0.1:9/"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+async fn subscriptions_are_managed_and_confined_to_their_tenant(backend: Backend) {
+    let app = TestApp::spawn_with(backend, FAST).await;
+    let created = subscribe(&app, "http://127.0.0.1:9/hook", &["fact.added", "person.erased"]).await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["event_types"], json!(["fact.added", "person.erased"]));
+    assert_eq!(created["enabled"], true);
+    let (_, listed) = app.get("/api/webhooks", &admin("acme")).await;
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1));
+    assert!(listed["items"][0].get("secret").is_none(), "the secret is shown once");
+    let (_, rotated) = app.post(&format!("/api/webhooks/{id}/rotate-secret"), &admin("acme"), json!({})).await;
+    assert!(rotated["secret"].as_str().unwrap().starts_with("whsec_"));
+    assert_ne!(rotated["secret"], created["secret"]);
+    let (status, patched) =
+        app.patch(&format!("/api/webhooks/{id}"), &admin("acme"), json!({"event_types": [], "enabled": false})).await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!((patched["event_types"].clone(), patched["enabled"].clone()), (json!([]), json!(false)));
+
+    for bad in [
+        json!({"url": "ftp://example.com/"}),
+        json!({"url": "http://127.0.0.1/", "event_types": ["fact.eaten"]}),
+        json!({"url": "http://127.0.0.1/", "secret": "mine"}),
+        json!({"url": "https://user:pw@127.0.0.1/"}),
+    ] {
+        let (status, body) = app.post("/api/webhooks", &admin("acme"), bad.clone()).await;
+        assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    // Another tenant, or a caller without `admin`, reaches none of it.
+    let (status, _) = app.get(&format!("/api/webhooks/{id}"), &admin("globex")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = app.delete(&format!("/api/webhooks/{id}"), &admin("globex")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = app.get("/api/webhooks", &agent("acme")).await;
+    assert_error(status, &body, StatusCode::FORBIDDEN, "forbidden");
+    let (status, _) = app.delete(&format!("/api/webhooks/{id}"), &admin("acme")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = app.get(&format!("/api/webhooks/{id}"), &admin("acme")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn erasure_leaves_no_delivery_of_the_person(backend: Backend) {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(500)).mount(&receiver).await;
+    let args = ["--webhook-allow-private", "true", "--webhook-retry-base-ms", "60000", "--job-poll-ms", "100"];
+    let app = TestApp::spawn_with(backend, &args).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    let id = subscription["id"].as_str().unwrap();
+    for user in ["ann", "bystander"] {
+        app.post(&facts_path(user), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    }
+    delivery_reaching(&app, id, 1, "failed", Duration::from_secs(20)).await;
+    let (status, receipt) = app.delete("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
+    assert_eq!(status, StatusCode::OK, "{receipt}");
+    let (_, page) = app.get(&format!("/api/webhooks/{id}/deliveries"), &admin("acme")).await;
+    let events: Vec<i64> = page["items"].as_array().unwrap().iter().map(|d| d["event_id"].as_i64().unwrap()).collect();
+    assert_eq!(events, [3, 2], "the erasure's own event and the bystander's are left: {page}");
+    let (status, _) = app.get(&format!("/api/webhooks/{id}/deliveries/1"), &admin("acme")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the person's delivery and its attempts are gone");
+}
