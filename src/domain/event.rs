@@ -233,6 +233,14 @@ pub struct FactVersion {
     pub fact: serde_json::Value,
 }
 
+/// A version of one of the person's facts, as the GDPR export holds it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExportedVersion {
+    pub fact_id: Uuid,
+    #[serde(flatten)]
+    pub version: FactVersion,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,6 +128,17 @@ pub struct Attempt {
     pub duration_ms: i64,
 }
 
+/// A delivery of one of the person's events, as the GDPR export holds it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExportedDelivery {
+    pub subscription_id: Uuid,
+    pub event_id: i64,
+    pub status: String,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,11 +15,12 @@ use crate::{
     auth::Rgpd,
     domain::{
         conversation::Conversation,
-        event::Actor,
+        event::{Actor, Event, ExportedVersion},
         fact::Fact,
         ids::ExternalRef,
         message::Message,
         policy::Consent,
+        webhook::ExportedDelivery,
         working_memory::{AgentWorkingMemory, WorkingMemory},
     },
     error::ApiError,
@@ -90,6 +91,12 @@ pub struct Export {
     pub facts: Vec<Fact>,
     /// The person's working memory documents, one per agent that keeps one.
     pub working_memories: Vec<AgentWorkingMemory>,
+    /// Every version of the person's facts (their history).
+    pub fact_versions: Vec<ExportedVersion>,
+    /// The person's events still kept (`ENGRAM_EVENT_RETENTION`), oldest first.
+    pub events: Vec<Event>,
+    /// The webhook deliveries of those events.
+    pub webhook_deliveries: Vec<ExportedDelivery>,
 }
 
 /// Everything held about an end user in the tenant, across agents, machine-readable:

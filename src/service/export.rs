@@ -2,7 +2,8 @@
 //! a person, written to the response a page at a time, so an export of any size costs
 //! the server bounded memory. The body is the `Export` document of the API (consent,
 //! conversations each with its summary, working memory and messages, facts, the person's
-//! working memory documents), built from the same types.
+//! working memory documents, every version of their facts, their events and those events'
+//! webhook deliveries), built from the same types.
 
 use std::{
     pin::Pin,
@@ -128,6 +129,48 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
         out.flush_if_full().await?;
         match page.last() {
             Some(last) if is_full(&page) => after = Some(last.agent_id.as_str().to_owned()),
+            _ => break,
+        }
+    }
+    out.raw(b"],\"fact_versions\":[");
+    let (mut after, mut first) = (None, true);
+    loop {
+        let page = reader.fact_versions(after, PAGE).await?;
+        for version in &page {
+            out.separator(&mut first);
+            out.json(version)?;
+        }
+        out.flush_if_full().await?;
+        match page.last() {
+            Some(last) if is_full(&page) => after = Some((last.fact_id, last.version.version)),
+            _ => break,
+        }
+    }
+    out.raw(b"],\"events\":[");
+    let (mut after, mut first) = (0, true);
+    loop {
+        let page = reader.events(after, PAGE).await?;
+        for event in &page {
+            out.separator(&mut first);
+            out.json(event)?;
+        }
+        out.flush_if_full().await?;
+        match page.last() {
+            Some(last) if is_full(&page) => after = last.id,
+            _ => break,
+        }
+    }
+    out.raw(b"],\"webhook_deliveries\":[");
+    let (mut after, mut first) = (None, true);
+    loop {
+        let page = reader.deliveries(after, PAGE).await?;
+        for delivery in &page {
+            out.separator(&mut first);
+            out.json(delivery)?;
+        }
+        out.flush_if_full().await?;
+        match page.last() {
+            Some(last) if is_full(&page) => after = Some((last.event_id, last.subscription_id)),
             _ => break,
         }
     }

@@ -33,10 +33,11 @@ use super::{
 };
 use crate::domain::{
     conversation::Conversation,
-    event::{Actor, EventData, EventType, NewEvent},
+    event::{Actor, ActorView, Event, EventData, EventType, ExportedVersion, FactVersion, NewEvent},
     fact::Fact,
     ids::{ExternalRef, TenantId},
     message::Message,
+    webhook::ExportedDelivery,
     working_memory::{AgentWorkingMemory, WorkingMemory},
 };
 
@@ -161,6 +162,87 @@ impl ExportReader {
             sqlx::query_as(sql).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
         });
         rows.into_iter().map(Fact::try_from).collect()
+    }
+}
+
+impl ExportReader {
+    /// Up to `limit` of the person's events, oldest first, after id `after`.
+    pub async fn events(&mut self, after: i64, limit: i64) -> Result<Vec<Event>> {
+        let sql = "SELECT id, type, created_at, agent_id, external_ref, actor, actor_job_id, data FROM events \
+                   WHERE tenant_id = $1 AND external_ref = $2 AND id > $3 ORDER BY id LIMIT $4";
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        type Row =
+            (i64, String, DateTime<Utc>, Option<String>, Option<String>, String, Option<Uuid>, Json<serde_json::Value>);
+        let rows: Vec<Row> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(id, kind, created_at, agent_id, external_ref, actor, job_id, data)| Event {
+                id,
+                kind,
+                created_at,
+                agent_id,
+                external_ref,
+                actor: ActorView { kind: actor, job_id },
+                data: data.0,
+            })
+            .collect())
+    }
+
+    /// Up to `limit` versions of the person's facts, by fact and version, after `after`.
+    pub async fn fact_versions(&mut self, after: Option<(Uuid, i32)>, limit: i64) -> Result<Vec<ExportedVersion>> {
+        let sql = "SELECT v.fact_id, v.version, v.change, v.created_at, v.actor, v.actor_job_id, v.fact \
+                   FROM fact_versions v JOIN facts f ON f.id = v.fact_id \
+                   WHERE f.tenant_id = $1 AND f.external_ref = $2 \
+                     AND ($3 IS NULL OR v.fact_id > $3 OR (v.fact_id = $3 AND v.version > $4)) \
+                   ORDER BY v.fact_id, v.version LIMIT $5";
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        let (fact, version) = after.unzip();
+        type Row = (Uuid, i32, String, DateTime<Utc>, String, Option<Uuid>, Json<serde_json::Value>);
+        let rows: Vec<Row> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(tenant).bind(user).bind(fact).bind(version).bind(limit).fetch_all(&mut **tx).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(fact_id, version, change, created_at, actor, job_id, fact)| ExportedVersion {
+                fact_id,
+                version: FactVersion {
+                    version,
+                    change,
+                    created_at,
+                    actor: ActorView { kind: actor, job_id },
+                    fact: fact.0,
+                },
+            })
+            .collect())
+    }
+
+    /// Up to `limit` webhook deliveries of the person's events, by event and
+    /// subscription, after `after`.
+    pub async fn deliveries(&mut self, after: Option<(i64, Uuid)>, limit: i64) -> Result<Vec<ExportedDelivery>> {
+        let sql = "SELECT d.subscription_id, d.event_id, d.status, d.attempts, d.last_error, d.delivered_at \
+                   FROM webhook_deliveries d JOIN events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id \
+                   WHERE e.tenant_id = $1 AND e.external_ref = $2 \
+                     AND ($3 IS NULL OR d.event_id > $3 OR (d.event_id = $3 AND d.subscription_id > $4)) \
+                   ORDER BY d.event_id, d.subscription_id LIMIT $5";
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        let (event, subscription) = after.unzip();
+        type Row = (Uuid, i64, String, i32, Option<String>, Option<DateTime<Utc>>);
+        let rows: Vec<Row> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(tenant).bind(user).bind(event).bind(subscription).bind(limit).fetch_all(&mut **tx).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(subscription_id, event_id, status, attempts, last_error, delivered_at)| ExportedDelivery {
+                subscription_id,
+                event_id,
+                status,
+                attempts,
+                last_error,
+                delivered_at,
+            })
+            .collect())
     }
 }
 

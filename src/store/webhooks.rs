@@ -95,7 +95,9 @@ static ONE_DELIVERY: LazyLock<String> = LazyLock::new(|| format!("{DELIVERY_SELE
 /// Claims the oldest due delivery of an enabled subscription that has none running: `$1`
 /// lease token, `$2` lease end, `$3` now. PostgreSQL locks the subscription row (skipping
 /// one another replica is claiming for), so two claims never run one subscription's
-/// deliveries at once; SQLite's write transaction serialises claims.
+/// deliveries at once; SQLite's write transaction serialises claims. The delivery's own
+/// row is tested again: on PostgreSQL a claim whose snapshot predates another's commit
+/// finds the row that one just claimed, and must not take it a second time.
 const CLAIM: &str = "UPDATE webhook_deliveries SET status = 'running', attempts = attempts + 1, lease_token = $1, \
        locked_until = $2, updated_at = $3 \
      WHERE (subscription_id, event_id) = ( \
@@ -106,6 +108,7 @@ const CLAIM: &str = "UPDATE webhook_deliveries SET status = 'running', attempts 
          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.subscription_id = d.subscription_id \
                          AND r.status = 'running' AND r.locked_until >= $3) \
        ORDER BY d.run_at, d.event_id LIMIT 1 {lock}) \
+       AND ((status IN ('queued', 'failed') AND run_at <= $3) OR (status = 'running' AND locked_until < $3)) \
      RETURNING subscription_id, tenant_id, event_id, attempts";
 static CLAIM_PG: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", "FOR UPDATE OF s SKIP LOCKED"));
 static CLAIM_SQLITE: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", ""));

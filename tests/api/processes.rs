@@ -277,3 +277,60 @@ async fn sigterm_drains_and_exits_zero() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(config["memory_enabled"], true);
 }
+
+/// Issue 25: a receiver that is down while Engram is killed with SIGKILL still gets every
+/// event once both are back: deliveries are rows committed with their events, and a
+/// delivery cut off mid-send is claimed again when its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_events_survive_a_kill_while_the_receiver_is_down() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let db = TestDb::fresh(backend).await;
+        // A port nobody listens on yet: the receiver is down.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+        let args = ["--webhook-allow-private", "true", "--webhook-retry-base-ms", "200", "--webhook-timeout-secs", "2"];
+        let mut first = Service::start(&db, &args).await;
+        let (status, created) = call(
+            &first.base,
+            reqwest::Method::POST,
+            "/api/webhooks",
+            &admin("acme"),
+            Some(json!({"url": format!("http://127.0.0.1:{port}/hook")})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        for i in 0..10 {
+            let (status, _) = call(
+                &first.base,
+                reqwest::Method::POST,
+                "/api/agents/concierge/users/ann/facts",
+                &agent("acme"),
+                Some(json!({"fact": format!("Fact number {i}")})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::CREATED);
+        }
+        first.kill();
+
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("the receiver's port");
+        let receiver = MockServer::builder().listener(listener).start().await;
+        Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
+        let _second = Service::start(&db, &args).await;
+        let received = eventually(Duration::from_secs(60), || {
+            let receiver = &receiver;
+            async move {
+                let mut ids: Vec<i64> = receiver
+                    .received_requests()
+                    .await
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok()?["data"]["id"].as_i64())
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                (ids.len() == 10).then_some(ids)
+            }
+        })
+        .await;
+        assert_eq!(received, Some((1..=10).collect()), "{backend:?}: every event after the restart");
+    }
+}

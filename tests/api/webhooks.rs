@@ -30,6 +30,10 @@ fn facts_path(user: &str) -> String {
     format!("/api/agents/{AGENT}/users/{}/facts", enc(user))
 }
 
+fn types_of(events: &Value) -> Vec<&str> {
+    events.as_array().map(|a| a.iter().filter_map(|e| e["type"].as_str()).collect()).unwrap_or_default()
+}
+
 async fn subscribe(app: &TestApp, url: &str, types: &[&str]) -> Value {
     let (status, created) = app.post("/api/webhooks", &admin("acme"), json!({"url": url, "event_types": types})).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
@@ -263,6 +267,13 @@ async fn erasure_leaves_no_delivery_of_the_person(backend: Backend) {
         app.post(&facts_path(user), &agent("acme"), json!({"fact": "Likes tea"})).await;
     }
     delivery_reaching(&app, id, 1, "failed", Duration::from_secs(20)).await;
+    // The export holds the person's events, their facts' versions and the deliveries.
+    let (_, export) = app.get("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
+    assert_eq!(types_of(&export["events"]), ["fact.added"], "{export}");
+    assert_eq!(export["fact_versions"][0]["fact"]["fact"], "Likes tea");
+    assert_eq!(export["fact_versions"][0]["actor"]["kind"], "api");
+    assert_eq!(export["webhook_deliveries"][0]["event_id"], 1);
+    assert_eq!(export["webhook_deliveries"][0]["subscription_id"], subscription["id"]);
     let (status, receipt) = app.delete("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
     assert_eq!(status, StatusCode::OK, "{receipt}");
     let (_, page) = app.get(&format!("/api/webhooks/{id}/deliveries"), &admin("acme")).await;

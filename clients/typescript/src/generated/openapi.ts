@@ -43,6 +43,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{agent_id}/users/{external_ref}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One person's events as this agent's memory of them changed (the tenant feed filtered
+         *     to them; what a user-bound token may read).
+         */
+        get: operations["list_person_events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{agent_id}/users/{external_ref}/facts": {
         parameters: {
             query?: never;
@@ -106,6 +126,27 @@ export interface paths {
          *     text is the same fact as another stored one.
          */
         patch: operations["update_fact"];
+        trace?: never;
+    };
+    "/api/agents/{agent_id}/users/{external_ref}/facts/{fact_id}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every version of a fact, oldest first: its text, score, tags and `superseded_by` after
+         *     each change, who made the change (`api`, `agent`, `admin`, or an `extraction` job with
+         *     its id) and when. The history goes with the fact when it is deleted.
+         */
+        get: operations["fact_history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/agents/{agent_id}/users/{external_ref}/memory-context": {
@@ -340,6 +381,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's change feed, oldest first: every change to memory (facts, conversations,
+         *     jobs, consent, agent settings, erasures, working memory) is one event, written with
+         *     the change itself. Page with `after=next_cursor`; `wait` long-polls. 410 when the
+         *     cursor is older than the retention (events after it were deleted). A user-bound
+         *     token reads its person's feed instead (`…/users/{external_ref}/events`).
+         */
+        get: operations["list_events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs": {
         parameters: {
             query?: never;
@@ -498,6 +562,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's subscriptions (without their secrets). */
+        get: operations["list_subscriptions"];
+        put?: never;
+        /**
+         * Subscribe a receiver to the tenant's events. 201 with the subscription and its signing
+         *     secret, shown only now. Deliveries are POSTed as `{"type", "timestamp", "data": event}`
+         *     with `webhook-id`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks),
+         *     retried with backoff until they are answered 2xx. 400 for a URL whose host is not
+         *     public (unless the server allows private receivers); 409 over 25 subscriptions.
+         */
+        post: operations["create_subscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One subscription: a disabled one says why. */
+        get: operations["get_subscription"];
+        put?: never;
+        post?: never;
+        /** Delete a subscription and its deliveries. */
+        delete: operations["delete_subscription"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a subscription's URL, event types or switch. Enabling a disabled one clears its
+         *     failure, and its pending deliveries go out again.
+         */
+        patch: operations["update_subscription"];
+        trace?: never;
+    };
+    "/api/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The subscription's deliveries, newest first. */
+        get: operations["list_deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{id}/deliveries/{event_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One delivery with its attempts (status, error by kind, duration). */
+        get: operations["get_delivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{id}/deliveries/{event_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery again now (one more attempt), e.g. a `dead` one once the receiver is
+         *     fixed. 409 while it is being sent.
+         */
+        post: operations["redeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace the signing secret; the new one is shown only now, and signs every delivery
+         *     from now on.
+         */
+        post: operations["rotate_secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -556,6 +740,19 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description Who made a change, as events and fact versions show it. */
+        ActorView: {
+            /**
+             * Format: uuid
+             * @description The job, for `extraction` and `summary`.
+             */
+            job_id?: string | null;
+            /**
+             * @description `api`, `agent` (a memory tool), `admin` (the panel), `sweeper`, `extraction` or
+             *     `summary` (a job), or `unrecorded` (a fact stored before history was kept).
+             */
+            kind: string;
+        };
         /** @description An agent's whole configuration, as stored and returned. */
         AgentConfig: {
             agent_id: components["schemas"]["AgentId"];
@@ -614,6 +811,21 @@ export interface components {
         Appended: {
             conversation: components["schemas"]["Conversation"];
             messages: components["schemas"]["Message"][];
+        };
+        /** @description One attempt at a delivery. */
+        Attempt: {
+            /** Format: int32 */
+            attempt: number;
+            /** Format: date-time */
+            attempted_at: string;
+            /** Format: int64 */
+            duration_ms: number;
+            error?: string | null;
+            /**
+             * Format: int32
+             * @description The receiver's status, when it answered.
+             */
+            status_code?: number | null;
         };
         Cleared: {
             /**
@@ -718,6 +930,41 @@ export interface components {
             /** Format: int64 */
             deleted: number;
         };
+        /** @description One event's delivery to one subscription. */
+        Delivery: {
+            /** Format: int32 */
+            attempts: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            delivered_at?: string | null;
+            /** Format: int64 */
+            event_id: number;
+            event_type: string;
+            /** @description The last failure, by kind (`HTTP 500`, `request timed out`…). */
+            last_error?: string | null;
+            /** Format: date-time */
+            next_attempt_at?: string | null;
+            /**
+             * @description `queued`, `running`, `failed` (to be retried at `next_attempt_at`), `delivered`,
+             *     or `dead` (no attempt left: redeliver it by hand).
+             */
+            status: string;
+        };
+        /** @description A delivery and its attempts, oldest first. */
+        DeliveryDetail: components["schemas"]["Delivery"] & {
+            /** @description Every attempt, oldest first. */
+            attempt_log: components["schemas"]["Attempt"][];
+        };
+        /** @description A page of deliveries, newest first. */
+        DeliveryPage: {
+            items: components["schemas"]["Delivery"][];
+            /**
+             * Format: int64
+             * @description The next page's `before`; null on the last page.
+             */
+            next_before?: number | null;
+        };
         /** @description The answer to `POST /api/conversations/{id}/end` (and what the idle sweeper does). */
         Ended: {
             conversation: components["schemas"]["Conversation"];
@@ -727,6 +974,12 @@ export interface components {
         ErasedCounts: {
             /** Format: int64 */
             conversations: number;
+            /**
+             * Format: int64
+             * @description The person's events (with their webhook deliveries). Receipts written before
+             *     events existed read 0.
+             */
+            events?: number;
             /** Format: int64 */
             facts: number;
             /** Format: int64 */
@@ -755,7 +1008,7 @@ export interface components {
         ErrorDetail: {
             /**
              * @description Stable machine-readable code: `invalid_request`, `unauthorized`, `forbidden`,
-             *     `not_found`, `conflict`, `precondition_failed`, `payload_too_large`, `unsupported_media_type`,
+             *     `not_found`, `conflict`, `precondition_failed`, `gone`, `payload_too_large`, `unsupported_media_type`,
              *     `rate_limited`, `internal`, `unavailable`.
              */
             code: string;
@@ -768,12 +1021,46 @@ export interface components {
             message: string;
             request_id: string;
         };
+        /** @description One event of the feed. */
+        Event: {
+            actor: components["schemas"]["ActorView"];
+            agent_id?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            data: unknown;
+            /** @description The person the event concerns; absent for agent settings and erasures. */
+            external_ref?: string | null;
+            /**
+             * Format: int64
+             * @description Increases with every event of the tenant, in commit order: the feed's cursor.
+             */
+            id: number;
+            /** @description See the event types in the API reference (`fact.added`, `person.erased`…). */
+            type: string;
+        };
+        /** @description A page of the feed. */
+        EventPage: {
+            /** @description Oldest first. */
+            items: components["schemas"]["Event"][];
+            /**
+             * Format: int64
+             * @description The id of the last event read (or the `after` given, when none was): the next
+             *     call's `after`. Events are never skipped: the next page starts right after it.
+             */
+            next_cursor: number;
+        };
         /** @description Everything held about one end user (GDPR Art. 15 and 20). */
         Export: {
             consent: components["schemas"]["Consent"];
             conversations: components["schemas"]["ExportedConversation"][];
+            /** @description The person's events still kept (`ENGRAM_EVENT_RETENTION`), oldest first. */
+            events: components["schemas"]["Event"][];
             external_ref: components["schemas"]["ExternalRef"];
+            /** @description Every version of the person's facts (their history). */
+            fact_versions: components["schemas"]["ExportedVersion"][];
             facts: components["schemas"]["Fact"][];
+            /** @description The webhook deliveries of those events. */
+            webhook_deliveries: components["schemas"]["ExportedDelivery"][];
             /** @description The person's working memory documents, one per agent that keeps one. */
             working_memories: components["schemas"]["AgentWorkingMemory"][];
         };
@@ -788,6 +1075,24 @@ export interface components {
              */
             summary_through_seq: number;
             working_memory?: components["schemas"]["WorkingMemory"] | null;
+        };
+        /** @description A delivery of one of the person's events, as the GDPR export holds it. */
+        ExportedDelivery: {
+            /** Format: int32 */
+            attempts: number;
+            /** Format: date-time */
+            delivered_at?: string | null;
+            /** Format: int64 */
+            event_id: number;
+            last_error?: string | null;
+            status: string;
+            /** Format: uuid */
+            subscription_id: string;
+        };
+        /** @description A version of one of the person's facts, as the GDPR export holds it. */
+        ExportedVersion: components["schemas"]["FactVersion"] & {
+            /** Format: uuid */
+            fact_id: string;
         };
         /**
          * @description The end user's id on the caller's channel: 1–256 bytes of printable UTF-8 (no control
@@ -883,6 +1188,28 @@ export interface components {
          * @example Prefers tea over coffee
          */
         FactString: string;
+        /** @description One version of a fact: what it was after one change, who made it and when. */
+        FactVersion: {
+            actor: components["schemas"]["ActorView"];
+            /**
+             * @description The event type of the change (`fact.added`, `fact.updated`, `fact.superseded`,
+             *     `fact.restored`).
+             */
+            change: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The fact after the change (its text, score, tags, and `superseded_by`). */
+            fact: components["schemas"]["Fact"];
+            /**
+             * Format: int32
+             * @description 1 for the fact as first stored, then one more per change.
+             */
+            version: number;
+        };
+        History: {
+            /** @description Oldest first. */
+            items: components["schemas"]["FactVersion"][];
+        };
         /** @description A job, as returned by `/api/jobs`. */
         Job: {
             agent_id: components["schemas"]["AgentId"];
@@ -1250,6 +1577,53 @@ export interface components {
          * @enum {string}
          */
         Source: "extracted" | "manual" | "agent" | "builtin_fallback";
+        /** @description A subscription, as the API shows it (never with its secret, but at creation). */
+        Subscription: {
+            /** Format: date-time */
+            created_at: string;
+            /** @description Why the server disabled it (its deliveries kept failing), until it is enabled again. */
+            disabled_reason?: string | null;
+            enabled: boolean;
+            /** @description Empty: every type. */
+            event_types: string[];
+            /**
+             * Format: date-time
+             * @description Since when its deliveries fail without one success (null when the last succeeded).
+             */
+            failing_since?: string | null;
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            updated_at: string;
+            url: string;
+        };
+        /** @description What creating a subscription takes. */
+        SubscriptionInput: {
+            /** @description Default true. */
+            enabled?: boolean | null;
+            /** @description The event types to deliver (see the events reference); empty or absent: all. */
+            event_types?: string[];
+            /**
+             * @description Where deliveries are POSTed: `http` or `https`, at most 2048 characters, no user
+             *     name or password. Its host must resolve to public addresses only (unless the
+             *     server sets `ENGRAM_WEBHOOK_ALLOW_PRIVATE`).
+             * @example https://crm.example.com/engram-events
+             */
+            url: string;
+        };
+        /**
+         * @description What a change to a subscription takes; absent fields keep their value. Enabling a
+         *     disabled subscription clears its failure and resumes its pending deliveries.
+         */
+        SubscriptionPatch: {
+            enabled?: boolean | null;
+            event_types?: string[] | null;
+            url?: string | null;
+        };
+        Subscriptions: {
+            /** @description Oldest first. */
+            items: components["schemas"]["Subscription"][];
+        };
         /**
          * @description A tag as the spec states it (the rule is [`validate_tag`]): 1–64 characters, none of
          *     them a control character.
@@ -1418,6 +1792,14 @@ export interface components {
             problems: components["schemas"]["Problem"][];
             /** @description True when `problems` is empty: the claim is the stored thread or a prefix of it. */
             valid: boolean;
+        };
+        /** @description A subscription with its signing secret: shown once, when it is made or rotated. */
+        WithSecret: components["schemas"]["Subscription"] & {
+            /**
+             * @description Verifies deliveries (Standard Webhooks: `whsec_` and the key in base64). Shown only
+             *     now: store it.
+             */
+            secret: string;
         };
         /** @description A stored document, as every route and tool answers it. */
         WorkingMemory: {
@@ -1742,6 +2124,103 @@ export interface operations {
             };
             /** @description `not_found`: no such resource in the caller's tenant */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_person_events: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The last event id already read (a previous page's `next_cursor`); 0 or absent
+                 *     for the oldest event kept.
+                 */
+                after?: number;
+                /**
+                 * @description Only these event types, comma-separated (`fact.added,fact.superseded`); an
+                 *     unknown name is a 400.
+                 */
+                types?: string;
+                limit?: number;
+                /**
+                 * @description Seconds to wait for the first event when there is none yet (0–30, default 0):
+                 *     the answer comes as soon as one is written, or empty when the time is up.
+                 */
+                wait?: number;
+            };
+            header?: never;
+            path: {
+                agent_id: components["schemas"]["AgentId"];
+                external_ref: components["schemas"]["ExternalRef"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventPage"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `gone`: events after the cursor were deleted by the retention */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2279,6 +2758,87 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: the body is not `application/json` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    fact_history: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent_id: components["schemas"]["AgentId"];
+                external_ref: components["schemas"]["ExternalRef"];
+                fact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["History"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4070,6 +4630,104 @@ export interface operations {
             };
         };
     };
+    list_events: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The last event id already read (a previous page's `next_cursor`); 0 or absent
+                 *     for the oldest event kept.
+                 */
+                after?: number;
+                /**
+                 * @description Only these event types, comma-separated (`fact.added,fact.superseded`); an
+                 *     unknown name is a 400.
+                 */
+                types?: string;
+                limit?: number;
+                /**
+                 * @description Seconds to wait for the first event when there is none yet (0–30, default 0):
+                 *     the answer comes as soon as one is written, or empty when the time is up.
+                 */
+                wait?: number;
+                /** @description Only events of this agent. */
+                agent_id?: components["schemas"]["AgentId"];
+                /** @description Only events about this person. */
+                external_ref?: components["schemas"]["ExternalRef"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventPage"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `gone`: events after the cursor were deleted by the retention */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_jobs: {
         parameters: {
             query?: {
@@ -4845,6 +5503,763 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: the body is not `application/json` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_subscriptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Subscriptions"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_subscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SubscriptionInput"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WithSecret"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant holds the maximum of 25 subscriptions */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit (default 1 MiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_subscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Subscription"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_subscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_subscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SubscriptionPatch"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Subscription"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit (default 1 MiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_deliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries in this state: `queued`, `running`, `failed`, `delivered`, `dead`. */
+                status?: string;
+                /** @description Only deliveries of events older than this id (a previous page's `next_before`). */
+                before?: number;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryPage"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_delivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                event_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryDetail"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    redeliver: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                event_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the delivery is being sent */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotate_secret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WithSecret"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
