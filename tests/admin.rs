@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 on_both_backends!(
     operator_signs_in_switches_memory_and_looks_after_a_person,
     dead_job_is_retried_from_the_panel,
+    a_dead_delivery_is_redelivered_and_a_facts_history_read_in_the_panel,
     read_only_operator_sees_no_change_buttons_and_forged_posts_are_refused,
     forms_without_the_session_csrf_token_are_refused,
     the_panel_answers_the_fact_cap_and_searches_as_the_api_does,
@@ -635,6 +636,67 @@ async fn dead_job_is_retried_from_the_panel(backend: Backend) {
     browser.goto("/admin/jobs?status=succeeded").await;
     assert_eq!(browser.text(&format!("{row} .badge")).await, "succeeded");
     browser.step("jobs").await;
+    browser.close().await;
+}
+
+/// Issue 25 in the panel: the webhooks page shows a dead delivery with its error, the
+/// operator redelivers it once the receiver is back, and a fact's history shows Lyon
+/// superseded by Paris with who did it.
+async fn a_dead_delivery_is_redelivered_and_a_facts_history_read_in_the_panel(backend: Backend) {
+    let port = free_port();
+    let flags = ["--webhook-allow-private", "true", "--webhook-max-attempts", "1", "--job-poll-ms", "50"];
+    let app = TestApp::spawn_with(backend, &flags).await;
+    let admin = admin("acme");
+    let (status, subscription) =
+        app.post("/api/webhooks", &admin, json!({"url": format!("http://127.0.0.1:{port}/hook")})).await;
+    assert_eq!(status, StatusCode::CREATED, "{subscription}");
+    let id = subscription["id"].as_str().expect("id").to_owned();
+    let facts = format!("/api/agents/concierge/users/{}/facts", enc(USER));
+    let (_, lyon) = app.post(&facts, &agent("acme"), json!({"fact": "Lives in Lyon"})).await;
+    let (_, paris) = app.post(&facts, &agent("acme"), json!({"fact": "Lives in Paris"})).await;
+    let dead = eventually(Duration::from_secs(30), || async {
+        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/1"), &admin).await;
+        (delivery["status"] == "dead").then_some(delivery)
+    })
+    .await
+    .expect("the delivery dies: nobody listens");
+
+    let browser = Browser::start(&app, backend, "webhooks").await;
+    browser.sign_in(&admin).await;
+    browser.click("header nav a[href='/admin/webhooks']").await;
+    browser.click(&format!("tr[data-subscription-id='{id}'] a")).await;
+    let row = "tr[data-event-id='1']";
+    assert_eq!(browser.text(&format!("{row} .badge")).await, "dead");
+    assert_eq!(browser.text(&format!("{row} pre")).await, dead["last_error"].as_str().expect("an error"));
+    browser.step("webhook-dead").await;
+    // The receiver comes back; redeliver.
+    let router = axum::Router::new().route("/hook", axum::routing::post(|| async { StatusCode::NO_CONTENT }));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("the receiver's port");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    browser.click(&format!("{row} button.retry")).await;
+    assert_eq!(browser.text("#notice").await, "Delivery queued again.");
+    eventually(Duration::from_secs(30), || async {
+        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/1"), &admin).await;
+        (delivery["status"] == "delivered").then_some(())
+    })
+    .await
+    .expect("redelivered");
+    browser.goto(&format!("/admin/webhooks/{id}")).await;
+    assert_eq!(browser.text(&format!("{row} .badge")).await, "delivered");
+    browser.step("webhook").await;
+
+    // The current fact's history is a click away; the superseded one's is at its address.
+    browser.goto(&format!("/admin/people/{}/agents/concierge", enc(USER))).await;
+    browser.click(&format!("tr[data-fact-id='{}'] a.history", paris["id"].as_str().expect("id"))).await;
+    assert_eq!(browser.count("#fact-history tbody tr").await, 1);
+    assert_eq!(browser.text("tr[data-version='1'] .fact-text").await, "Lives in Paris");
+    let lyon_id = lyon["id"].as_str().expect("id");
+    browser.goto(&format!("/admin/people/{}/agents/concierge/facts/{lyon_id}/history", enc(USER))).await;
+    assert_eq!(browser.count("#fact-history tbody tr").await, 2);
+    assert_eq!(browser.text("tr[data-version='2'] .badge").await, "fact.superseded");
+    assert_eq!(browser.text("tr[data-version='2'] .actor").await, "api");
+    assert_eq!(browser.text("tr[data-version='1'] .fact-text").await, "Lives in Lyon");
+    browser.step("fact-history").await;
     browser.close().await;
 }
 

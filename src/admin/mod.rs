@@ -29,6 +29,7 @@ mod jobs;
 mod overview;
 mod people;
 pub mod session;
+mod webhooks;
 
 /// The panel's routes, to be merged into the app's router.
 pub fn router() -> Router<AppState> {
@@ -56,9 +57,13 @@ pub fn router() -> Router<AppState> {
         .route("/admin/people/{external_ref}/agents/{agent_id}/facts/forget", post(people::forget_facts))
         .route("/admin/people/{external_ref}/agents/{agent_id}/facts/{fact_id}", post(people::edit_fact))
         .route("/admin/people/{external_ref}/agents/{agent_id}/facts/{fact_id}/delete", post(people::delete_fact))
+        .route("/admin/people/{external_ref}/agents/{agent_id}/facts/{fact_id}/history", get(people::fact_history))
         .route("/admin/receipts/{receipt_id}", get(people::receipt))
         .route("/admin/jobs", get(jobs::list))
         .route("/admin/jobs/{job_id}/retry", post(jobs::retry))
+        .route("/admin/webhooks", get(webhooks::list))
+        .route("/admin/webhooks/{subscription_id}", get(webhooks::show))
+        .route("/admin/webhooks/{subscription_id}/deliveries/{event_id}/retry", post(webhooks::redeliver))
         // Any other panel path: the panel's own 404 page rather than the API's JSON.
         .route("/admin/{*rest}", get(|| async { AdminError::NotFound("page") }))
         .layer(axum::middleware::map_response(security_headers))
@@ -238,6 +243,7 @@ fn notice(key: Option<&str>) -> Option<&'static str> {
         "facts-forgotten" => "Every fact of this agent about this person was deleted.",
         "erased" => "Everything about this person was erased.",
         "retried" => "Job queued again.",
+        "redelivered" => "Delivery queued again.",
         _ => return None,
     })
 }

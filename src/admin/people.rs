@@ -22,7 +22,7 @@ use crate::{
     auth::{MemoryWrite, Rgpd, Scope},
     domain::{
         conversation::Conversation,
-        event::Actor,
+        event::{Actor, FactVersion},
         fact::{Fact, FactInput, FactPatch, Origin},
         ids::{AgentId, ExternalRef},
         message::{Message, RoleSet},
@@ -30,7 +30,7 @@ use crate::{
         working_memory::{Condition, Scope as DocumentScope},
     },
     error::ApiError,
-    service::{AppState, consent, erasure, export::export_body, facts, working_memory},
+    service::{AppState, consent, erasure, events, export::export_body, facts, working_memory},
     store::{conversations::ConversationFilter, facts::FactFilter, messages::Window, rgpd::ErasedCounts},
 };
 
@@ -252,6 +252,56 @@ pub async fn conversation(
         messages: messages
             .into_iter()
             .map(|message| MessageView { text: message.text(), time: when(&message.created_at), message })
+            .collect(),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "admin/fact_history.html")]
+struct HistoryPage {
+    layout: Layout,
+    external_ref: String,
+    agent_id: String,
+    facts_path: String,
+    versions: Vec<VersionView>,
+}
+
+struct VersionView {
+    version: FactVersion,
+    text: String,
+    tags: String,
+    score: String,
+    superseded_by: Option<String>,
+    at: String,
+}
+
+/// Every version of one fact, with who changed it (`GET …/facts/{id}/history`).
+pub async fn fact_history(
+    State(state): State<AppState>,
+    operator: Operator,
+    AdminPath((user, agent, id)): AdminPath<(ExternalRef, AgentId, Uuid)>,
+) -> AdminResult {
+    operator.require(Scope::MemoryRead)?;
+    let versions = events::fact_history(&state, operator.caller.owner(&agent, &user), id).await?;
+    let field = |v: &FactVersion, name: &str| v.fact.get(name).cloned().unwrap_or_default();
+    render(&HistoryPage {
+        layout: operator.layout("Fact history", "people", None),
+        external_ref: user.as_str().to_owned(),
+        agent_id: agent.as_str().to_owned(),
+        facts_path: facts_path(&user, &agent),
+        versions: versions
+            .into_iter()
+            .map(|v| VersionView {
+                text: field(&v, "fact").as_str().unwrap_or_default().to_owned(),
+                tags: field(&v, "tags")
+                    .as_array()
+                    .map(|tags| tags.iter().filter_map(|t| t.as_str()).collect::<Vec<_>>().join(", "))
+                    .unwrap_or_default(),
+                score: field(&v, "score").as_f64().map_or_else(|| "—".to_owned(), |s| format!("{s:.2}")),
+                superseded_by: field(&v, "superseded_by").as_str().map(str::to_owned),
+                at: when(&v.created_at),
+                version: v,
+            })
             .collect(),
     })
 }

@@ -314,9 +314,9 @@ impl Tx {
                         .bind(event.external_ref.as_deref())
                         .bind(actor.kind())
                         .bind(actor.job_id())
-                        .bind(&data)
+                        .bind(data)
                         .bind(fact_id)
-                        .bind(&fact)
+                        .bind(fact)
                         .execute(&mut **tx)
                         .await?;
                 } else {
@@ -330,7 +330,7 @@ impl Tx {
                         .bind(event.external_ref.as_deref())
                         .bind(actor.kind())
                         .bind(actor.job_id())
-                        .bind(&data)
+                        .bind(data)
                         .execute(&mut **tx)
                         .await?;
                     if let Some(fact_id) = fact_id {
@@ -340,7 +340,7 @@ impl Tx {
                             .bind(now)
                             .bind(actor.kind())
                             .bind(actor.job_id())
-                            .bind(&fact)
+                            .bind(fact)
                             .bind(&tenant)
                             .execute(&mut **tx)
                             .await?;

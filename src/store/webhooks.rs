@@ -285,7 +285,8 @@ impl Store {
     ) -> Result<Option<(Delivery, Vec<Attempt>)>> {
         let attempts_sql = "SELECT attempt, attempted_at, status_code, error, duration_ms FROM webhook_attempts \
                             WHERE subscription_id = $1 AND event_id = $2 ORDER BY attempt";
-        let found: Option<(DeliveryRow, Vec<(i32, DateTime<Utc>, Option<i32>, Option<String>, i64)>)> = with_pool!(self, pool => {
+        type AttemptRow = (i32, DateTime<Utc>, Option<i32>, Option<String>, i64);
+        let found: Option<(DeliveryRow, Vec<AttemptRow>)> = with_pool!(self, pool => {
             let row: Option<DeliveryRow> = sqlx::query_as(ONE_DELIVERY.as_str())
                 .bind(tenant.as_str())
                 .bind(subscription)

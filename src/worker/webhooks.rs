@@ -91,7 +91,7 @@ pub fn body(event: &crate::domain::event::Event) -> Vec<u8> {
 /// One attempt: send, then record it (delivered, or failed with its retry).
 async fn deliver(state: &AppState, client: &reqwest::Client, claim: &ClaimedDelivery) {
     let started = Instant::now();
-    let (status_code, error) = send(state, client, claim).await;
+    let Sent { status_code, error, retry_after } = send(state, client, claim).await;
     let took = started.elapsed();
     let outcome = AttemptOutcome {
         status_code: status_code.map(i32::from),
@@ -108,7 +108,8 @@ async fn deliver(state: &AppState, client: &reqwest::Client, claim: &ClaimedDeli
         }
         return;
     };
-    let delay = super::runner::backoff(state.config.webhook_retry_base_ms, claim.attempts);
+    let delay =
+        super::runner::backoff(state.config.webhook_retry_base_ms, claim.attempts).max(retry_after.unwrap_or_default());
     let disable_after = TimeDelta::seconds(i64::try_from(state.config.webhook_disable_after_secs).unwrap_or(i64::MAX));
     let recorded = state
         .store
@@ -129,17 +130,32 @@ async fn deliver(state: &AppState, client: &reqwest::Client, claim: &ClaimedDeli
     }
 }
 
-/// POSTs the event; the receiver's status, and what went wrong unless it was a 2xx.
-async fn send(state: &AppState, client: &reqwest::Client, claim: &ClaimedDelivery) -> (Option<u16>, Option<String>) {
-    let Ok(url) = reqwest::Url::parse(&claim.url) else { return (None, Some("invalid url".into())) };
+/// How a send went: the receiver's status, what went wrong unless it was a 2xx, and the
+/// wait it asked for.
+#[derive(Debug, Default)]
+struct Sent {
+    status_code: Option<u16>,
+    error: Option<String>,
+    retry_after: Option<Duration>,
+}
+
+impl Sent {
+    fn failed(error: String) -> Sent {
+        Sent { error: Some(error), ..Sent::default() }
+    }
+}
+
+/// POSTs the event.
+async fn send(state: &AppState, client: &reqwest::Client, claim: &ClaimedDelivery) -> Sent {
+    let Ok(url) = reqwest::Url::parse(&claim.url) else { return Sent::failed("invalid url".into()) };
     if !state.config.webhook_allow_private && outbound::literal_not_public(&url) {
-        return (None, Some(format!("refused: {}", outbound::NOT_PUBLIC)));
+        return Sent::failed(format!("refused: {}", outbound::NOT_PUBLIC));
     }
     let body = body(&claim.event);
     let id = format!("msg_{}_{}", claim.subscription_id.simple(), claim.event_id);
     let timestamp = Utc::now().timestamp();
     let Some(signed) = signature(&claim.secret, &id, timestamp, &body) else {
-        return (None, Some("the subscription's secret is unusable; rotate it".into()));
+        return Sent::failed("the subscription's secret is unusable; rotate it".into());
     };
     let request = client
         .post(url)
@@ -149,17 +165,23 @@ async fn send(state: &AppState, client: &reqwest::Client, claim: &ClaimedDeliver
         .header("webhook-signature", signed)
         .body(body);
     match request.send().await {
-        Ok(response) if response.status().is_success() => (Some(response.status().as_u16()), None),
+        Ok(response) if response.status().is_success() => {
+            Sent { status_code: Some(response.status().as_u16()), ..Sent::default() }
+        }
         Ok(response) => {
             let status = response.status();
             let note = if status.is_redirection() { " (redirects are not followed)" } else { "" };
-            (Some(status.as_u16()), Some(format!("HTTP {}{note}", status.as_u16())))
+            Sent {
+                status_code: Some(status.as_u16()),
+                error: Some(format!("HTTP {}{note}", status.as_u16())),
+                retry_after: outbound::retry_after(response.headers()),
+            }
         }
         Err(e) => {
             let refused = e.is_connect() && !state.config.webhook_allow_private;
             let reason = outbound::failure(&e).reason;
             let note = if refused { " (or its address is not public)" } else { "" };
-            (None, Some(format!("{reason}{note}")))
+            Sent::failed(format!("{reason}{note}"))
         }
     }
 }

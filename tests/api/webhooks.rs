@@ -16,6 +16,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 on_both_backends!(
     a_receiver_answering_500_then_200_gets_the_event_once_more,
     a_receiver_that_keeps_up_gets_events_in_order,
+    a_receivers_retry_after_is_honoured,
     a_slow_receiver_holds_no_request_path,
     a_dead_delivery_is_redelivered_by_hand,
     a_subscription_failing_too_long_is_disabled_and_says_so,
@@ -110,6 +111,22 @@ async fn a_receiver_that_keeps_up_gets_events_in_order(backend: Backend) {
         .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["data"]["id"].as_i64().unwrap())
         .collect();
     assert_eq!(ids, (1..=12).collect::<Vec<_>>());
+}
+
+async fn a_receivers_retry_after_is_honoured(backend: Backend) {
+    let receiver = MockServer::start().await;
+    let busy = ResponseTemplate::new(503).insert_header("retry-after", "2");
+    Mock::given(method("POST")).respond_with(busy).up_to_n_times(1).mount(&receiver).await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
+    let app = TestApp::spawn_with(backend, FAST).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let delivery =
+        delivery_reaching(&app, subscription["id"].as_str().unwrap(), 1, "delivered", Duration::from_secs(20)).await;
+    let log = delivery["attempt_log"].as_array().unwrap();
+    let at = |i: usize| chrono::DateTime::parse_from_rfc3339(log[i]["attempted_at"].as_str().unwrap()).unwrap();
+    let waited = at(1) - at(0);
+    assert!(waited >= chrono::TimeDelta::milliseconds(1900), "the retry waited {waited} (backoff base 100 ms)");
 }
 
 async fn a_slow_receiver_holds_no_request_path(backend: Backend) {
