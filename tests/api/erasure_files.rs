@@ -34,7 +34,12 @@ fn remnants(dir: &Path, needles: &[&str]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_erasure_leaves_nothing_in_the_files() {
-    let app = TestApp::spawn_with(Backend::Sqlite, &["--job-poll-ms", "50"]).await;
+    let flags = ["--job-poll-ms", "50", "--webhook-allow-private", "true", "--webhook-retry-base-ms", "60000"];
+    let app = TestApp::spawn_with(Backend::Sqlite, &flags).await;
+    // A webhook subscription whose receiver is down: the person's events keep pending
+    // deliveries (and their attempts) until the erasure.
+    let (status, _) = app.post("/api/webhooks", &admin("acme"), json!({"url": "http://127.0.0.1:9/hook"})).await;
+    assert_eq!(status, StatusCode::CREATED);
     app.enable_memory("acme", "concierge").await;
     // Four messages are a long thread here: each gets a rolling summary of the first three.
     let summaries = json!({"summarize_after_messages": 2, "summary_window": 1});

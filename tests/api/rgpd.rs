@@ -74,7 +74,15 @@ async fn wait_for_jobs(app: &TestApp, tenant: &str) {
 }
 
 async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
+    let flags = ["--job-poll-ms", "50", "--webhook-allow-private", "true", "--webhook-retry-base-ms", "60000"];
+    let app = TestApp::spawn_with(backend, &flags).await;
+    // A webhook subscription whose receiver is down: the person's events keep pending
+    // deliveries (and their attempts) until the erasure.
+    for tenant in ["acme", "globex"] {
+        let receiver = json!({"url": "http://127.0.0.1:9/hook"});
+        let (status, _) = app.post("/api/webhooks", &admin(tenant), receiver).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
     for tenant in ["acme", "globex"] {
         for agent_id in ["concierge", "sales"] {
             app.enable_memory(tenant, agent_id).await;
@@ -111,6 +119,7 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
     assert_eq!(erased["deleted"]["jobs"], 3, "one extraction and two summaries");
     assert!(erased["deleted"]["facts"].as_u64().is_some_and(|n| n >= 3), "{erased}");
     assert_eq!(erased["deleted"]["working_memories"], 4, "two agents' and two conversations' documents");
+    assert!(erased["deleted"]["events"].as_u64().is_some_and(|n| n > 10), "their events went too: {erased}");
 
     // Nothing is left through the API.
     let (_, export) = app.get(&user_path(SUBJECT), &token("acme", "rgpd")).await;

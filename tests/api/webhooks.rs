@@ -18,6 +18,7 @@ on_both_backends!(
     a_receiver_that_keeps_up_gets_events_in_order,
     a_receivers_retry_after_is_honoured,
     a_slow_receiver_holds_no_request_path,
+    a_redirect_is_not_followed,
     a_dead_delivery_is_redelivered_by_hand,
     a_subscription_failing_too_long_is_disabled_and_says_so,
     private_destinations_are_refused_without_the_override,
@@ -153,6 +154,21 @@ async fn a_slow_receiver_holds_no_request_path(backend: Backend) {
     assert!(started.elapsed() < Duration::from_secs(1));
     let failed = delivery_reaching(&app, id, 1, "failed", Duration::from_secs(20)).await;
     assert_eq!(failed["last_error"], "request timed out", "{failed}");
+}
+
+async fn a_redirect_is_not_followed(backend: Backend) {
+    let elsewhere = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&elsewhere).await;
+    let receiver = MockServer::start().await;
+    let moved = ResponseTemplate::new(307).insert_header("location", format!("{}/moved", elsewhere.uri()).as_str());
+    Mock::given(method("POST")).respond_with(moved).mount(&receiver).await;
+    let app = TestApp::spawn_with(backend, FAST).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let failed =
+        delivery_reaching(&app, subscription["id"].as_str().unwrap(), 1, "failed", Duration::from_secs(20)).await;
+    assert_eq!(failed["last_error"], "HTTP 307 (redirects are not followed)", "{failed}");
+    assert_eq!(elsewhere.received_requests().await.unwrap().len(), 0, "the redirect's target is never called");
 }
 
 async fn a_dead_delivery_is_redelivered_by_hand(backend: Backend) {
