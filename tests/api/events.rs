@@ -64,9 +64,11 @@ async fn last_id(app: &TestApp) -> i64 {
 async fn every_change_is_one_event_and_a_replay_none(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let token = agent("acme");
-    let (_, conversation) =
-        app.post("/api/conversations", &token, json!({"agent_id": AGENT, "external_ref": PERSON})).await;
+    let thread = json!({"agent_id": AGENT, "external_ref": PERSON, "key": "order-42"});
+    let (_, conversation) = app.post("/api/conversations", &token, thread.clone()).await;
     let id = conversation["id"].as_str().expect("id").to_owned();
+    let (status, again) = app.post("/api/conversations", &token, thread).await;
+    assert_eq!((status, again["id"].as_str()), (StatusCode::OK, Some(id.as_str())), "the key's thread, unchanged");
     // Messages are not memory changes; a replay of the same key changes nothing anyway.
     let body = json!({"messages": [{"role": "user", "content": "hello"}]});
     app.append_with_key(&id, &token, "key-1", &body).await;

@@ -84,6 +84,16 @@ async fn a_receiver_answering_500_then_200_gets_the_event_once_more(backend: Bac
     assert_eq!(body["data"]["id"], 1);
     assert_eq!(body["data"]["data"]["fact"]["fact"], "Likes tea");
     assert_eq!(body["data"]["external_ref"], "ann");
+    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap();
+    for series in [
+        "engram_events_written_total{type=\"fact.added\"}",
+        "engram_webhook_deliveries_total{outcome=\"failed\"}",
+        "engram_webhook_deliveries_total{outcome=\"delivered\"}",
+        "engram_webhook_delivery_seconds_count",
+    ] {
+        assert!(metrics.contains(series), "{series} in /metrics");
+    }
     // A type it did not subscribe to is not delivered.
     app.patch(
         &format!("{}/{}", facts_path("ann"), body["data"]["data"]["fact_id"].as_str().unwrap()),
