@@ -151,7 +151,7 @@ pub async fn delivery(
 /// is being sent.
 pub async fn redeliver(state: &AppState, tenant: &TenantId, id: Uuid, event_id: i64) -> Result<Delivery, ApiError> {
     if let Some(delivery) = state.store.redeliver(tenant, id, event_id).await? {
-        state.store.events_written().notify_waiters();
+        state.store.wake_senders();
         return Ok(delivery);
     }
     match state.store.delivery(tenant, id, event_id).await? {

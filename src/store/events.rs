@@ -30,17 +30,29 @@ pub struct Outbox {
     /// without its actor.
     actor: Option<Actor>,
     pending: Vec<(String, NewEvent)>,
-    signal: Arc<Notify>,
+    events_written: Arc<Notify>,
+    deliveries_queued: Arc<Notify>,
+}
+
+/// What writing an outbox wrote.
+#[derive(Debug, Default)]
+pub(super) struct Flushed {
+    types: Vec<EventType>,
+    deliveries: u64,
 }
 
 impl Outbox {
-    /// After the commit: wakes the feed's waiting readers and counts what was written.
-    pub(super) fn committed(self, written: Vec<EventType>) {
-        if written.is_empty() {
+    /// After the commit: wakes the feed's waiting readers (and the webhook senders, when
+    /// deliveries were queued) and counts what was written.
+    pub(super) fn committed(self, flushed: Flushed) {
+        if flushed.types.is_empty() {
             return;
         }
-        self.signal.notify_waiters();
-        for kind in written {
+        self.events_written.notify_waiters();
+        if flushed.deliveries > 0 {
+            self.deliveries_queued.notify_waiters();
+        }
+        for kind in flushed.types {
             metrics::counter!("engram_events_written_total", "type" => kind.as_str()).increment(1);
         }
     }
@@ -174,12 +186,28 @@ impl Store {
     }
 
     pub(super) fn outbox(&self) -> Outbox {
-        Outbox { actor: None, pending: Vec::new(), signal: self.events_written.clone() }
+        Outbox {
+            actor: None,
+            pending: Vec::new(),
+            events_written: self.events_written.clone(),
+            deliveries_queued: self.deliveries_queued.clone(),
+        }
     }
 
     /// Signalled after each commit of this process that wrote events.
     pub fn events_written(&self) -> &Notify {
         &self.events_written
+    }
+
+    /// Signalled after each commit of this process that queued webhook deliveries, and by
+    /// [`Store::wake_senders`].
+    pub fn deliveries_queued(&self) -> &Notify {
+        &self.deliveries_queued
+    }
+
+    /// Wakes this process's webhook senders (a delivery was queued again by hand).
+    pub fn wake_senders(&self) {
+        self.deliveries_queued.notify_waiters();
     }
 
     /// The tenant's events after `filter.after`, oldest first, at most `limit`; `Expired`
@@ -287,10 +315,11 @@ impl Tx {
         self.record(tenant.as_str(), event);
     }
 
-    /// Writes the pending events (see the module docs); returns their types.
-    pub(super) async fn flush_events(&mut self) -> Result<Vec<EventType>> {
+    /// Writes the pending events (see the module docs); returns their types and the
+    /// deliveries they queued.
+    pub(super) async fn flush_events(&mut self) -> Result<Flushed> {
         if self.2.pending.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Flushed::default());
         }
         let Some(actor) = self.2.actor else {
             return Err(sqlx::Error::Protocol("a change recorded events without its actor".into()));
@@ -298,13 +327,13 @@ impl Tx {
         let pending = std::mem::take(&mut self.2.pending);
         let now = super::now();
         let write_pg = self.dialect(Some(WRITE_PG), None);
-        let mut written = Vec::with_capacity(pending.len());
+        let mut flushed = Flushed { types: Vec::with_capacity(pending.len()), deliveries: 0 };
         for (tenant, event) in pending {
             let kind = event.kind.as_str();
             let fact_id = event.data.fact_id.filter(|_| writes_version(event.kind));
             let fact = fact_id.and(event.data.fact.as_ref()).map(Json);
             let data = Json(&event.data);
-            with_tx!(self, tx => {
+            flushed.deliveries += with_tx!(self, tx => {
                 if let Some(sql) = write_pg {
                     sqlx::query(sql)
                         .bind(&tenant)
@@ -318,7 +347,8 @@ impl Tx {
                         .bind(fact_id)
                         .bind(fact)
                         .execute(&mut **tx)
-                        .await?;
+                        .await?
+                        .rows_affected()
                 } else {
                     let id: i64 = sqlx::query_scalar(NEXT_ID_SQLITE).bind(&tenant).fetch_one(&mut **tx).await?;
                     sqlx::query(INSERT_SQLITE)
@@ -345,11 +375,18 @@ impl Tx {
                             .execute(&mut **tx)
                             .await?;
                     }
-                    sqlx::query(DELIVERIES_SQLITE).bind(&tenant).bind(id).bind(now).bind(kind).execute(&mut **tx).await?;
+                    sqlx::query(DELIVERIES_SQLITE)
+                        .bind(&tenant)
+                        .bind(id)
+                        .bind(now)
+                        .bind(kind)
+                        .execute(&mut **tx)
+                        .await?
+                        .rows_affected()
                 }
             });
-            written.push(event.kind);
+            flushed.types.push(event.kind);
         }
-        Ok(written)
+        Ok(flushed)
     }
 }

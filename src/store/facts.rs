@@ -621,6 +621,10 @@ impl Store {
         let mut tx = self.begin_change(actor).await?;
         let deleted =
             with_tx!(tx, tx => sqlx::query(DELETE_ALL).bind_owner(owner).execute(&mut **tx).await?.rows_affected());
+        if deleted == 0 {
+            // Nothing was there: no change, no event.
+            return Ok(0);
+        }
         let data = EventData { count: Some(deleted), ..EventData::default() };
         tx.record_fact(owner, EventType::FactsForgotten, data);
         tx.commit().await?;

@@ -130,6 +130,9 @@ pub struct Store {
     /// Signalled after every commit that wrote events: long-polling readers of the feed
     /// in this process look again at once (other replicas' readers poll).
     events_written: Arc<tokio::sync::Notify>,
+    /// Signalled after every commit of this process that queued webhook deliveries (and
+    /// by a manual redelivery): the senders look at once instead of at their next poll.
+    deliveries_queued: Arc<tokio::sync::Notify>,
 }
 
 /// An open transaction, begun the way its backend needs by [`Store::begin_write`] or
@@ -258,7 +261,12 @@ impl Store {
     }
 
     fn new(backend: Backend<PgPool, SqlitePool>) -> Store {
-        Store { backend, writers: Arc::new(Semaphore::new(1)), events_written: Arc::default() }
+        Store {
+            backend,
+            writers: Arc::new(Semaphore::new(1)),
+            events_written: Arc::default(),
+            deliveries_queued: Arc::default(),
+        }
     }
 
     pub fn backend(&self) -> &'static str {

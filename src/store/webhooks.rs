@@ -332,6 +332,15 @@ impl Store {
         Ok(self.delivery(tenant, subscription, event_id).await?.map(|(delivery, _)| delivery))
     }
 
+    /// Whether a delivery is due (or its lease ran out): a read, so that an idle sender
+    /// polls without taking SQLite's write lock.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delivery_due", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn delivery_due(&self, now: DateTime<Utc>) -> Result<bool> {
+        let sql = "SELECT EXISTS (SELECT 1 FROM webhook_deliveries \
+                     WHERE (status IN ('queued', 'failed') AND run_at <= $1) OR (status = 'running' AND locked_until < $1))";
+        with_pool!(self, pool => sqlx::query_scalar(sql).bind(now).fetch_one(pool).await)
+    }
+
     /// Claims the next due delivery (see [`CLAIM`]) with what sending it needs.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "claim_delivery", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn claim_delivery(&self, lease_until: DateTime<Utc>) -> Result<Option<ClaimedDelivery>> {

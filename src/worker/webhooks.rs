@@ -46,12 +46,18 @@ pub async fn run(state: AppState, client: reqwest::Client, mut stop: watch::Rece
     let poll = Duration::from_millis(state.config.job_poll_ms);
     let lease = Duration::from_secs(state.config.webhook_timeout_secs * 2 + 10);
     while !*stop.borrow() {
-        // Woken by every commit that wrote events (which queue deliveries) and by a manual
-        // redelivery; deliveries another replica queued or that became due are polled for.
-        let woken = state.store.events_written().notified();
+        // Woken by every commit that queued deliveries and by a manual redelivery;
+        // deliveries another replica queued, or retries that became due, are polled for
+        // (by a read: the claim's write transaction only when one is due).
+        let woken = state.store.deliveries_queued().notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        match state.store.claim_delivery(Utc::now() + lease).await {
+        let claimed = match state.store.delivery_due(Utc::now()).await {
+            Ok(true) => state.store.claim_delivery(Utc::now() + lease).await,
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
+        };
+        match claimed {
             Ok(Some(claim)) => {
                 tokio::select! {
                     () = deliver(&state, &client, &claim) => continue,

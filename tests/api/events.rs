@@ -95,6 +95,8 @@ async fn every_change_is_one_event_and_a_replay_none(backend: Backend) {
     app.post(&format!("/api/conversations/{id}/end"), &token, json!({})).await;
     app.delete(&format!("/api/conversations/{id}"), &token).await;
     app.delete(&facts_path(PERSON), &token).await;
+    let (status, none) = app.delete(&facts_path(PERSON), &token).await;
+    assert_eq!((status, none["deleted"].clone()), (StatusCode::OK, json!(0)), "nothing left: no change, no event");
 
     let events = events_after(&app, 0).await;
     assert_eq!(
