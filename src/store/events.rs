@@ -115,8 +115,9 @@ const MARK_PRUNED: &str = "UPDATE event_counters SET pruned_through = {greatest}
 static MARK_PRUNED_PG: LazyLock<String> = LazyLock::new(|| MARK_PRUNED.replace("{greatest}", "GREATEST"));
 static MARK_PRUNED_SQLITE: LazyLock<String> = LazyLock::new(|| MARK_PRUNED.replace("{greatest}", "MAX"));
 
+/// An event as its columns read it (the feed, the export, a delivery).
 #[derive(sqlx::FromRow)]
-struct EventRow {
+pub(super) struct EventRow {
     id: i64,
     #[sqlx(rename = "type")]
     kind: String,

@@ -26,6 +26,7 @@ use super::{
     Result, Store, Tx,
     consent::SELECT_CONSENT,
     conversations::{ConversationRow, conversation_columns},
+    events::EventRow,
     facts::{FactRow, fact_columns},
     messages::{MessageRow, message_columns},
     with_pool, with_tx,
@@ -171,23 +172,10 @@ impl ExportReader {
         let sql = "SELECT id, type, created_at, agent_id, external_ref, actor, actor_job_id, data FROM events \
                    WHERE tenant_id = $1 AND external_ref = $2 AND id > $3 ORDER BY id LIMIT $4";
         let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
-        type Row =
-            (i64, String, DateTime<Utc>, Option<String>, Option<String>, String, Option<Uuid>, Json<serde_json::Value>);
-        let rows: Vec<Row> = with_tx!(self.tx, tx => {
+        let rows: Vec<EventRow> = with_tx!(self.tx, tx => {
             sqlx::query_as(sql).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
         });
-        Ok(rows
-            .into_iter()
-            .map(|(id, kind, created_at, agent_id, external_ref, actor, job_id, data)| Event {
-                id,
-                kind,
-                created_at,
-                agent_id,
-                external_ref,
-                actor: ActorView { kind: actor, job_id },
-                data: data.0,
-            })
-            .collect())
+        Ok(rows.into_iter().map(Event::from).collect())
     }
 
     /// Up to `limit` versions of the person's facts, by fact and version, after `after`.

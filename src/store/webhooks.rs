@@ -8,12 +8,11 @@
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Result, Store, with_pool, with_tx};
+use super::{Result, Store, events::EventRow, with_pool, with_tx};
 use crate::domain::{
-    event::{ActorView, Event, types_of_key},
+    event::{Event, types_of_key},
     ids::TenantId,
     webhook::{Attempt, Delivery, MAX_SUBSCRIPTIONS, Subscription},
 };
@@ -112,6 +111,15 @@ const CLAIM: &str = "UPDATE webhook_deliveries SET status = 'running', attempts 
      RETURNING subscription_id, tenant_id, event_id, attempts";
 static CLAIM_PG: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", "FOR UPDATE OF s SKIP LOCKED"));
 static CLAIM_SQLITE: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", ""));
+
+/// What a claim reads beside the delivery: the subscription's receiver and key, and the event.
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    url: String,
+    secret: String,
+    #[sqlx(flatten)]
+    event: EventRow,
+}
 
 /// What sending a claimed delivery needs: where, the key, and the event.
 #[derive(Debug)]
@@ -349,52 +357,29 @@ impl Store {
         let read = "SELECT s.url, s.secret, e.id, e.type, e.created_at, e.agent_id, e.external_ref, e.actor, \
                       e.actor_job_id, e.data \
                     FROM webhook_subscriptions s JOIN events e ON e.tenant_id = $1 AND e.id = $2 WHERE s.id = $3";
-        type EventColumns = (
-            String,
-            String,
-            i64,
-            String,
-            DateTime<Utc>,
-            Option<String>,
-            Option<String>,
-            String,
-            Option<Uuid>,
-            Json<serde_json::Value>,
-        );
         let mut tx = self.begin_write().await?;
-        let claimed: Option<(Uuid, String, i64, i32, EventColumns)> = with_tx!(tx, tx => {
+        let claimed: Option<(Uuid, String, i64, i32, ClaimRow)> = with_tx!(tx, tx => {
             let claimed: Option<(Uuid, String, i64, i32)> =
                 sqlx::query_as(claim).bind(token).bind(lease_until).bind(super::now()).fetch_optional(&mut **tx).await?;
             match claimed {
                 None => None,
                 Some((subscription, tenant, event_id, attempts)) => {
-                    let columns: EventColumns =
+                    let row: ClaimRow =
                         sqlx::query_as(read).bind(&tenant).bind(event_id).bind(subscription).fetch_one(&mut **tx).await?;
-                    Some((subscription, tenant, event_id, attempts, columns))
+                    Some((subscription, tenant, event_id, attempts, row))
                 }
             }
         });
         tx.commit().await?;
-        Ok(claimed.map(|(subscription_id, tenant_id, event_id, attempts, columns)| {
-            let (url, secret, id, kind, created_at, agent_id, external_ref, actor, actor_job_id, data) = columns;
-            ClaimedDelivery {
-                subscription_id,
-                tenant_id,
-                event_id,
-                attempts,
-                lease_token: token,
-                url,
-                secret,
-                event: Event {
-                    id,
-                    kind,
-                    created_at,
-                    agent_id,
-                    external_ref,
-                    actor: ActorView { kind: actor, job_id: actor_job_id },
-                    data: data.0,
-                },
-            }
+        Ok(claimed.map(|(subscription_id, tenant_id, event_id, attempts, row)| ClaimedDelivery {
+            subscription_id,
+            tenant_id,
+            event_id,
+            attempts,
+            lease_token: token,
+            url: row.url,
+            secret: row.secret,
+            event: Event::from(row.event),
         }))
     }
 
