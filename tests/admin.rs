@@ -684,6 +684,11 @@ async fn a_dead_delivery_is_redelivered_and_a_facts_history_read_in_the_panel(ba
     browser.goto(&format!("/admin/webhooks/{id}")).await;
     assert_eq!(browser.text(&format!("{row} .badge")).await, "delivered");
     browser.step("webhook").await;
+    browser.click(&format!("{row} a.attempts")).await;
+    assert_eq!(browser.count("#attempts tbody tr").await, 2, "the failed attempt and the delivered one");
+    assert_eq!(browser.text("tr[data-attempt='1'] .attempt-error").await, dead["last_error"].as_str().expect("error"));
+    assert_eq!(browser.text("tr[data-attempt='2'] .attempt-error").await, "—");
+    browser.step("delivery").await;
 
     // The current fact's history is a click away; the superseded one's is at its address.
     browser.goto(&format!("/admin/people/{}/agents/concierge", enc(USER))).await;

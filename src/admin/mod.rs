@@ -63,6 +63,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/jobs/{job_id}/retry", post(jobs::retry))
         .route("/admin/webhooks", get(webhooks::list))
         .route("/admin/webhooks/{subscription_id}", get(webhooks::show))
+        .route("/admin/webhooks/{subscription_id}/deliveries/{event_id}", get(webhooks::delivery))
         .route("/admin/webhooks/{subscription_id}/deliveries/{event_id}/retry", post(webhooks::redeliver))
         // Any other panel path: the panel's own 404 page rather than the API's JSON.
         .route("/admin/{*rest}", get(|| async { AdminError::NotFound("page") }))

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     auth::{Admin, Scope},
-    domain::webhook::{Delivery, Subscription},
+    domain::webhook::{Attempt, Delivery, Subscription},
     service::{AppState, webhooks},
 };
 
@@ -100,6 +100,42 @@ pub async fn show(
             })
             .collect(),
         next: page.next_before.map(|before| format!("/admin/webhooks/{id}?before={before}")),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "admin/delivery.html")]
+struct DeliveryPage {
+    layout: Layout,
+    subscription_id: Uuid,
+    delivery: Delivery,
+    retryable: bool,
+    attempts: Vec<AttemptView>,
+}
+
+struct AttemptView {
+    attempt: Attempt,
+    at: String,
+}
+
+/// One delivery and every attempt at it.
+pub async fn delivery(
+    State(state): State<AppState>,
+    operator: Operator,
+    AdminPath((id, event_id)): AdminPath<(Uuid, i64)>,
+) -> AdminResult {
+    operator.require(Scope::Admin)?;
+    let detail = webhooks::delivery(&state, operator.tenant(), id, event_id).await?;
+    render(&DeliveryPage {
+        layout: operator.layout("Delivery", "webhooks", None),
+        subscription_id: id,
+        retryable: matches!(detail.delivery.status.as_str(), "failed" | "dead"),
+        delivery: detail.delivery,
+        attempts: detail
+            .attempt_log
+            .into_iter()
+            .map(|attempt| AttemptView { at: when(&attempt.attempted_at), attempt })
+            .collect(),
     })
 }
 
