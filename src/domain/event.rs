@@ -63,9 +63,9 @@ macro_rules! event_types {
     ($($variant:ident => $name:literal, $doc:literal;)*) => {
         /// What changed. The names are part of the API (`types=` filters and webhook
         /// subscriptions name them).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
         pub enum EventType {
-            $(#[doc = $doc] $variant,)*
+            $(#[doc = $doc] #[serde(rename = $name)] $variant,)*
         }
 
         impl EventType {
@@ -108,14 +108,18 @@ event_types! {
     WorkingMemoryDeleted => "working_memory.deleted", "A working-memory document was deleted.";
 }
 
-/// Parses a comma-separated list of event type names (`types=` and subscriptions); empty
-/// means every type.
+/// What `types=` accepts: event type names separated by commas (no space), or nothing for
+/// every type. Written out for the OpenAPI document; a test checks it against
+/// [`EventType::ALL`].
+pub const TYPES_PATTERN: &str = "^(?:(?:fact\\.added|fact\\.updated|fact\\.superseded|fact\\.restored|fact\\.deleted|facts\\.forgotten|conversation\\.created|conversation\\.ended|conversation\\.cleared|conversation\\.deleted|conversation\\.summarized|job\\.succeeded|job\\.dead|consent\\.changed|agent\\.settings_changed|person\\.erased|working_memory\\.written|working_memory\\.deleted)(?:,(?:fact\\.added|fact\\.updated|fact\\.superseded|fact\\.restored|fact\\.deleted|facts\\.forgotten|conversation\\.created|conversation\\.ended|conversation\\.cleared|conversation\\.deleted|conversation\\.summarized|job\\.succeeded|job\\.dead|consent\\.changed|agent\\.settings_changed|person\\.erased|working_memory\\.written|working_memory\\.deleted))*)?$";
+
+/// Parses a comma-separated list of event type names (`types=`, see [`TYPES_PATTERN`]);
+/// empty means every type.
 pub fn parse_types(list: &str) -> Result<Vec<EventType>, String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .map(|name| EventType::parse(name).ok_or_else(|| format!("unknown event type `{name}`")))
-        .collect()
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    list.split(',').map(|name| EventType::parse(name).ok_or_else(|| format!("unknown event type `{name}`"))).collect()
 }
 
 /// The stored form of a list of types: `,a,b,`, so that one `LIKE '%,' || type || ',%'`
@@ -257,8 +261,17 @@ mod tests {
     }
 
     #[test]
+    fn the_types_pattern_names_every_type() {
+        let names: Vec<String> = EventType::ALL.iter().map(|t| t.as_str().replace('.', "\\.")).collect();
+        let one = format!("(?:{})", names.join("|"));
+        assert_eq!(TYPES_PATTERN, format!("^(?:{one}(?:,{one})*)?$"));
+    }
+
+    #[test]
     fn a_types_key_matches_exactly_one_name_per_entry() {
-        let types = parse_types("fact.added, fact.deleted").unwrap();
+        assert!(parse_types("fact.added, fact.deleted").is_err(), "no spaces, as the pattern says");
+        assert!(parse_types("fact.added,").is_err());
+        let types = parse_types("fact.added,fact.deleted").unwrap();
         let key = types_key(&types);
         assert_eq!(key, ",fact.added,fact.deleted,");
         assert_eq!(types_of_key(&key), ["fact.added", "fact.deleted"]);

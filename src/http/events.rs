@@ -36,9 +36,11 @@ struct PageQuery {
     /// for the oldest event kept.
     #[param(minimum = 0, maximum = 9007199254740991_i64)]
     after: Option<i64>,
-    /// Only these event types, comma-separated (`fact.added,fact.superseded`); an
-    /// unknown name is a 400.
-    #[param(max_length = 1000)]
+    /// Only these event types, comma-separated without spaces
+    /// (`fact.added,fact.superseded`); empty or absent: every type.
+    #[param(
+        pattern = "^(?:(?:fact\\.added|fact\\.updated|fact\\.superseded|fact\\.restored|fact\\.deleted|facts\\.forgotten|conversation\\.created|conversation\\.ended|conversation\\.cleared|conversation\\.deleted|conversation\\.summarized|job\\.succeeded|job\\.dead|consent\\.changed|agent\\.settings_changed|person\\.erased|working_memory\\.written|working_memory\\.deleted)(?:,(?:fact\\.added|fact\\.updated|fact\\.superseded|fact\\.restored|fact\\.deleted|facts\\.forgotten|conversation\\.created|conversation\\.ended|conversation\\.cleared|conversation\\.deleted|conversation\\.summarized|job\\.succeeded|job\\.dead|consent\\.changed|agent\\.settings_changed|person\\.erased|working_memory\\.written|working_memory\\.deleted))*)?$"
+    )]
     types: Option<String>,
     #[param(minimum = 1, maximum = 1000, default = 100)]
     limit: Option<i64>,

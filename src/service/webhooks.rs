@@ -11,11 +11,12 @@ use uuid::Uuid;
 use super::AppState;
 use crate::{
     domain::{
+        event::types_key,
         ids::TenantId,
         page::limit,
         webhook::{
             Attempt, Delivery, MAX_SUBSCRIPTIONS, Subscription, SubscriptionInput, SubscriptionPatch, new_secret,
-            parse_event_types, parse_url,
+            parse_url,
         },
     },
     error::ApiError,
@@ -66,7 +67,7 @@ async fn destination(state: &AppState, raw: &str) -> Result<String, ApiError> {
 }
 
 pub async fn create(state: &AppState, tenant: &TenantId, input: SubscriptionInput) -> Result<WithSecret, ApiError> {
-    let types = parse_event_types(&input.event_types).map_err(ApiError::InvalidRequest)?;
+    let types = types_key(&input.event_types);
     let url = destination(state, &input.url).await?;
     let secret = new_secret();
     let enabled = input.enabled.unwrap_or(true);
@@ -90,7 +91,7 @@ pub async fn update(
     id: Uuid,
     patch: SubscriptionPatch,
 ) -> Result<Subscription, ApiError> {
-    let types = patch.event_types.as_deref().map(parse_event_types).transpose().map_err(ApiError::InvalidRequest)?;
+    let types = patch.event_types.as_deref().map(types_key);
     let url = match &patch.url {
         Some(raw) => Some(destination(state, raw).await?),
         None => None,

@@ -167,3 +167,17 @@ async fn extreme_json_numbers_round_trip(backend: Backend) {
     assert_eq!(as_f64(&page["items"][0]["content"][0]["values"]), as_f64(&numbers));
     assert_eq!(as_f64(&page["items"][0]["metadata"]["n"]), as_f64(&numbers));
 }
+
+/// The `types` filter of both event feeds states exactly the names the server knows (the
+/// pattern is written out for utoipa; `engram::domain::event::TYPES_PATTERN` is checked
+/// against every event type).
+#[tokio::test]
+async fn the_event_type_filter_pattern_is_the_servers() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, spec) = app.call(Method::GET, "/openapi.json", None, None).await;
+    for path in ["/api/events", "/api/agents/{agent_id}/users/{external_ref}/events"] {
+        let parameters = spec["paths"][path]["get"]["parameters"].as_array().expect(path);
+        let types = parameters.iter().find(|p| p["name"] == "types").expect("types");
+        assert_eq!(types["schema"]["pattern"], engram::domain::event::TYPES_PATTERN, "{path}");
+    }
+}

@@ -1049,6 +1049,12 @@ export interface components {
              */
             next_cursor: number;
         };
+        /**
+         * @description What changed. The names are part of the API (`types=` filters and webhook
+         *     subscriptions name them).
+         * @enum {string}
+         */
+        EventType: "FactAdded" | "FactUpdated" | "FactSuperseded" | "FactRestored" | "FactDeleted" | "FactsForgotten" | "ConversationCreated" | "ConversationEnded" | "ConversationCleared" | "ConversationDeleted" | "ConversationSummarized" | "JobSucceeded" | "JobDead" | "ConsentChanged" | "AgentSettingsChanged" | "PersonErased" | "WorkingMemoryWritten" | "WorkingMemoryDeleted";
         /** @description Everything held about one end user (GDPR Art. 15 and 20). */
         Export: {
             consent: components["schemas"]["Consent"];
@@ -1602,7 +1608,7 @@ export interface components {
             /** @description Default true. */
             enabled?: boolean | null;
             /** @description The event types to deliver (see the events reference); empty or absent: all. */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventType"][];
             /**
              * @description Where deliveries are POSTed: `http` or `https`, at most 2048 characters, no user
              *     name or password. Its host must resolve to public addresses only (unless the
@@ -1617,7 +1623,7 @@ export interface components {
          */
         SubscriptionPatch: {
             enabled?: boolean | null;
-            event_types?: string[] | null;
+            event_types?: components["schemas"]["EventType"][] | null;
             url?: string | null;
         };
         Subscriptions: {
@@ -2162,8 +2168,8 @@ export interface operations {
                  */
                 after?: number;
                 /**
-                 * @description Only these event types, comma-separated (`fact.added,fact.superseded`); an
-                 *     unknown name is a 400.
+                 * @description Only these event types, comma-separated without spaces
+                 *     (`fact.added,fact.superseded`); empty or absent: every type.
                  */
                 types?: string;
                 limit?: number;
@@ -4639,8 +4645,8 @@ export interface operations {
                  */
                 after?: number;
                 /**
-                 * @description Only these event types, comma-separated (`fact.added,fact.superseded`); an
-                 *     unknown name is a 400.
+                 * @description Only these event types, comma-separated without spaces
+                 *     (`fact.added,fact.superseded`); empty or absent: every type.
                  */
                 types?: string;
                 limit?: number;
