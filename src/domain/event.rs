@@ -60,7 +60,7 @@ pub struct ActorView {
 }
 
 macro_rules! event_types {
-    ($($variant:ident => $name:literal, $doc:literal;)*) => {
+    ($($variant:ident => $name:tt, $doc:tt;)*) => {
         /// What changed. The names are part of the API (`types=` filters and webhook
         /// subscriptions name them).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

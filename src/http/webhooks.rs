@@ -18,6 +18,7 @@ use crate::{
     error::{ApiError, ErrorBody},
     service::{
         AppState,
+        events::MAX_ID,
         webhooks::{self, DeliveryDetail, DeliveryPage, WithSecret},
     },
 };
@@ -125,8 +126,8 @@ async fn list_deliveries(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
-    if query.before.is_some_and(|before| before < 1) {
-        return Err(ApiError::invalid("before must be 1 or more"));
+    if query.before.is_some_and(|before| !(1..=MAX_ID).contains(&before)) {
+        return Err(ApiError::invalid(format!("before must be 1-{MAX_ID}")));
     }
     let page = webhooks::deliveries(&state, &caller.tenant, id, query.status.as_deref(), query.before, query.limit);
     Ok(Json(page.await?))

@@ -21,6 +21,10 @@ use crate::{
     store::events::{EventFilter, Feed},
 };
 
+/// The largest event id a cursor may name: 2^53 − 1, the largest integer every JSON
+/// client reads exactly (the spec's `maximum`).
+pub const MAX_ID: i64 = (1 << 53) - 1;
+
 /// The longest a read may wait for an event (`wait`, seconds).
 pub const MAX_WAIT_SECS: u64 = 30;
 
@@ -54,8 +58,8 @@ pub struct FeedQuery<'a> {
 /// up to that many seconds (at most 30, and less than the request time limit) for the
 /// first one. A `gone` when events after the cursor were deleted by the retention.
 pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> Result<EventPage, ApiError> {
-    if query.after.is_some_and(|after| after < 0) {
-        return Err(ApiError::invalid("after must be 0 or more"));
+    if query.after.is_some_and(|after| !(0..=MAX_ID).contains(&after)) {
+        return Err(ApiError::invalid(format!("after must be 0-{MAX_ID}")));
     }
     let types = types_key(&parse_types(query.types.unwrap_or_default()).map_err(ApiError::InvalidRequest)?);
     let limit = limit(query.limit, 100, 1000)?;

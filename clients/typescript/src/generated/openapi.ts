@@ -1054,7 +1054,7 @@ export interface components {
          *     subscriptions name them).
          * @enum {string}
          */
-        EventType: "FactAdded" | "FactUpdated" | "FactSuperseded" | "FactRestored" | "FactDeleted" | "FactsForgotten" | "ConversationCreated" | "ConversationEnded" | "ConversationCleared" | "ConversationDeleted" | "ConversationSummarized" | "JobSucceeded" | "JobDead" | "ConsentChanged" | "AgentSettingsChanged" | "PersonErased" | "WorkingMemoryWritten" | "WorkingMemoryDeleted";
+        EventType: "fact.added" | "fact.updated" | "fact.superseded" | "fact.restored" | "fact.deleted" | "facts.forgotten" | "conversation.created" | "conversation.ended" | "conversation.cleared" | "conversation.deleted" | "conversation.summarized" | "job.succeeded" | "job.dead" | "consent.changed" | "agent.settings_changed" | "person.erased" | "working_memory.written" | "working_memory.deleted";
         /** @description Everything held about one end user (GDPR Art. 15 and 20). */
         Export: {
             consent: components["schemas"]["Consent"];
