@@ -1,4 +1,8 @@
-//! Webhook subscriptions and their deliveries. Deliveries are queued by the event's own
+//! Webhook subscriptions and their deliveries. Every write here is a write transaction
+//! (on SQLite it waits its turn in the writers' queue): the senders write at the pace of
+//! their deliveries, and a write on the pool would meet them in SQLite's busy handler,
+//! which does not take turns (the contract test saw a subscription's PATCH starve for
+//! 10 s). Deliveries are queued by the event's own
 //! statement (see [`super::events`]) and run like jobs: claimed under a lease, every later
 //! write fenced by its token, retried with backoff until `dead`, redelivered by hand. A
 //! subscription has at most one delivery running at a time (the claim skips one that
@@ -225,7 +229,8 @@ impl Store {
                disabled_reason = CASE WHEN $5 THEN NULL ELSE disabled_reason END, updated_at = $6 \
              WHERE tenant_id = $1 AND id = $2 RETURNING {SUBSCRIPTION_COLUMNS}"
         );
-        let row: Option<SubscriptionRow> = with_pool!(self, pool => {
+        let mut tx = self.begin_write().await?;
+        let row: Option<SubscriptionRow> = with_tx!(tx, tx => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(tenant.as_str())
                 .bind(id)
@@ -233,9 +238,10 @@ impl Store {
                 .bind(event_types)
                 .bind(enabled)
                 .bind(super::now())
-                .fetch_optional(pool)
+                .fetch_optional(&mut **tx)
                 .await?
         });
+        tx.commit().await?;
         Ok(row.map(Subscription::from))
     }
 
@@ -243,9 +249,11 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_subscription", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_subscription(&self, tenant: &TenantId, id: Uuid) -> Result<bool> {
         let sql = "DELETE FROM webhook_subscriptions WHERE tenant_id = $1 AND id = $2";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(tenant.as_str()).bind(id).execute(pool).await?.rows_affected()
+        let mut tx = self.begin_write().await?;
+        let done = with_tx!(tx, tx => {
+            sqlx::query(sql).bind(tenant.as_str()).bind(id).execute(&mut **tx).await?.rows_affected()
         });
+        tx.commit().await?;
         Ok(done > 0)
     }
 
@@ -253,9 +261,11 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "rotate_secret", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn rotate_secret(&self, tenant: &TenantId, id: Uuid, secret: &str) -> Result<bool> {
         let sql = "UPDATE webhook_subscriptions SET secret = $3, updated_at = $4 WHERE tenant_id = $1 AND id = $2";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(tenant.as_str()).bind(id).bind(secret).bind(super::now()).execute(pool).await?.rows_affected()
+        let mut tx = self.begin_write().await?;
+        let done = with_tx!(tx, tx => {
+            sqlx::query(sql).bind(tenant.as_str()).bind(id).bind(secret).bind(super::now()).execute(&mut **tx).await?.rows_affected()
         });
+        tx.commit().await?;
         Ok(done > 0)
     }
 
@@ -330,10 +340,12 @@ impl Store {
     pub async fn redeliver(&self, tenant: &TenantId, subscription: Uuid, event_id: i64) -> Result<Option<Delivery>> {
         let sql = "UPDATE webhook_deliveries SET status = 'queued', run_at = $4, updated_at = $4 \
                    WHERE tenant_id = $1 AND subscription_id = $2 AND event_id = $3 AND status <> 'running'";
-        let done = with_pool!(self, pool => {
+        let mut tx = self.begin_write().await?;
+        let done = with_tx!(tx, tx => {
             sqlx::query(sql).bind(tenant.as_str()).bind(subscription).bind(event_id).bind(super::now())
-                .execute(pool).await?.rows_affected()
+                .execute(&mut **tx).await?.rows_affected()
         });
+        tx.commit().await?;
         if done == 0 {
             return Ok(None);
         }
