@@ -28,6 +28,9 @@ on_both_backends!(
     a_cursor_older_than_the_retention_is_gone,
     history_shows_lyon_superseded_by_paris_with_the_job,
     bad_feed_queries_are_refused,
+    a_fact_said_again_is_restored_once,
+    a_summary_is_two_events_by_its_job,
+    a_dead_job_is_one_event,
 );
 
 const PERSON: &str = "whatsapp:+33 6 11 22 33 44";
@@ -379,4 +382,85 @@ async fn bad_feed_queries_are_refused(backend: Backend) {
     assert_eq!(last_id(&app).await, before);
     let (status, body) = app.get("/api/events", &token("acme", "rgpd")).await;
     assert_error(status, &body, StatusCode::FORBIDDEN, "forbidden");
+}
+
+async fn a_fact_said_again_is_restored_once(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = agent("acme");
+    let (_, lyon) = app.post(&facts_path(PERSON), &token, json!({"fact": "Lives in Lyon"})).await;
+    let (_, paris) = app.post(&facts_path(PERSON), &token, json!({"fact": "Lives in Paris"})).await;
+    let (status, again) = app.post(&facts_path(PERSON), &token, json!({"fact": "Lives in Lyon"})).await;
+    assert_eq!((status, again["superseded_by"].clone()), (StatusCode::OK, Value::Null), "{again}");
+    let events = events_after(&app, 0).await;
+    assert_eq!(
+        types(&events),
+        ["fact.added", "fact.superseded", "fact.added", "fact.superseded", "fact.restored"],
+        "{events:#?}"
+    );
+    assert_eq!(events[3]["data"]["fact_id"], paris["id"]);
+    assert_eq!(events[3]["data"]["fact"]["superseded_by"], lyon["id"]);
+    assert_eq!(events[4]["data"]["fact_id"], lyon["id"]);
+    let history = format!("{}/{}/history", facts_path(PERSON), lyon["id"].as_str().unwrap());
+    let (_, versions) = app.get(&history, &token).await;
+    let changes: Vec<&str> =
+        versions["items"].as_array().unwrap().iter().map(|v| v["change"].as_str().unwrap()).collect();
+    assert_eq!(changes, ["fact.added", "fact.superseded", "fact.restored"]);
+}
+
+async fn a_summary_is_two_events_by_its_job(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
+    let body = json!({"summarize_after_messages": 2, "summary_window": 1});
+    app.put(&format!("/api/agents-config/{AGENT}"), &admin("acme"), body).await;
+    let (_, conversation) =
+        app.post("/api/conversations", &agent("acme"), json!({"agent_id": AGENT, "external_ref": PERSON})).await;
+    let id = conversation["id"].as_str().unwrap();
+    let messages: Vec<Value> = ["I keep bees.", "Lovely!", "And goats too."]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": text}))
+        .collect();
+    app.post(&format!("/api/conversations/{id}/messages"), &agent("acme"), json!({"messages": messages})).await;
+    let summarized = eventually(Duration::from_secs(20), || async {
+        let events = events_after(&app, 0).await;
+        events.iter().any(|e| e["type"] == "job.succeeded").then_some(events)
+    })
+    .await
+    .expect("the summary job succeeds");
+    let kinds = types(&summarized);
+    assert_eq!(kinds[kinds.len() - 2..], ["conversation.summarized", "job.succeeded"], "{summarized:#?}");
+    let job = &summarized[summarized.len() - 1];
+    assert_eq!(job["data"]["job_kind"], "summarize");
+    assert_eq!(job["actor"]["kind"], "summary");
+    assert_eq!(job["actor"]["job_id"], job["data"]["job_id"]);
+    assert_eq!(summarized[summarized.len() - 2]["data"]["conversation_id"], conversation["id"]);
+}
+
+async fn a_dead_job_is_one_event(backend: Backend) {
+    // An LLM extractor nobody answers, one attempt, no fallback: the job dies.
+    let flags = [
+        "--extractor",
+        "openai",
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--llm-model",
+        "m",
+        "--job-max-attempts",
+        "1",
+        "--llm-fallback",
+        "none",
+        "--job-poll-ms",
+        "50",
+    ];
+    let app = TestApp::spawn_with(backend, &flags).await;
+    app.enable_memory("acme", "concierge").await;
+    let (_, ended) = converse(&app, "concierge", "ann", &["I live in Oslo.", "I like tea.", "I keep bees."]).await;
+    let job = job_id(&ended);
+    job_reaching(&app, &job, &["dead"], Duration::from_secs(20)).await;
+    let events = events_after(&app, 0).await;
+    let dead: Vec<&Value> = events.iter().filter(|e| e["type"] == "job.dead").collect();
+    assert_eq!(dead.len(), 1, "{events:#?}");
+    assert_eq!(dead[0]["data"]["job_id"], json!(job));
+    assert_eq!(dead[0]["actor"], json!({"kind": "extraction", "job_id": job}));
+    assert_eq!(dead[0]["external_ref"], "ann");
+    assert!(!events.iter().any(|e| e["type"] == "job.succeeded" || e["type"] == "fact.added"));
 }
