@@ -306,7 +306,7 @@ enum Half {
 
 impl Half {
     fn holds(self, dialogue: usize) -> bool {
-        (dialogue % 2 == 0) == (self == Half::Even)
+        dialogue.is_multiple_of(2) == (self == Half::Even)
     }
 }
 
@@ -658,6 +658,12 @@ mod tests {
         let repeated = vec!["tea".to_string(), "tea".to_string()];
         let once = vec!["tea".to_string()];
         assert!((token_f1(&repeated, &once) - 2.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn halves_split_dialogues_by_line_number() {
+        assert!(Half::Even.holds(0) && Half::Even.holds(4) && !Half::Even.holds(3));
+        assert!(Half::Odd.holds(1) && !Half::Odd.holds(2));
     }
 
     #[test]

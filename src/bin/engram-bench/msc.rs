@@ -8,10 +8,10 @@
 //! memory on and `min_user_turns` 1; the conversation is ended and its extraction job
 //! awaited) and the facts are what Engram then stores for that user. The first-person
 //! baseline, `builtin::extract` called directly and the same without its clause model (its
-//! rules alone) are scored in the same run, on the same
-//! turns, with the same scorer as Synthetic-Persona-Chat; the two builtin rows differ only
-//! by what the service does after extraction (confidence threshold, per-job cap, merging
-//! of facts already stored).
+//! rules alone) are scored in the same run, on the same turns, with the same scorer as
+//! Synthetic-Persona-Chat; the direct and the API rows differ only by what the service
+//! does after extraction (confidence threshold, per-job cap, merging of facts already
+//! stored).
 //!
 //! With `--llm` the API's extractor is the LLM the environment configures, and the run also
 //! reports how its jobs ended (with the LLM's facts, fallen back to the builtin's, dead),
@@ -333,12 +333,11 @@ fn report(
     );
     for (session, row) in rows {
         let name = if *session == 0 { "all".to_owned() } else { session.to_string() };
-        let mut methods =
-            vec![
-                ("first-person baseline".to_owned(), &row.baseline),
-                ("builtin, rules alone".to_owned(), &row.rules),
-                ("builtin, direct".to_owned(), &row.direct),
-            ];
+        let mut methods = vec![
+            ("first-person baseline".to_owned(), &row.baseline),
+            ("builtin, rules alone".to_owned(), &row.rules),
+            ("builtin, direct".to_owned(), &row.direct),
+        ];
         if let Some(api) = api {
             methods.push((format!("{}, through the API", api.extractor), &row.api));
         }

@@ -1,10 +1,11 @@
-//! Built-in fact extractor: deterministic English rules that need no model and no network.
+//! Built-in fact extractor: deterministic English rules and a small built-in clause model that
+//! need no download, no embeddings and no network.
 //!
 //! It turns the user's own first-person statements ("I live in Paris", "My name is Alice")
 //! into short third-person facts ("Lives in Paris", "Name is Alice"), each with a confidence
-//! score and category tags. It favours precision over recall: questions, hypotheticals,
-//! negated statements and statements about other people are skipped rather than guessed at,
-//! and every pattern that can misfire scores below the service's default `min_confidence`
+//! score and category tags. It favours precision over recall: questions, hypotheticals and
+//! statements about other people are skipped rather than guessed at, a negation is kept
+//! only in forms that state a lasting fact ("I don't eat meat"), and every pattern that can misfire scores below the service's default `min_confidence`
 //! (0.7), so only the reliable patterns are stored unless an agent lowers its threshold.
 //!
 //! The pipeline, one module per step: `tokens` cuts a message into sentences and words,
