@@ -17,6 +17,7 @@ mod load;
 mod locomo;
 mod msc;
 mod scale;
+mod train;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -61,6 +62,9 @@ enum Command {
     /// Evidence recall at 5, 10 and 25 of facts search on LoCoMo, beside BM25 over the same
     /// facts.
     Locomo(locomo::LocomoArgs),
+    /// Trains the built-in extractor's clause model on the even half of a Multi-Session
+    /// Chat split and writes its weights file; reports both halves.
+    TrainExtraction(train::TrainArgs),
 }
 
 /// Where a benchmark's data lives: a fresh database on the PostgreSQL server given, or a
@@ -276,6 +280,34 @@ struct ExtractionArgs {
     /// With `--msc`: also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE", requires = "msc")]
     json: Option<PathBuf>,
+    /// With `--msc`: score only the dialogues of one half (by their line number in each
+    /// session file); `train-extraction` trains the clause model on the even half, so the
+    /// odd half is its hold-out.
+    #[arg(long, value_enum, requires = "msc")]
+    half: Option<Half>,
+    /// Score `builtin::extract` with the clause model in FILE (as `train-extraction` writes
+    /// it) instead of the one built in; not with the API.
+    #[arg(long, value_name = "FILE", conflicts_with = "llm")]
+    clause_model: Option<PathBuf>,
+}
+
+/// A clause model file, for scoring it before it is built in.
+fn read_clause_model(path: &Path) -> Result<builtin::training::Model, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    builtin::training::Model::decode(&bytes).ok_or_else(|| format!("{} is no clause model", path.display()))
+}
+
+/// One half of a split's dialogues, by line number in their session file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Half {
+    Even,
+    Odd,
+}
+
+impl Half {
+    fn holds(self, dialogue: usize) -> bool {
+        dialogue.is_multiple_of(2) == (self == Half::Even)
+    }
 }
 
 /// Command-line mistakes exit with 2 and the usage (clap's convention); a failed run exits
@@ -289,6 +321,7 @@ fn main() -> ExitCode {
         Command::Load(args) => block_on(load::run(&args)),
         Command::Scale(args) => block_on(scale::run(&args)),
         Command::Locomo(args) => block_on(locomo::run(&args)),
+        Command::TrainExtraction(args) => train::run(&args).map_err(|e| format!("{e:#}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -318,6 +351,7 @@ fn extraction(args: &ExtractionArgs) -> Result<(), String> {
     if let Some(limit) = args.limit {
         dialogues.truncate(limit);
     }
+    let clause_model = args.clause_model.as_deref().map(read_clause_model).transpose()?;
     let scorer = Scorer::new();
     let mut baseline = Tally::default();
     let mut confident = Tally::default();
@@ -325,7 +359,11 @@ fn extraction(args: &ExtractionArgs) -> Result<(), String> {
     for dialogue in &dialogues {
         for speaker in 0..2 {
             let gold = &dialogue.personas[speaker];
-            let facts = builtin::extract(&speaker_request(dialogue, speaker));
+            let request = speaker_request(dialogue, speaker);
+            let facts = match &clause_model {
+                Some(model) => builtin::training::extract_with(&request, Some(model)),
+                None => builtin::extract(&request),
+            };
             let kept: Vec<String> =
                 facts.iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact.clone()).collect();
             let every: Vec<String> = facts.into_iter().map(|f| f.fact).collect();
@@ -620,6 +658,12 @@ mod tests {
         let repeated = vec!["tea".to_string(), "tea".to_string()];
         let once = vec!["tea".to_string()];
         assert!((token_f1(&repeated, &once) - 2.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn halves_split_dialogues_by_line_number() {
+        assert!(Half::Even.holds(0) && Half::Even.holds(4) && !Half::Even.holds(3));
+        assert!(Half::Odd.holds(1) && !Half::Odd.holds(2));
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! conversation goes through the API of an Engram started in this process (an agent with
 //! memory on and `min_user_turns` 1; the conversation is ended and its extraction job
 //! awaited) and the facts are what Engram then stores for that user. The first-person
-//! baseline and `builtin::extract` called directly are scored in the same run, on the same
-//! turns, with the same scorer as Synthetic-Persona-Chat; the two builtin rows differ only
-//! by what the service does after extraction (confidence threshold, per-job cap, merging
-//! of facts already stored).
+//! baseline, `builtin::extract` called directly and the same without its clause model (its
+//! rules alone) are scored in the same run, on the same turns, with the same scorer as
+//! Synthetic-Persona-Chat; the direct and the API rows differ only by what the service
+//! does after extraction (confidence threshold, per-job cap, merging of facts already
+//! stored).
 //!
 //! With `--llm` the API's extractor is the LLM the environment configures, and the run also
 //! reports how its jobs ended (with the LLM's facts, fallen back to the builtin's, dead),
@@ -30,14 +31,16 @@ use crate::{Database, Embeddings, MIN_CONFIDENCE, Scorer, Tally, first_person_se
 
 /// One conversation to score: which session file it came from, its turns (speaker's own
 /// marked `true`) and the gold persona sentences.
-struct Conversation {
-    session: u32,
+pub(crate) struct Conversation {
+    pub(crate) session: u32,
+    /// The dialogue's line number in its session file, from 0 (which half it is in).
+    pub(crate) dialogue: usize,
     turns: Vec<(bool, String)>,
-    gold: Vec<String>,
+    pub(crate) gold: Vec<String>,
 }
 
 impl Conversation {
-    fn request(&self) -> ExtractionRequest {
+    pub(crate) fn request(&self) -> ExtractionRequest {
         crate::request_of(self.turns.iter().map(|(own, text)| (*own, text.as_str())))
     }
 
@@ -50,6 +53,8 @@ impl Conversation {
 #[derive(Default)]
 struct Row {
     baseline: Tally,
+    /// `builtin::extract` without its clause model: the rules alone.
+    rules: Tally,
     direct: Tally,
     api: Tally,
 }
@@ -74,8 +79,14 @@ struct Forms {
 const FORMS_SHOWN: usize = 15;
 
 pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()> {
-    let conversations = load(dir, args.limit)?;
+    let mut conversations = load(dir, args.limit)?;
+    if let Some(half) = args.half {
+        conversations.retain(|c| half.holds(c.dialogue));
+    }
     anyhow::ensure!(!conversations.is_empty(), "no dialogues under {}", dir.display());
+    anyhow::ensure!(args.clause_model.is_none() || args.in_process, "--clause-model scores in process only");
+    let clause_model =
+        args.clause_model.as_deref().map(crate::read_clause_model).transpose().map_err(anyhow::Error::msg)?;
     let scorer = Scorer::new();
     let mut rows: BTreeMap<u32, Row> = BTreeMap::new();
     let mut timing = Timing::default();
@@ -83,15 +94,24 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
     for conversation in &conversations {
         let request = conversation.request();
         let started = Instant::now();
-        let facts = builtin::extract(&request);
+        let facts = match &clause_model {
+            Some(model) => builtin::training::extract_with(&request, Some(model)),
+            None => builtin::extract(&request),
+        };
         let took = started.elapsed();
         timing.add(took, conversation.turns.len());
         let kept: Vec<String> = facts.into_iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact).collect();
         builtin_finds.push(!kept.is_empty());
+        let rules: Vec<String> = builtin::training::extract_with(&request, None)
+            .into_iter()
+            .filter(|f| f.score >= MIN_CONFIDENCE)
+            .map(|f| f.fact)
+            .collect();
         let baseline = first_person_sentences(conversation.said());
         for key in [0, conversation.session] {
             let row = rows.entry(key).or_default();
             row.direct.add(&scorer, &kept, &conversation.gold);
+            row.rules.add(&scorer, &rules, &conversation.gold);
             row.baseline.add(&scorer, &baseline, &conversation.gold);
         }
     }
@@ -126,6 +146,7 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
                 "session": if *session == 0 { "all".to_owned() } else { session.to_string() },
                 "baseline": scores(&row.baseline),
                 "builtin_direct": scores(&row.direct),
+                "builtin_rules_alone": scores(&row.rules),
                 "api": api.is_some().then(|| scores(&row.api)),
             })
         })
@@ -312,8 +333,11 @@ fn report(
     );
     for (session, row) in rows {
         let name = if *session == 0 { "all".to_owned() } else { session.to_string() };
-        let mut methods =
-            vec![("first-person baseline".to_owned(), &row.baseline), ("builtin, direct".to_owned(), &row.direct)];
+        let mut methods = vec![
+            ("first-person baseline".to_owned(), &row.baseline),
+            ("builtin, rules alone".to_owned(), &row.rules),
+            ("builtin, direct".to_owned(), &row.direct),
+        ];
         if let Some(api) = api {
             methods.push((format!("{}, through the API", api.extractor), &row.api));
         }
@@ -500,7 +524,7 @@ async fn ok_json(request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
 
 /// Reads `session_N.jsonl` under `dir` (N = 1, 2, …, in order), each dialogue cut into
 /// its two speakers' conversations; `limit` keeps the first dialogues of each session.
-fn load(dir: &Path, limit: Option<usize>) -> anyhow::Result<Vec<Conversation>> {
+pub(crate) fn load(dir: &Path, limit: Option<usize>) -> anyhow::Result<Vec<Conversation>> {
     let mut files: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
         .filter_map(Result::ok)
@@ -519,14 +543,14 @@ fn load(dir: &Path, limit: Option<usize>) -> anyhow::Result<Vec<Conversation>> {
         for (n, line) in lines.enumerate() {
             let dialogue: Value =
                 serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), n + 1))?;
-            conversations.extend(speakers(session, &dialogue));
+            conversations.extend(speakers(session, n, &dialogue));
         }
     }
     Ok(conversations)
 }
 
 /// The conversations of one dialogue, one per speaker who spoke in it.
-fn speakers(session: u32, dialogue: &Value) -> Vec<Conversation> {
+fn speakers(session: u32, index: usize, dialogue: &Value) -> Vec<Conversation> {
     let turns: Vec<(&str, &str, &str)> = dialogue["dialog"]
         .as_array()
         .into_iter()
@@ -554,7 +578,7 @@ fn speakers(session: u32, dialogue: &Value) -> Vec<Conversation> {
                 .filter(|s| seen.insert(s.to_lowercase()))
                 .collect();
             let turns = own.iter().map(|(id, text, _)| (*id == name, (*text).to_owned())).collect();
-            Conversation { session, turns, gold }
+            Conversation { session, dialogue: index, turns, gold }
         })
         .collect()
 }
@@ -581,7 +605,7 @@ mod tests {
             {"id": "bot_0", "text": "I row on a lake.", "persona_text": "I row on a lake."},
             {"id": "bot_1", "text": "Sounds grand.", "persona_text": "i keep bees."},
         ]});
-        let [first, second] = <[Conversation; 2]>::try_from(speakers(3, &dialogue)).ok().expect("two speakers");
+        let [first, second] = <[Conversation; 2]>::try_from(speakers(3, 0, &dialogue)).ok().expect("two speakers");
         assert_eq!(first.session, 3);
         assert_eq!(first.turns.len(), 4);
         assert!(first.turns[0].0 && !first.turns[1].0);

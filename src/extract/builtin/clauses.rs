@@ -129,6 +129,27 @@ pub(super) fn short_answer(question: &[Tok], answer: &[Tok]) -> Option<Vec<Tok>>
     Some(out)
 }
 
+/// "I have a cat, do you?", "I love my new boots, will you come shopping?": where the
+/// question that a first-person statement leads to starts, so that the statement before it
+/// is read like any other. `None` when the sentence does not open with "I" or "my" or no
+/// question to the listener follows (then the whole sentence is a question, "I live in
+/// Paris?").
+pub(super) fn question_after_statement(tokens: &[Tok], start: usize) -> Option<usize> {
+    if !tokens.get(start).is_some_and(|t| t.is("i") || t.is("my")) {
+        return None;
+    }
+    let listener = |t: Option<&Tok>| t.is_some_and(|t| in_list(&["you", "u", "your", "yours", "ya"], &t.lower));
+    let asks = |j: usize| {
+        let (word, next) = (tokens[j].lower.as_str(), tokens.get(j + 1));
+        (AUXILIARIES.contains(&word) && listener(next))
+            || (matches!(word, "what" | "how") && next.is_some_and(|n| n.is("about") || n.is("abt")))
+            || (WH_WORDS.contains(&word) && next.is_some_and(|n| AUXILIARIES.contains(&n.lower.as_str())))
+            || (matches!(word, "and" | "or") && listener(next))
+    };
+    (start + 2..tokens.len())
+        .find(|&j| tokens[j].word && asks(j) || tokens[j].text == "," && j + 1 < tokens.len() && asks(j + 1))
+}
+
 const WH_WORDS: &[&str] = &["what", "who", "where", "when", "why", "how", "which", "whose"];
 pub(super) const AUXILIARIES: &[&str] = &[
     "do", "does", "did", "is", "are", "am", "was", "were", "can", "could", "would", "will", "should", "have", "has",
@@ -164,6 +185,9 @@ const CONJUNCTIONS: &[&str] = &[
     "yet", "whereas", "now", "as",
 ];
 
+/// Words that always open a new clause.
+const CONTRASTS: &[&str] = &["but", "because", "although", "though", "whereas"];
+
 /// Splits a sentence where a new first-person clause starts, so that
 /// "I'm a nurse and I live in Paris" yields two clauses.
 pub(super) fn split_clauses(tokens: &[Tok]) -> Vec<&[Tok]> {
@@ -173,7 +197,11 @@ pub(super) fn split_clauses(tokens: &[Tok]) -> Vec<&[Tok]> {
         let tok = &tokens[j];
         let hard = !tok.word && matches!(tok.text.as_str(), ";" | ":");
         let prev = &tokens[j - 1];
-        let soft = (tok.is("i") || tok.is("my")) && (prev.text == "," || CONJUNCTIONS.contains(&prev.lower.as_str()));
+        let subject = tok.is("i") || tok.is("my") || tok.is("we");
+        let soft = subject && (prev.text == "," || CONJUNCTIONS.contains(&prev.lower.as_str()))
+            // "I love opera but old maps are my favorite read": what follows a contrast or
+            // a reason is a clause of its own, whatever its subject (objects end there too).
+            || in_list(CONTRASTS, &tok.lower);
         // "Hi, I'm Bob" stays one clause so that the greeting is seen with the name. Only
         // asked at a soft split: the scan stops at token `j` at the latest, and at most one
         // soft split per `start` fails, so a sentence costs linear time (asked at every
@@ -313,7 +341,27 @@ fn base_form(verb: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::base_form;
+    use super::super::tokens::tokenize;
+    use super::{base_form, question_after_statement};
+
+    #[test]
+    fn a_contrast_opens_a_clause_whatever_its_subject() {
+        let tokens = tokenize("I keep geese but duck eggs are my favorite");
+        let clauses = super::split_clauses(&tokens);
+        assert_eq!(clauses.len(), 2);
+        assert!(clauses[1][0].is("but"));
+    }
+
+    #[test]
+    fn a_statement_before_a_question_is_found() {
+        let at = |text: &str| question_after_statement(&tokenize(text), 0);
+        assert_eq!(at("I keep geese, do you?"), Some(3));
+        assert_eq!(at("I keep geese what about you?"), Some(3));
+        assert_eq!(at("my geese are loud, and yours?"), Some(4));
+        assert_eq!(at("I keep geese, which do you keep?"), Some(3));
+        assert_eq!(at("I keep geese?"), None);
+        assert_eq!(at("Do you keep geese?"), None);
+    }
 
     #[test]
     fn base_forms_of_third_person_verbs() {

@@ -1,46 +1,88 @@
-//! Built-in fact extractor: deterministic English rules that need no model and no network.
+//! Built-in fact extractor: deterministic English rules and a small built-in clause model that
+//! need no download, no embeddings and no network.
 //!
 //! It turns the user's own first-person statements ("I live in Paris", "My name is Alice")
 //! into short third-person facts ("Lives in Paris", "Name is Alice"), each with a confidence
-//! score and category tags. It favours precision over recall: questions, hypotheticals,
-//! negated statements and statements about other people are skipped rather than guessed at,
-//! and every pattern that can misfire scores below the service's default `min_confidence`
+//! score and category tags. It favours precision over recall: questions, hypotheticals and
+//! statements about other people are skipped rather than guessed at, a negation is kept
+//! only in forms that state a lasting fact ("I don't eat meat"), and every pattern that can misfire scores below the service's default `min_confidence`
 //! (0.7), so only the reliable patterns are stored unless an agent lowers its threshold.
 //!
 //! The pipeline, one module per step: `tokens` cuts a message into sentences and words,
 //! `clauses` drops questions and hypotheticals and splits sentences into clauses, `rules`
 //! and `verbs` match each clause against patterns whose word lists live in `lexicon`, and
-//! `phrase` turns what a rule captured into the fact's text.
+//! `phrase` turns what a rule captured into the fact's text. A clause no rule reads, or a
+//! rule's fact it doubts, is restated (`restate`) and weighed by a small trained model
+//! (`features`, `clause_model`): people state facts about themselves in more forms than
+//! rules can list, and which of them are lasting facts is learnt from human chat. The
+//! model only adds facts; without its weights the rules stand alone.
 
+mod clause_model;
 mod clauses;
+mod features;
 mod lexicon;
 mod mentions;
 mod names;
 mod phrase;
+mod restate;
 mod rules;
 mod statement;
 mod tokens;
+pub mod training;
 mod verbs;
 
 use std::collections::HashSet;
 
 use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
-use clauses::{implied_subject, is_hypothetical, is_question, short_answer, skip_lead, split_clauses, statements};
+use clause_model::ClauseModel;
+use clauses::{
+    implied_subject, is_hypothetical, is_question, question_after_statement, short_answer, skip_lead, split_clauses,
+    statements,
+};
 use rules::match_clause;
 use tokens::{Tok, split_sentences, tokenize};
 
 /// Extracts facts from the user turns with `seq > from_seq`, in order of appearance,
 /// deduplicated case-insensitively.
 pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
+    read(request, ClauseModel::embedded(), None)
+}
+
+/// The service's default `min_confidence`: a rule's fact from it up is kept as it is; one
+/// below it the clause model may raise.
+const DEFAULT_MIN_CONFIDENCE: f64 = 0.7;
+
+/// A clause no rule read (or a rule's doubted fact), restated, with what the clause model
+/// sees of it.
+pub struct Candidate {
+    /// The restatement ("Coaches their niece's chess club").
+    pub text: String,
+    /// Its hashed features (`features::of`).
+    pub features: Vec<u32>,
+}
+
+/// The facts of `request`: the rules' and, where no rule read a clause, its restatement
+/// when `model` keeps it; a rule's doubted fact the model keeps is raised to the model's
+/// score. Each restated clause is also put in `candidates` when asked, for
+/// training a model.
+fn read(
+    request: &ExtractionRequest,
+    model: Option<&ClauseModel>,
+    mut candidates: Option<&mut Vec<Candidate>>,
+) -> Vec<ExtractedFact> {
     let mut seen = HashSet::new();
     let mut facts = Vec::new();
     let mut mentioned = Vec::new();
     // The last yes-no question asked ("Do you have pets?"), which a short answer completes.
     let mut asked: Option<Vec<Tok>> = None;
+    // Whether the other person's last turn asked anything.
+    let mut questioned = false;
     for turn in &request.turns {
         if turn.role != Role::User || turn.seq <= request.from_seq {
-            asked = split_sentences(&turn.text).last().filter(|s| s.question).map(|s| tokenize(s.text));
+            let sentences = split_sentences(&turn.text);
+            questioned = sentences.iter().any(|s| s.question);
+            asked = sentences.last().filter(|s| s.question).map(|s| tokenize(s.text));
             continue;
         }
         // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
@@ -62,21 +104,58 @@ pub fn extract(request: &ExtractionRequest) -> Vec<ExtractedFact> {
             about_self = tokens.get(start).is_some_and(|t| t.is("i")) && !sentence.question;
             let after_greeting = greeted;
             greeted = greeting && start == tokens.len();
-            if sentence.question || is_question(&tokens[start..]) || is_hypothetical(&tokens[start..]) {
+            if is_question(&tokens[start..]) || is_hypothetical(&tokens[start..]) {
                 continue;
             }
+            if sentence.question {
+                let Some(end) = question_after_statement(&tokens, start) else { continue };
+                tokens.truncate(end);
+            }
             mentioned.extend(mentions::kin_and_pets(&tokens[start..]));
-            for clause in split_clauses(&tokens) {
+            for (n, clause) in split_clauses(&tokens).into_iter().enumerate() {
                 let (lead, _) = skip_lead(clause, 0);
                 for part in statements(clause, lead) {
-                    if let Some(fact) = match_clause(&part, after_greeting)
+                    let context = features::Context { asked: questioned, opens_sentence: n == 0 };
+                    // The rules' decision stands where they read the clause; the clause
+                    // model weighs a restatement of those they do not.
+                    let (text, doubted) = match match_clause(&part, after_greeting) {
+                        Some(fact)
+                            if fact.score >= DEFAULT_MIN_CONFIDENCE || !restate::may_reweigh(&part, &fact.fact) =>
+                        {
+                            if seen.insert(fact.fact.to_lowercase()) {
+                                facts.push(fact);
+                            }
+                            continue;
+                        }
+                        Some(fact) => (fact.fact.clone(), Some(fact)),
+                        None => match restate::restate(&part) {
+                            Some(text) => (text, None),
+                            None => continue,
+                        },
+                    };
+                    let (lead, _) = skip_lead(&part, 0);
+                    let features = features::of(&part[lead..], context, doubted.is_some());
+                    let p = model.map(|m| (m, m.probability(&features))).filter(|(m, p)| *p >= m.threshold());
+                    let fact = match (p, doubted) {
+                        (Some((m, p)), Some(fact)) => Some(ExtractedFact { score: m.score(p), ..fact }),
+                        (None, doubted) => doubted,
+                        (Some((m, p)), None) => {
+                            let tags = phrase::tags_for(&phrase::lower_words(&part, lead), "personal");
+                            Some(phrase::fact(&text, m.score(p), &tags))
+                        }
+                    };
+                    if let Some(fact) = fact
                         && seen.insert(fact.fact.to_lowercase())
                     {
                         facts.push(fact);
                     }
+                    if let Some(out) = candidates.as_deref_mut() {
+                        out.push(Candidate { text, features });
+                    }
                 }
             }
         }
+        questioned = false;
     }
     // Relatives and pets named in passing come last, and only those no rule has already
     // said something about ("Has a dog named Rex" beats "Has a dog").

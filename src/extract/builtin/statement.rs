@@ -14,6 +14,7 @@
 use super::clauses::AUXILIARIES;
 use super::lexicon::in_list;
 use super::phrase::{fact, lower_words, object, tags_for, third_person};
+use super::restate::IRREGULAR_PAST;
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
 
@@ -67,16 +68,6 @@ pub(super) fn plain_statement(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     let said = if past { verb.to_owned() } else { third_person(verb) };
     Some(fact(&format!("{said} {obj}"), SCORE, &tags))
 }
-
-/// Past forms that do not end in "-ed", which take no "-s" ("Stood in", not "Stoods in").
-#[rustfmt::skip]
-const IRREGULAR_PAST: &[&str] = &[
-    "went", "grew", "took", "made", "built", "bought", "wrote", "ran", "swam", "rode", "drove",
-    "began", "became", "taught", "met", "left", "lost", "won", "spent", "sold", "kept", "fell",
-    "broke", "gave", "came", "read", "sang", "flew", "caught", "fought", "brought", "stood",
-    "sat", "found", "ate", "drank", "slept", "wore", "spoke", "chose", "paid", "sent", "threw",
-    "woke", "held", "fed", "led", "dug", "drew", "hung", "shot", "quit", "hurt", "put", "did",
-];
 
 #[cfg(test)]
 mod tests {

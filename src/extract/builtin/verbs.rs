@@ -159,6 +159,30 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
     }
 }
 
+/// Verbs whose rules in [`match_i`] refuse the clauses they do not turn into facts on
+/// purpose: an event ("I got outvoted", "I lost my gloves", "I retired to bed"), talk ("I
+/// speak to my mom"), a plan or wish, where one comes from only with "from", a place one
+/// lives only with a preposition ("we live and learn"). What they refuse is no fact, and
+/// the clause model (`restate`) is not asked about it; other verbs' rules only do not know
+/// every complement ("I work odd shifts"), and the model weighs those.
+#[rustfmt::skip]
+pub(super) const DECIDED_VERBS: &[&str] = &[
+    "speak", "retired", "wake", "got", "get", "lost", "turned", "can", "come", "plan", "intend",
+    "hope", "dream", "want", "live", "reside", "code", "program", "won", "played",
+];
+
+/// What one "has" in the conversation rather than in life ("I have a question", "a good
+/// feeling about it", "a blast").
+#[rustfmt::skip]
+pub(super) const CONVERSATIONAL_HAVES: &[&str] = &[
+    "question", "feeling", "good", "great", "lot", "few", "suggestion", "bit", "little", "couple",
+    "blast", "look", "idea", "wonderful", "nice",
+];
+
+/// Verbs whose negation has a rule of its own ("I don't like onions", "I don't have a boat").
+pub(super) const NEGATED_RULE_VERBS: &[&str] =
+    &["like", "enjoy", "love", "eat", "drink", "smoke", "drive", "swim", "cook", "have", "stand", "fan", "good"];
+
 /// Verbs that may follow an emphatic "do" ("I do love tea").
 fn is_emphasisable(word: &str) -> bool {
     matches!(word, "like" | "love" | "enjoy" | "have" | "live" | "work" | "speak" | "play" | "prefer")
@@ -310,27 +334,8 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
         rest += 1;
     }
     let next = w.get(rest).copied()?;
-    let conversational = matches!(next, "a" | "an")
-        && w.get(rest + 1).is_some_and(|x| {
-            matches!(
-                *x,
-                "question"
-                    | "feeling"
-                    | "good"
-                    | "great"
-                    | "lot"
-                    | "few"
-                    | "suggestion"
-                    | "bit"
-                    | "little"
-                    | "couple"
-                    | "blast"
-                    | "look"
-                    | "idea"
-                    | "wonderful"
-                    | "nice"
-            )
-        });
+    let conversational =
+        matches!(next, "a" | "an") && w.get(rest + 1).is_some_and(|x| in_list(CONVERSATIONAL_HAVES, x));
     if conversational {
         return None;
     }
