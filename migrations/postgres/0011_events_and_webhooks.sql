@@ -23,6 +23,8 @@ CREATE TABLE events (
     actor_job_id UUID,
     -- the ids it concerns, the fact as it now is, counts
     data         JSONB NOT NULL,
+    -- the fact whose next version (fact_versions) this event writes, if any
+    version_of   UUID,
     PRIMARY KEY (tenant_id, id)
 );
 -- retention (the sweeper), erasure and export

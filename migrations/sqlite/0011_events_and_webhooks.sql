@@ -24,6 +24,8 @@ CREATE TABLE events (
     actor_job_id BLOB,
     -- the ids it concerns, the fact as it now is, counts
     data         TEXT NOT NULL,
+    -- the fact whose next version (fact_versions) this event writes, if any
+    version_of   BLOB,
     PRIMARY KEY (tenant_id, id)
 );
 -- retention (the sweeper), erasure and export
@@ -94,3 +96,28 @@ CREATE TABLE webhook_attempts (
     PRIMARY KEY (subscription_id, event_id, attempt),
     FOREIGN KEY (subscription_id, event_id) REFERENCES webhook_deliveries (subscription_id, event_id) ON DELETE CASCADE
 );
+
+-- SQLite writes an event in one statement (`INSERT INTO events`, its id the tenant's
+-- counter + 1: SQLite's writers are serialised, so no two take one id); these triggers do
+-- the rest inside it, as PostgreSQL's writing CTE does in one round trip: move the
+-- counter, write the fact's next version, queue the deliveries.
+CREATE TRIGGER events_counter AFTER INSERT ON events
+BEGIN
+    INSERT INTO event_counters (tenant_id, last_id) VALUES (NEW.tenant_id, NEW.id)
+        ON CONFLICT (tenant_id) DO UPDATE SET last_id = excluded.last_id;
+END;
+CREATE TRIGGER events_fact_version AFTER INSERT ON events WHEN NEW.version_of IS NOT NULL
+BEGIN
+    INSERT INTO fact_versions (tenant_id, fact_id, version, change, created_at, actor, actor_job_id, fact)
+    SELECT NEW.tenant_id, f.id,
+           (SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = f.id),
+           NEW.type, NEW.created_at, NEW.actor, NEW.actor_job_id, json_extract(NEW.data, '$.fact')
+    FROM facts f WHERE f.id = NEW.version_of;
+END;
+CREATE TRIGGER events_deliveries AFTER INSERT ON events
+BEGIN
+    INSERT INTO webhook_deliveries (subscription_id, tenant_id, event_id, status, run_at, created_at, updated_at)
+    SELECT id, NEW.tenant_id, NEW.id, 'queued', NEW.created_at, NEW.created_at, NEW.created_at
+    FROM webhook_subscriptions
+    WHERE tenant_id = NEW.tenant_id AND enabled AND (event_types = '' OR event_types LIKE '%,' || NEW.type || ',%');
+END;

@@ -9,7 +9,10 @@
 //! id order and a reader paging `id > cursor` never passes an event that commits later.
 //! The lock is held for the commit only (every other statement of the change ran before).
 
-use std::sync::{Arc, LazyLock};
+use std::sync::{
+    Arc, LazyLock,
+    atomic::{AtomicBool, Ordering},
+};
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -32,6 +35,8 @@ pub struct Outbox {
     pending: Vec<(String, NewEvent)>,
     events_written: Arc<Notify>,
     deliveries_queued: Arc<Notify>,
+    /// Whether the store may hold a webhook subscription (see [`Store::note_subscriptions`]).
+    subscriptions: Arc<AtomicBool>,
 }
 
 /// What writing an outbox wrote.
@@ -65,15 +70,17 @@ fn writes_version(kind: EventType) -> bool {
 }
 
 /// Writes one event: the tenant's next id (`$1` tenant), the event (`$2` type, `$3` now,
-/// `$4` agent, `$5` person, `$6` actor, `$7` actor's job, `$8` data), the fact's next
-/// version when `$9` names a fact still stored (`$10` the fact), and the deliveries of
-/// the tenant's enabled subscriptions to this type. One round trip.
+/// `$4` agent, `$5` person, `$6` actor, `$7` actor's job, `$8` data, `$9` the fact whose
+/// version it writes), the fact's next version when `$9` names a fact still stored (`$10`
+/// the fact), and the deliveries of the tenant's enabled subscriptions to this type. One
+/// round trip.
 const WRITE_PG: &str = "WITH seq AS ( \
        INSERT INTO event_counters AS c (tenant_id, last_id) VALUES ($1, 1) \
        ON CONFLICT (tenant_id) DO UPDATE SET last_id = c.last_id + 1 RETURNING last_id), \
      ev AS ( \
-       INSERT INTO events (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data) \
-       SELECT $1, last_id, $2, $3, $4, $5, $6, $7, $8 FROM seq RETURNING id), \
+       INSERT INTO events (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data, \
+         version_of) \
+       SELECT $1, last_id, $2, $3, $4, $5, $6, $7, $8, $9 FROM seq RETURNING id), \
      version AS ( \
        INSERT INTO fact_versions (tenant_id, fact_id, version, change, created_at, actor, actor_job_id, fact) \
        SELECT $1, $9, (SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = $9), $2, $3, $6, $7, $10 \
@@ -82,23 +89,13 @@ const WRITE_PG: &str = "WITH seq AS ( \
      SELECT s.id, $1, ev.id, 'queued', $3, $3, $3 FROM webhook_subscriptions s CROSS JOIN ev \
      WHERE s.tenant_id = $1 AND s.enabled AND (s.event_types = '' OR s.event_types LIKE '%,' || $2 || ',%')";
 
-/// SQLite, the same in four statements (no writing CTEs); `$1` tenant.
-const NEXT_ID_SQLITE: &str = "INSERT INTO event_counters (tenant_id, last_id) VALUES ($1, 1) \
-     ON CONFLICT (tenant_id) DO UPDATE SET last_id = last_id + 1 RETURNING last_id";
-/// `$1` tenant, `$2` id, then as [`WRITE_PG`]'s `$2`–`$8`.
-const INSERT_SQLITE: &str = "INSERT INTO events \
-     (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
-/// `$1` fact, `$2` change, `$3` now, `$4` actor, `$5` actor's job, `$6` fact, `$7` tenant.
-const VERSION_SQLITE: &str = "INSERT INTO fact_versions \
-     (tenant_id, fact_id, version, change, created_at, actor, actor_job_id, fact) \
-     SELECT $7, $1, (SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = $1), $2, $3, $4, $5, $6 \
-     WHERE EXISTS (SELECT 1 FROM facts WHERE id = $1)";
-/// `$1` tenant, `$2` event id, `$3` now, `$4` type.
-const DELIVERIES_SQLITE: &str = "INSERT INTO webhook_deliveries \
-     (subscription_id, tenant_id, event_id, status, run_at, created_at, updated_at) \
-     SELECT id, $1, $2, 'queued', $3, $3, $3 FROM webhook_subscriptions \
-     WHERE tenant_id = $1 AND enabled AND (event_types = '' OR event_types LIKE '%,' || $4 || ',%')";
+/// SQLite, the same in one statement: the id is the tenant's counter + 1 (SQLite's
+/// writers are serialised), and the migration's triggers move the counter, write the
+/// fact's version and queue the deliveries. `$1` tenant, then as [`WRITE_PG`]'s `$2`–`$9`.
+const WRITE_SQLITE: &str = "INSERT INTO events \
+     (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data, version_of) \
+     VALUES ($1, COALESCE((SELECT last_id FROM event_counters WHERE tenant_id = $1), 0) + 1, \
+             $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// A page of the feed: `$1` tenant, `$2` after, `$3` agent (or NULL), `$4` person (or
 /// NULL), `$5` types (`types_key` form, '' for all), `$6` limit. The primary key
@@ -192,7 +189,18 @@ impl Store {
             pending: Vec::new(),
             events_written: self.events_written.clone(),
             deliveries_queued: self.deliveries_queued.clone(),
+            subscriptions: self.subscriptions.clone(),
         }
+    }
+
+    /// Reads whether any webhook subscription exists: SQLite's event statement cannot
+    /// count the deliveries its trigger queued, so its commits wake the senders whenever
+    /// one may exist (SQLite has one process, which makes every subscription).
+    pub async fn note_subscriptions(&self) -> Result<()> {
+        let sql = "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions)";
+        let exist: bool = with_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await?);
+        self.subscriptions.store(exist, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Signalled after each commit of this process that wrote events.
@@ -351,10 +359,8 @@ impl Tx {
                         .await?
                         .rows_affected()
                 } else {
-                    let id: i64 = sqlx::query_scalar(NEXT_ID_SQLITE).bind(&tenant).fetch_one(&mut **tx).await?;
-                    sqlx::query(INSERT_SQLITE)
+                    sqlx::query(WRITE_SQLITE)
                         .bind(&tenant)
-                        .bind(id)
                         .bind(kind)
                         .bind(now)
                         .bind(event.agent_id.as_deref())
@@ -362,28 +368,12 @@ impl Tx {
                         .bind(actor.kind())
                         .bind(actor.job_id())
                         .bind(data)
+                        .bind(fact_id)
                         .execute(&mut **tx)
                         .await?;
-                    if let Some(fact_id) = fact_id {
-                        sqlx::query(VERSION_SQLITE)
-                            .bind(fact_id)
-                            .bind(kind)
-                            .bind(now)
-                            .bind(actor.kind())
-                            .bind(actor.job_id())
-                            .bind(fact)
-                            .bind(&tenant)
-                            .execute(&mut **tx)
-                            .await?;
-                    }
-                    sqlx::query(DELIVERIES_SQLITE)
-                        .bind(&tenant)
-                        .bind(id)
-                        .bind(now)
-                        .bind(kind)
-                        .execute(&mut **tx)
-                        .await?
-                        .rows_affected()
+                    // A trigger's rows are not counted: deliveries may have been queued
+                    // whenever a subscription exists.
+                    u64::from(self.2.subscriptions.load(Ordering::Relaxed))
                 }
             });
             flushed.types.push(event.kind);

@@ -133,6 +133,8 @@ pub struct Store {
     /// Signalled after every commit of this process that queued webhook deliveries (and
     /// by a manual redelivery): the senders look at once instead of at their next poll.
     deliveries_queued: Arc<tokio::sync::Notify>,
+    /// Whether a webhook subscription may exist (see [`Store::note_subscriptions`]).
+    subscriptions: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// An open transaction, begun the way its backend needs by [`Store::begin_write`] or
@@ -266,6 +268,7 @@ impl Store {
             writers: Arc::new(Semaphore::new(1)),
             events_written: Arc::default(),
             deliveries_queued: Arc::default(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -326,6 +329,7 @@ impl Store {
     pub async fn migrate(&self) -> anyhow::Result<()> {
         let migrator = self.dialect(sqlx::migrate!("migrations/postgres"), sqlx::migrate!("migrations/sqlite"));
         with_pool!(self, pool => migrator.run(pool).await)?;
+        self.note_subscriptions().await?;
         Ok(())
     }
 

@@ -188,6 +188,9 @@ impl Store {
                 .await?
         });
         tx.commit().await?;
+        if row.is_some() {
+            self.subscriptions.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(row.map(Subscription::from))
     }
 
@@ -254,6 +257,7 @@ impl Store {
             sqlx::query(sql).bind(tenant.as_str()).bind(id).execute(&mut **tx).await?.rows_affected()
         });
         tx.commit().await?;
+        self.note_subscriptions().await?;
         Ok(done > 0)
     }
 
