@@ -275,3 +275,13 @@ pub(super) const ABSTRACT_LACKS: &[&str] = &[
     "time",
     "words",
 ];
+
+/// Past forms that do not end in "-ed", which take no "-s" ("Went to Peru", not "Wents").
+#[rustfmt::skip]
+pub(super) const IRREGULAR_PAST: &[&str] = &[
+    "went", "grew", "took", "made", "built", "bought", "wrote", "ran", "swam", "rode", "drove",
+    "began", "became", "taught", "met", "left", "lost", "won", "spent", "sold", "kept", "fell",
+    "broke", "gave", "came", "read", "sang", "flew", "caught", "fought", "brought", "stood",
+    "sat", "found", "ate", "drank", "slept", "wore", "spoke", "chose", "paid", "sent", "threw",
+    "woke", "held", "fed", "led", "dug", "drew", "hung", "shot", "quit", "hurt", "put", "got",
+];

@@ -12,9 +12,8 @@
 //! present moment ("today", "right now", "last night").
 
 use super::clauses::AUXILIARIES;
-use super::lexicon::in_list;
+use super::lexicon::{IRREGULAR_PAST, in_list};
 use super::phrase::{fact, lower_words, object, tags_for, third_person};
-use super::restate::IRREGULAR_PAST;
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
 
