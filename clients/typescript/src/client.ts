@@ -297,6 +297,48 @@ export class EngramClient implements OperationMethods {
     return this.call<"retry_job">({ method: "POST", path: `/api/jobs/${seg(id)}/retry` });
   }
 
+  // Events, fact history and webhooks
+  /** The tenant's change feed after `after`; `wait` long-polls for the next event. */
+  listEvents(query?: Query<"list_events">) {
+    return this.get<"list_events">("/api/events", query);
+  }
+  /** One person's events as this agent's memory of them changed (user-bound tokens). */
+  listPersonEvents(agentId: string, externalRef: string, query?: Query<"list_person_events">) {
+    return this.get<"list_person_events">(this.userPath(agentId, externalRef, "/events"), query);
+  }
+  /** Every version of a fact, oldest first, with who changed it. */
+  factHistory(agentId: string, externalRef: string, factId: string) {
+    return this.get<"fact_history">(this.userPath(agentId, externalRef, `/facts/${seg(factId)}/history`));
+  }
+  listSubscriptions() {
+    return this.get<"list_subscriptions">("/api/webhooks");
+  }
+  /** Subscribes a receiver; the answer's `secret` is shown only here. */
+  createSubscription(body: Body<"create_subscription">) {
+    return this.call<"create_subscription">({ method: "POST", path: "/api/webhooks", body });
+  }
+  getSubscription(id: string) {
+    return this.get<"get_subscription">(`/api/webhooks/${seg(id)}`);
+  }
+  updateSubscription(id: string, body: Body<"update_subscription">) {
+    return this.call<"update_subscription">({ method: "PATCH", path: `/api/webhooks/${seg(id)}`, body });
+  }
+  deleteSubscription(id: string) {
+    return this.call<"delete_subscription">({ method: "DELETE", path: `/api/webhooks/${seg(id)}` });
+  }
+  rotateSecret(id: string) {
+    return this.call<"rotate_secret">({ method: "POST", path: `/api/webhooks/${seg(id)}/rotate-secret` });
+  }
+  listDeliveries(id: string, query?: Query<"list_deliveries">) {
+    return this.get<"list_deliveries">(`/api/webhooks/${seg(id)}/deliveries`, query);
+  }
+  getDelivery(id: string, eventId: number) {
+    return this.get<"get_delivery">(`/api/webhooks/${seg(id)}/deliveries/${eventId}`);
+  }
+  redeliver(id: string, eventId: number) {
+    return this.call<"redeliver">({ method: "POST", path: `/api/webhooks/${seg(id)}/deliveries/${eventId}/retry` });
+  }
+
   // GDPR
   exportUser(externalRef: string) {
     return this.get<"export_user">(`/api/rgpd/users/${seg(externalRef)}/ai-data`);

@@ -265,6 +265,47 @@ class Operations:
     def retry_job(self, id: str) -> Any:
         return self._send(Call("POST", f"/api/jobs/{_seg(id)}/retry"))
 
+    # Events, fact history and webhooks
+    def list_events(self, **query: Any) -> Any:
+        """The tenant's change feed (`after`, `types`, `wait` to long-poll, ...)."""
+        return self._get("/api/events", **query)
+
+    def list_person_events(self, agent_id: str, external_ref: str, **query: Any) -> Any:
+        """One person's events (what a user-bound token may read)."""
+        return self._get(_user(agent_id, external_ref, "/events"), **query)
+
+    def fact_history(self, agent_id: str, external_ref: str, fact_id: str) -> Any:
+        """Every version of a fact, oldest first, with who changed it."""
+        return self._get(_user(agent_id, external_ref, f"/facts/{_seg(fact_id)}/history"))
+
+    def list_subscriptions(self) -> Any:
+        return self._get("/api/webhooks")
+
+    def create_subscription(self, url: str, **fields: Any) -> Any:
+        """Subscribes a receiver; the answer's `secret` is shown only here."""
+        return self._send(Call("POST", "/api/webhooks", body={"url": url, **fields}))
+
+    def get_subscription(self, id: str) -> Any:
+        return self._get(f"/api/webhooks/{_seg(id)}")
+
+    def update_subscription(self, id: str, **fields: Any) -> Any:
+        return self._send(Call("PATCH", f"/api/webhooks/{_seg(id)}", body=fields))
+
+    def delete_subscription(self, id: str) -> Any:
+        return self._send(Call("DELETE", f"/api/webhooks/{_seg(id)}"))
+
+    def rotate_secret(self, id: str) -> Any:
+        return self._send(Call("POST", f"/api/webhooks/{_seg(id)}/rotate-secret"))
+
+    def list_deliveries(self, id: str, **query: Any) -> Any:
+        return self._get(f"/api/webhooks/{_seg(id)}/deliveries", **query)
+
+    def get_delivery(self, id: str, event_id: int) -> Any:
+        return self._get(f"/api/webhooks/{_seg(id)}/deliveries/{int(event_id)}")
+
+    def redeliver(self, id: str, event_id: int) -> Any:
+        return self._send(Call("POST", f"/api/webhooks/{_seg(id)}/deliveries/{int(event_id)}/retry"))
+
     # GDPR
     def export_user(self, external_ref: str) -> Any:
         return self._get(f"/api/rgpd/users/{_seg(external_ref)}/ai-data")
