@@ -335,47 +335,31 @@ impl Tx {
         };
         let pending = std::mem::take(&mut self.2.pending);
         let now = super::now();
-        let write_pg = self.dialect(Some(WRITE_PG), None);
+        let (sql, postgres) = self.dialect((WRITE_PG, true), (WRITE_SQLITE, false));
+        // SQLite's trigger rows are not counted: deliveries may have been queued whenever a
+        // subscription exists.
+        let maybe_queued = u64::from(self.2.subscriptions.load(Ordering::Relaxed));
         let mut flushed = Flushed { types: Vec::with_capacity(pending.len()), deliveries: 0 };
         for (tenant, event) in pending {
-            let kind = event.kind.as_str();
             let fact_id = event.data.fact_id.filter(|_| writes_version(event.kind));
             let fact = fact_id.and(event.data.fact.as_ref()).map(Json);
             let data = Json(&event.data);
-            flushed.deliveries += with_tx!(self, tx => {
-                if let Some(sql) = write_pg {
-                    sqlx::query(sql)
-                        .bind(&tenant)
-                        .bind(kind)
-                        .bind(now)
-                        .bind(event.agent_id.as_deref())
-                        .bind(event.external_ref.as_deref())
-                        .bind(actor.kind())
-                        .bind(actor.job_id())
-                        .bind(data)
-                        .bind(fact_id)
-                        .bind(fact)
-                        .execute(&mut **tx)
-                        .await?
-                        .rows_affected()
-                } else {
-                    sqlx::query(WRITE_SQLITE)
-                        .bind(&tenant)
-                        .bind(kind)
-                        .bind(now)
-                        .bind(event.agent_id.as_deref())
-                        .bind(event.external_ref.as_deref())
-                        .bind(actor.kind())
-                        .bind(actor.job_id())
-                        .bind(data)
-                        .bind(fact_id)
-                        .execute(&mut **tx)
-                        .await?;
-                    // A trigger's rows are not counted: deliveries may have been queued
-                    // whenever a subscription exists.
-                    u64::from(self.2.subscriptions.load(Ordering::Relaxed))
-                }
+            let affected = with_tx!(self, tx => {
+                let query = sqlx::query(sql)
+                    .bind(&tenant)
+                    .bind(event.kind.as_str())
+                    .bind(now)
+                    .bind(event.agent_id.as_deref())
+                    .bind(event.external_ref.as_deref())
+                    .bind(actor.kind())
+                    .bind(actor.job_id())
+                    .bind(data)
+                    .bind(fact_id);
+                // PostgreSQL's statement writes the version itself, from the fact bound here.
+                let query = if postgres { query.bind(fact) } else { query };
+                query.execute(&mut **tx).await?.rows_affected()
             });
+            flushed.deliveries += if postgres { affected } else { maybe_queued };
             flushed.types.push(event.kind);
         }
         Ok(flushed)
