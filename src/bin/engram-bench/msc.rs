@@ -600,7 +600,7 @@ mod tests {
     #[test]
     fn a_dialogue_is_one_conversation_per_speaker_from_their_first_turn() {
         let dialogue = json!({"dialog": [
-            {"id": "bot_0", "text": "Morning! Any plans?"},
+            {"id": "bot_0", "text": "Morning, neighbour! Busy week ahead?"},
             {"id": "bot_1", "text": "I keep bees.", "persona_text": "I keep bees. I sell honey."},
             {"id": "bot_0", "text": "I row on a lake.", "persona_text": "I row on a lake."},
             {"id": "bot_1", "text": "Sounds grand.", "persona_text": "i keep bees."},
