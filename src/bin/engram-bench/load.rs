@@ -38,7 +38,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use engram::{
     auth::Authenticator,
     domain::{
@@ -116,11 +116,14 @@ pub struct LoadArgs {
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Only these operations (comma-separated), e.g. to profile one of them.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Op>,
 }
 
 /// The operations, in the order they run: reads first, so that every read sees the
 /// seeded data, then the writes; erasure last, as it removes what ending used.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum Op {
     LastMessages,
     Context,
@@ -360,7 +363,7 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     let floor = Figures::median(&floors);
     print_row("HTTP alone: GET /healthz", "engram", &floor, "", "", None);
     let mut rows = Vec::new();
-    for op in OPS {
+    for op in OPS.into_iter().filter(|op| args.only.is_empty() || args.only.contains(op)) {
         let budget = Budget { count: op.pooled().then_some(args.pool), until };
         let (mut engram, mut direct, mut rss, mut overheads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         // Each run goes on where the last one stopped: new facts, new pool users.
