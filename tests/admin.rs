@@ -654,8 +654,10 @@ async fn a_dead_delivery_is_redelivered_and_a_facts_history_read_in_the_panel(ba
     let facts = format!("/api/agents/concierge/users/{}/facts", enc(USER));
     let (_, lyon) = app.post(&facts, &agent("acme"), json!({"fact": "Lives in Lyon"})).await;
     let (_, paris) = app.post(&facts, &agent("acme"), json!({"fact": "Lives in Paris"})).await;
+    let (_, feed) = app.get("/api/events", &admin).await;
+    let first = feed["items"][0]["id"].as_i64().expect("the first event");
     let dead = eventually(Duration::from_secs(30), || async {
-        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/1"), &admin).await;
+        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/{first}"), &admin).await;
         (delivery["status"] == "dead").then_some(delivery)
     })
     .await
@@ -665,7 +667,7 @@ async fn a_dead_delivery_is_redelivered_and_a_facts_history_read_in_the_panel(ba
     browser.sign_in(&admin).await;
     browser.click("header nav a[href='/admin/webhooks']").await;
     browser.click(&format!("tr[data-subscription-id='{id}'] a")).await;
-    let row = "tr[data-event-id='1']";
+    let row = format!("tr[data-event-id='{first}']");
     assert_eq!(browser.text(&format!("{row} .badge")).await, "dead");
     assert_eq!(browser.text(&format!("{row} pre")).await, dead["last_error"].as_str().expect("an error"));
     browser.step("webhook-dead").await;
@@ -676,7 +678,7 @@ async fn a_dead_delivery_is_redelivered_and_a_facts_history_read_in_the_panel(ba
     browser.click(&format!("{row} button.retry")).await;
     assert_eq!(browser.text("#notice").await, "Delivery queued again.");
     eventually(Duration::from_secs(30), || async {
-        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/1"), &admin).await;
+        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/{first}"), &admin).await;
         (delivery["status"] == "delivered").then_some(())
     })
     .await

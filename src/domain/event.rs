@@ -195,7 +195,7 @@ impl EventData {
 }
 
 /// An event to write: its type, whose memory (agent, person) and what it says. The store
-/// adds the tenant's next id, the time and the actor.
+/// adds its id, the time and the actor.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
     pub kind: EventType,
@@ -207,7 +207,9 @@ pub struct NewEvent {
 /// One event of the feed.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Event {
-    /// Increases with every event of the tenant, in commit order: the feed's cursor.
+    /// The feed's cursor: it only grows, and a reader paging `after` it never passes an
+    /// event still to come. Not dense (SQLite counts 1, 2, 3 per tenant; PostgreSQL
+    /// derives it from its transaction ids).
     pub id: i64,
     /// See the event types in the API reference (`fact.added`, `person.erased`…).
     #[serde(rename = "type")]

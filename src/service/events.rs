@@ -32,6 +32,13 @@ pub const MAX_WAIT_SECS: u64 = 30;
 /// written by another replica are seen within this.
 const POLL: Duration = Duration::from_millis(500);
 
+/// How long a read waits, at most, for events held back by older transactions still
+/// running (PostgreSQL's horizon: see `store::events`), and how often it looks again
+/// meanwhile. Memory's own transactions last milliseconds; past this, something else
+/// holds a transaction open and the read answers with what is settled.
+const SETTLE: Duration = Duration::from_secs(2);
+const SETTLE_STEP: Duration = Duration::from_millis(5);
+
 /// A page of the feed.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EventPage {
@@ -69,14 +76,16 @@ pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> 
     }
     // A wait ends a second before the request's own time limit would cut it off.
     let most = state.config.request_timeout().saturating_sub(Duration::from_secs(1));
-    let deadline = Instant::now() + Duration::from_secs(wait).min(most);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(wait).min(most);
+    let settle_deadline = started + SETTLE.min(most);
     let after = query.after;
     let filter = EventFilter { after, types: &types, agent_id: query.agent_id, external_ref: query.external_ref };
     loop {
         let written = state.store.events_written().notified();
         tokio::pin!(written);
         written.as_mut().enable();
-        let items = match state.store.list_events(tenant, filter, limit).await? {
+        let (items, held_back) = match state.store.list_events(tenant, filter, limit).await? {
             Feed::Expired(pruned) => {
                 let after = query.after.unwrap_or_default();
                 return Err(ApiError::Gone(format!(
@@ -84,9 +93,13 @@ pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> 
                      (ENGRAM_EVENT_RETENTION); start again from after={pruned}"
                 )));
             }
-            Feed::Events(items) => items,
+            Feed::Events { items, held_back } => (items, held_back),
         };
         let now = Instant::now();
+        if held_back && now < settle_deadline {
+            tokio::time::sleep(SETTLE_STEP).await;
+            continue;
+        }
         if !items.is_empty() || now >= deadline {
             let next_cursor = items.last().map_or(after.unwrap_or(0), |event| event.id);
             return Ok(EventPage { items, next_cursor });

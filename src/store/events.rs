@@ -4,10 +4,18 @@
 //! the fact's new version (fact history) and queues one delivery per matching webhook
 //! subscription, in the same statement on PostgreSQL.
 //!
-//! Ids are per tenant and come from `event_counters`, incremented by the transaction's
-//! last statement: the row stays locked until the commit, so a tenant's events commit in
-//! id order and a reader paging `id > cursor` never passes an event that commits later.
-//! The lock is held for the commit only (every other statement of the change ran before).
+//! Ids only grow, and a reader paging `id > cursor` must never pass an event that commits
+//! later. Each dialect gets there its own way:
+//! - SQLite serialises its writers, so an id is the tenant's counter (`event_counters`)
+//!   plus one, moved by the event's own statement.
+//! - PostgreSQL commits concurrently, and a counter row locked until commit would
+//!   serialise every commit of a tenant (it halved `remember` in `engram-bench load`).
+//!   An id is instead the transaction's id times [`PER_TRANSACTION`] plus the event's
+//!   place in it, and a reader sees only events of transactions older than every
+//!   transaction of this database still running (the feed's *horizon*, from its
+//!   snapshot): those can no longer change, and any event still to come has a higher id. Committed events above
+//!   the horizon are held back until the transactions before them end ([`Feed::Events`]
+//!   says so, and the feed waits for them briefly).
 
 use std::sync::{
     Arc, LazyLock,
@@ -69,25 +77,33 @@ fn writes_version(kind: EventType) -> bool {
     matches!(kind, EventType::FactAdded | EventType::FactUpdated | EventType::FactSuperseded | EventType::FactRestored)
 }
 
-/// Writes one event: the tenant's next id (`$1` tenant), the event (`$2` type, `$3` now,
-/// `$4` agent, `$5` person, `$6` actor, `$7` actor's job, `$8` data, `$9` the fact whose
-/// version it writes), the fact's next version when `$9` names a fact still stored (`$10`
-/// the fact), and the deliveries of the tenant's enabled subscriptions to this type. One
-/// round trip.
-const WRITE_PG: &str = "WITH seq AS ( \
-       INSERT INTO event_counters AS c (tenant_id, last_id) VALUES ($1, 1) \
-       ON CONFLICT (tenant_id) DO UPDATE SET last_id = c.last_id + 1 RETURNING last_id), \
-     ev AS ( \
+/// How many events one PostgreSQL transaction may write: its events' ids are its
+/// transaction id times this, plus their place. An extraction job, the largest change,
+/// writes at most 2 events per fact found (added or updated, and one it supersedes) for
+/// at most 1000 facts, plus its own. 2^12 leaves transaction ids up to 2^41 below the
+/// largest id every JSON client reads exactly (2^53).
+pub const PER_TRANSACTION: usize = 1 << 12;
+
+/// Writes one event: the event (`$1` tenant, `$2` type, `$3` now, `$4` agent, `$5`
+/// person, `$6` actor, `$7` actor's job, `$8` data, `$9` the fact whose version it
+/// writes, `$11` its place in the transaction), the fact's next version when `$9` names
+/// a fact still stored (`$10` the fact), and the deliveries of the tenant's enabled
+/// subscriptions to this type. One round trip, and no lock beyond the rows it inserts.
+static WRITE_PG: LazyLock<String> = LazyLock::new(|| {
+    "WITH ev AS ( \
        INSERT INTO events (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data, \
          version_of) \
-       SELECT $1, last_id, $2, $3, $4, $5, $6, $7, $8, $9 FROM seq RETURNING id), \
+       VALUES ($1, pg_current_xact_id()::text::bigint * {per} + $11, $2, $3, $4, $5, $6, $7, $8, $9) \
+       RETURNING id), \
      version AS ( \
        INSERT INTO fact_versions (tenant_id, fact_id, version, change, created_at, actor, actor_job_id, fact) \
        SELECT $1, $9, (SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = $9), $2, $3, $6, $7, $10 \
        WHERE EXISTS (SELECT 1 FROM facts WHERE id = $9)) \
      INSERT INTO webhook_deliveries (subscription_id, tenant_id, event_id, status, run_at, created_at, updated_at) \
      SELECT s.id, $1, ev.id, 'queued', $3, $3, $3 FROM webhook_subscriptions s CROSS JOIN ev \
-     WHERE s.tenant_id = $1 AND s.enabled AND (s.event_types = '' OR s.event_types LIKE '%,' || $2 || ',%')";
+     WHERE s.tenant_id = $1 AND s.enabled AND (s.event_types = '' OR s.event_types LIKE '%,' || $2 || ',%')"
+        .replace("{per}", &PER_TRANSACTION.to_string())
+});
 
 /// SQLite, the same in one statement: the id is the tenant's counter + 1 (SQLite's
 /// writers are serialised), and the migration's triggers move the counter, write the
@@ -98,19 +114,39 @@ const WRITE_SQLITE: &str = "INSERT INTO events \
              $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// A page of the feed: `$1` tenant, `$2` after, `$3` agent (or NULL), `$4` person (or
-/// NULL), `$5` types (`types_key` form, '' for all), `$6` limit. The primary key
-/// `(tenant_id, id)` serves it.
-const LIST: &str = "SELECT id, type, created_at, agent_id, external_ref, actor, actor_job_id, data FROM events \
+/// NULL), `$5` types (`types_key` form, '' for all), `$6` limit; each row with the
+/// statement's horizon (`{horizon}`: none on SQLite). The primary key `(tenant_id, id)`
+/// serves it.
+const LIST: &str = "SELECT id, type, created_at, agent_id, external_ref, actor, actor_job_id, data, \
+       {horizon} AS horizon FROM events \
      WHERE tenant_id = $1 AND id > $2 AND ($3 IS NULL OR agent_id = $3) AND ($4 IS NULL OR external_ref = $4) \
      AND ($5 = '' OR $5 LIKE '%,' || type || ',%') ORDER BY id LIMIT $6";
+/// The lowest id a transaction still running may give an event, in [`WRITE_PG`]'s ids:
+/// the oldest transaction the statement's snapshot sees running, or, when none is, the
+/// first not yet begun. Transactions running in another database of the server cannot
+/// write this one's events and are left out (`pg_stat_activity`, read after the
+/// snapshot, names only transactions still running; without the privilege to see another
+/// role's sessions, they count, which only delays the feed).
+static LIST_PG: LazyLock<String> = LazyLock::new(|| {
+    let horizon = format!(
+        "(SELECT COALESCE(min(x::text::bigint), max(pg_snapshot_xmax(s)::text::bigint)) * {PER_TRANSACTION} \
+          FROM (SELECT pg_current_snapshot() AS s) snapshot \
+          LEFT JOIN LATERAL pg_snapshot_xip(s) AS x ON x::text::bigint % 4294967296 NOT IN ( \
+            SELECT backend_xid::text::bigint FROM pg_stat_activity \
+            WHERE datname IS DISTINCT FROM current_database() AND backend_xid IS NOT NULL))"
+    );
+    LIST.replace("{horizon}", &horizon)
+});
+static LIST_SQLITE: LazyLock<String> = LazyLock::new(|| LIST.replace("{horizon}", "NULL"));
 
-/// Remembers the highest id the retention deletes (`$1` the cutoff); `{greatest}` is the
-/// dialect's two-argument maximum.
-const MARK_PRUNED: &str = "UPDATE event_counters SET pruned_through = {greatest}(pruned_through, \
+/// Remembers the highest id the retention deletes (`$1` the cutoff). SQLite's counter
+/// row exists wherever an event does; PostgreSQL's is made by the first prune.
+const MARK_PRUNED_SQLITE: &str = "UPDATE event_counters SET pruned_through = MAX(pruned_through, \
        (SELECT max(id) FROM events e WHERE e.tenant_id = event_counters.tenant_id AND e.created_at < $1)) \
      WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = event_counters.tenant_id AND e.created_at < $1)";
-static MARK_PRUNED_PG: LazyLock<String> = LazyLock::new(|| MARK_PRUNED.replace("{greatest}", "GREATEST"));
-static MARK_PRUNED_SQLITE: LazyLock<String> = LazyLock::new(|| MARK_PRUNED.replace("{greatest}", "MAX"));
+const MARK_PRUNED_PG: &str = "INSERT INTO event_counters AS c (tenant_id, pruned_through) \
+     SELECT tenant_id, max(id) FROM events WHERE created_at < $1 GROUP BY tenant_id \
+     ON CONFLICT (tenant_id) DO UPDATE SET pruned_through = GREATEST(c.pruned_through, excluded.pruned_through)";
 
 /// An event as its columns read it (the feed, the export, a delivery).
 #[derive(sqlx::FromRow)]
@@ -163,10 +199,21 @@ pub struct EventFilter<'a> {
 /// A page of the feed, or why the cursor cannot be served.
 #[derive(Debug)]
 pub enum Feed {
-    Events(Vec<Event>),
+    /// The events after the cursor, oldest first. `held_back`: committed events past the
+    /// page wait for older transactions still running (PostgreSQL's horizon, see the
+    /// module docs); reading again in a moment returns them.
+    Events { items: Vec<Event>, held_back: bool },
     /// The cursor is older than the retention: events after it were deleted, the highest
     /// of them is this.
     Expired(i64),
+}
+
+/// A feed row: the event, and the horizon of the statement that read it.
+#[derive(sqlx::FromRow)]
+struct FeedRow {
+    #[sqlx(flatten)]
+    event: EventRow,
+    horizon: Option<i64>,
 }
 
 /// Whether the retention deleted events after the cursor `after` (`pruned`: the highest
@@ -179,7 +226,7 @@ impl Store {
     /// Opens a write transaction whose changes are made by `actor`: their events carry it.
     pub async fn begin_change(&self, actor: Actor) -> Result<Tx> {
         let mut tx = self.begin_write().await?;
-        tx.2.actor = Some(actor);
+        tx.1.actor = Some(actor);
         Ok(tx)
     }
 
@@ -224,12 +271,13 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_events", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn list_events(&self, tenant: &TenantId, filter: EventFilter<'_>, limit: i64) -> Result<Feed> {
         let pruned = "SELECT pruned_through FROM event_counters WHERE tenant_id = $1";
-        let (pruned, rows): (Option<i64>, Vec<EventRow>) = with_pool!(self, pool => {
+        let list = self.dialect(LIST_PG.as_str(), LIST_SQLITE.as_str());
+        let (pruned, rows): (Option<i64>, Vec<FeedRow>) = with_pool!(self, pool => {
             let pruned = sqlx::query_scalar(pruned).bind(tenant.as_str()).fetch_optional(pool).await?;
             if expired(filter.after, pruned) {
                 (pruned, Vec::new())
             } else {
-                let rows = sqlx::query_as(LIST)
+                let rows = sqlx::query_as(list)
                     .bind(tenant.as_str())
                     .bind(filter.after.unwrap_or(0))
                     .bind(filter.agent_id)
@@ -242,17 +290,20 @@ impl Store {
             }
         });
         super::counted(&rows);
-        match pruned {
-            Some(p) if expired(filter.after, pruned) => Ok(Feed::Expired(p)),
-            _ => Ok(Feed::Events(rows.into_iter().map(Event::from).collect())),
+        if let Some(pruned) = pruned.filter(|_| expired(filter.after, pruned)) {
+            return Ok(Feed::Expired(pruned));
         }
+        let settled = rows.iter().take_while(|row| row.horizon.is_none_or(|horizon| row.event.id < horizon)).count();
+        let held_back = settled < rows.len();
+        let items = rows.into_iter().take(settled).map(|row| Event::from(row.event)).collect();
+        Ok(Feed::Events { items, held_back })
     }
 
     /// Deletes the events written before `before` (their deliveries go with them) and
     /// remembers, per tenant, the highest id deleted; returns how many.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "prune_events", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64> {
-        let mark = self.dialect(MARK_PRUNED_PG.as_str(), MARK_PRUNED_SQLITE.as_str());
+        let mark = self.dialect(MARK_PRUNED_PG, MARK_PRUNED_SQLITE);
         let mut tx = self.begin_write().await?;
         let deleted = with_tx!(tx, tx => {
             sqlx::query(mark).bind(before).execute(&mut **tx).await?;
@@ -296,7 +347,7 @@ impl Store {
 impl Tx {
     /// Records an event of this transaction's change, in the tenant's feed.
     pub fn record(&mut self, tenant: &str, event: NewEvent) {
-        self.2.pending.push((tenant.to_owned(), event));
+        self.1.pending.push((tenant.to_owned(), event));
     }
 
     /// Records a fact event for its owner.
@@ -327,20 +378,23 @@ impl Tx {
     /// Writes the pending events (see the module docs); returns their types and the
     /// deliveries they queued.
     pub(super) async fn flush_events(&mut self) -> Result<Flushed> {
-        if self.2.pending.is_empty() {
+        if self.1.pending.is_empty() {
             return Ok(Flushed::default());
         }
-        let Some(actor) = self.2.actor else {
+        let Some(actor) = self.1.actor else {
             return Err(sqlx::Error::Protocol("a change recorded events without its actor".into()));
         };
-        let pending = std::mem::take(&mut self.2.pending);
+        if self.1.pending.len() > PER_TRANSACTION {
+            return Err(sqlx::Error::Protocol(format!("a change recorded more than {PER_TRANSACTION} events")));
+        }
+        let pending = std::mem::take(&mut self.1.pending);
         let now = super::now();
-        let (sql, postgres) = self.dialect((WRITE_PG, true), (WRITE_SQLITE, false));
+        let (sql, postgres) = self.dialect((WRITE_PG.as_str(), true), (WRITE_SQLITE, false));
         // SQLite's trigger rows are not counted: deliveries may have been queued whenever a
         // subscription exists.
-        let maybe_queued = u64::from(self.2.subscriptions.load(Ordering::Relaxed));
+        let maybe_queued = u64::from(self.1.subscriptions.load(Ordering::Relaxed));
         let mut flushed = Flushed { types: Vec::with_capacity(pending.len()), deliveries: 0 };
-        for (tenant, event) in pending {
+        for (place, (tenant, event)) in pending.into_iter().enumerate() {
             let fact_id = event.data.fact_id.filter(|_| writes_version(event.kind));
             let fact = fact_id.and(event.data.fact.as_ref()).map(Json);
             let data = Json(&event.data);
@@ -355,8 +409,9 @@ impl Tx {
                     .bind(actor.job_id())
                     .bind(data)
                     .bind(fact_id);
-                // PostgreSQL's statement writes the version itself, from the fact bound here.
-                let query = if postgres { query.bind(fact) } else { query };
+                // PostgreSQL's statement writes the version itself, from the fact bound here,
+                // and makes the id from the event's place in the transaction.
+                let query = if postgres { query.bind(fact).bind(place as i64) } else { query };
                 query.execute(&mut **tx).await?.rows_affected()
             });
             flushed.deliveries += if postgres { affected } else { maybe_queued };

@@ -22,8 +22,6 @@
 
 use std::{str::FromStr, sync::Arc, time::Duration};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
 use sqlx::{
     PgPool, SqlitePool, Transaction,
     postgres::{PgConnectOptions, PgPoolOptions},
@@ -119,14 +117,16 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend<PgPool, SqlitePool>,
-    /// SQLite's write lock, taken in process before `BEGIN IMMEDIATE`: write transactions
-    /// queue here in order instead of racing for the file lock in SQLite's busy handler,
-    /// which sleeps and retries with growing pauses (long tails, lost throughput). One
-    /// permit; unused on PostgreSQL, whose writers lock rows, not the database. Writes of
-    /// one statement on the pool (creating a conversation, editing or deleting a fact,
-    /// agent settings, vectors, housekeeping) take no permit and still meet the others in
-    /// the busy handler: they hold the lock for one statement only.
-    writers: Arc<Semaphore>,
+    /// SQLite's one connection for write transactions (none on PostgreSQL, whose writers
+    /// lock rows, not the database). Write transactions queue for it in order instead of
+    /// racing for the file lock in SQLite's busy handler, which sleeps and retries with
+    /// growing pauses (long tails, lost throughput). And its page cache stays warm: a
+    /// SQLite connection drops its whole cache when it finds the file changed by another
+    /// connection, so writes spread over the pool read every page they touch again (an
+    /// event's rows and indexes cost a remember 30 % that way). Writes of one statement
+    /// on the pool (vectors, housekeeping) still meet it in the busy handler: they hold
+    /// the lock for one statement only.
+    writer: Option<SqlitePool>,
     /// Signalled after every commit that wrote events: long-polling readers of the feed
     /// in this process look again at once (other replicas' readers poll).
     events_written: Arc<tokio::sync::Notify>,
@@ -143,23 +143,16 @@ pub struct Store {
 /// transaction that fails with SQLITE_BUSY instead of waiting. Dropped without
 /// [`Tx::commit`], it rolls back.
 ///
-/// A SQLite write transaction holds the store's write permit until it ends (the
-/// transaction is the first field, so it is rolled back before the permit is released).
-///
-/// The third field is the transaction's outbox ([`events::Outbox`]): the events of the
+/// The second field is the transaction's outbox ([`events::Outbox`]): the events of the
 /// changes made in it, written by [`Tx::commit`] just before the commit itself.
-pub struct Tx(
-    Backend<Transaction<'static, sqlx::Postgres>, Transaction<'static, sqlx::Sqlite>>,
-    Option<OwnedSemaphorePermit>,
-    events::Outbox,
-);
+pub struct Tx(Backend<Transaction<'static, sqlx::Postgres>, Transaction<'static, sqlx::Sqlite>>, events::Outbox);
 
 impl Tx {
     /// Writes the outbox's events, then commits; readers waiting for events are woken
     /// after the commit.
     pub async fn commit(mut self) -> Result<()> {
         let written = self.flush_events().await?;
-        let Tx(tx, _permit, outbox) = self;
+        let Tx(tx, outbox) = self;
         match tx {
             Backend::Postgres(tx) => tx.commit().await?,
             Backend::Sqlite(tx) => tx.commit().await?,
@@ -233,7 +226,7 @@ impl Store {
                 .connect_with(options)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL: {}", redact(&e.to_string(), url)))?;
-            Ok(Store::new(Backend::Postgres(pool)))
+            Ok(Store::new(Backend::Postgres(pool), None))
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
@@ -243,29 +236,42 @@ impl Store {
                 // Deleted rows are overwritten with zeros rather than left in free space:
                 // an erasure must leave none of the person's words in the file.
                 .pragma("secure_delete", "ON")
+                // The WAL is checkpointed in the background (`Store::checkpoint_wal`); SQLite's
+                // own checkpoint, in the commit that grows the WAL past this many pages
+                // (40 MiB), is only the backstop.
+                .pragma("wal_autocheckpoint", "10000")
                 .busy_timeout(SQLITE_BUSY_TIMEOUT);
             if let Some(dir) = options.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("cannot create directory {}: {e}", dir.display()))?;
             }
+            // An in-process connection cannot be lost: sqlx's default ping before each use
+            // (see `PING_IDLE_AFTER`) would buy nothing.
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(2))
                 .acquire_timeout(SQLITE_BUSY_TIMEOUT)
-                // An in-process connection cannot be lost: sqlx's default ping before each
-                // use (see `PING_IDLE_AFTER`) would buy nothing.
                 .test_before_acquire(false)
+                .connect_with(options.clone())
+                .await?;
+            // The writer is kept for the life of the store, and with it its page cache.
+            let writer = SqlitePoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(SQLITE_BUSY_TIMEOUT)
+                .test_before_acquire(false)
+                .idle_timeout(None)
+                .max_lifetime(None)
                 .connect_with(options)
                 .await?;
-            Ok(Store::new(Backend::Sqlite(pool)))
+            Ok(Store::new(Backend::Sqlite(pool), Some(writer)))
         } else {
             anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:")
         }
     }
 
-    fn new(backend: Backend<PgPool, SqlitePool>) -> Store {
+    fn new(backend: Backend<PgPool, SqlitePool>, writer: Option<SqlitePool>) -> Store {
         Store {
             backend,
-            writers: Arc::new(Semaphore::new(1)),
+            writer,
             events_written: Arc::default(),
             deliveries_queued: Arc::default(),
             subscriptions: Arc::default(),
@@ -292,13 +298,10 @@ impl Store {
     #[allow(clippy::disallowed_methods)] // one of the two places a transaction is begun
     pub async fn begin_write(&self) -> Result<Tx> {
         Ok(match &self.backend {
-            Backend::Postgres(pool) => Tx(Backend::Postgres(pool.begin().await?), None, self.outbox()),
+            Backend::Postgres(pool) => Tx(Backend::Postgres(pool.begin().await?), self.outbox()),
             Backend::Sqlite(pool) => {
-                let permit = tokio::time::timeout(SQLITE_BUSY_TIMEOUT, self.writers.clone().acquire_owned())
-                    .await
-                    .map_err(|_| sqlx::Error::PoolTimedOut)?
-                    .map_err(|_| sqlx::Error::PoolClosed)?;
-                Tx(Backend::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?), Some(permit), self.outbox())
+                let writer = self.writer.as_ref().unwrap_or(pool);
+                Tx(Backend::Sqlite(writer.begin_with("BEGIN IMMEDIATE").await?), self.outbox())
             }
         })
     }
@@ -313,7 +316,7 @@ impl Store {
             }
             Backend::Sqlite(pool) => Backend::Sqlite(pool.begin().await?),
         };
-        Ok(Tx(tx, None, self.outbox()))
+        Ok(Tx(tx, self.outbox()))
     }
 
     /// Subscribes to job wake-ups from every replica; `None` on SQLite, whose only
@@ -360,8 +363,23 @@ impl Store {
         }
     }
 
+    /// SQLite: copies the WAL's committed pages into the main file without waiting for
+    /// or blocking anyone (a passive checkpoint), on a reader connection; the WAL starts
+    /// over once every page is copied. Left to SQLite, the checkpoint runs inside the
+    /// commit that fills the WAL, and every writer queued behind it waits (see
+    /// `worker::checkpoint`). Nothing to do on PostgreSQL.
+    pub async fn checkpoint_wal(&self) -> Result<()> {
+        if let Backend::Sqlite(pool) = &self.backend {
+            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(pool).await?;
+        }
+        Ok(())
+    }
+
     pub async fn close(&self) {
-        with_pool!(self, pool => pool.close().await)
+        with_pool!(self, pool => pool.close().await);
+        if let Some(writer) = &self.writer {
+            writer.close().await;
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Background tasks that run inside `engram serve`: the job workers (extraction and
 //! rolling summaries), the
 //! PostgreSQL notification listener that wakes them, the idle-conversation sweeper, the
-//! embedding worker and the webhook senders.
+//! embedding worker, the webhook senders and SQLite's WAL checkpointer.
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,6 +9,7 @@ use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{extract::Extractor, service::AppState, store::Store};
 
+pub mod checkpoint;
 pub mod embedding;
 pub mod extract_facts;
 pub mod jobs;
@@ -24,7 +25,9 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
         tokio::spawn(sweeper::run(state.clone(), stop.clone())),
         tokio::spawn(embedding::run(state.clone(), stop.clone())),
     ];
-    if !state.store.is_embedded() {
+    if state.store.is_embedded() {
+        tasks.push(tokio::spawn(checkpoint::run(state.store.clone(), stop.clone())));
+    } else {
         tasks.push(tokio::spawn(listen(state.store.clone(), state.job_wakeup.clone(), stop.clone())));
     }
     let client = webhooks::client(&state);

@@ -42,6 +42,13 @@ async fn subscribe(app: &TestApp, url: &str, types: &[&str]) -> Value {
     created
 }
 
+/// The ids of the tenant's events, oldest first.
+async fn event_ids(app: &TestApp) -> Vec<i64> {
+    let (status, page) = app.get("/api/events?limit=1000", &admin("acme")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    page["items"].as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()).collect()
+}
+
 /// Waits until the subscription's delivery of `event_id` is in `status`.
 async fn delivery_reaching(app: &TestApp, subscription: &str, event_id: i64, status: &str, within: Duration) -> Value {
     let path = format!("/api/webhooks/{subscription}/deliveries/{event_id}");
@@ -65,8 +72,9 @@ async fn a_receiver_answering_500_then_200_gets_the_event_once_more(backend: Bac
     let id = subscription["id"].as_str().unwrap();
     assert!(subscription["secret"].as_str().unwrap().starts_with("whsec_"));
     app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let event = event_ids(&app).await[0];
 
-    let delivery = delivery_reaching(&app, id, 1, "delivered", Duration::from_secs(20)).await;
+    let delivery = delivery_reaching(&app, id, event, "delivered", Duration::from_secs(20)).await;
     assert_eq!(delivery["attempts"], 2, "{delivery}");
     let log = delivery["attempt_log"].as_array().unwrap();
     let statuses: Vec<Value> = log.iter().map(|a| a["status_code"].clone()).collect();
@@ -81,7 +89,7 @@ async fn a_receiver_answering_500_then_200_gets_the_event_once_more(backend: Bac
     assert!(header(1, "webhook-timestamp").is_some_and(|t| t.parse::<i64>().is_ok()));
     let body: Value = serde_json::from_slice(&requests[1].body).unwrap();
     assert_eq!(body["type"], "fact.added");
-    assert_eq!(body["data"]["id"], 1);
+    assert_eq!(body["data"]["id"], event);
     assert_eq!(body["data"]["data"]["fact"]["fact"], "Likes tea");
     assert_eq!(body["data"]["external_ref"], "ann");
     let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
@@ -113,7 +121,10 @@ async fn a_receiver_that_keeps_up_gets_events_in_order(backend: Backend) {
     for i in 0..12 {
         app.post(&facts_path("ann"), &agent("acme"), json!({"fact": format!("Fact number {i}")})).await;
     }
-    delivery_reaching(&app, subscription["id"].as_str().unwrap(), 12, "delivered", Duration::from_secs(20)).await;
+    let written = event_ids(&app).await;
+    assert_eq!(written.len(), 12);
+    delivery_reaching(&app, subscription["id"].as_str().unwrap(), written[11], "delivered", Duration::from_secs(20))
+        .await;
     let ids: Vec<i64> = receiver
         .received_requests()
         .await
@@ -121,7 +132,7 @@ async fn a_receiver_that_keeps_up_gets_events_in_order(backend: Backend) {
         .iter()
         .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["data"]["id"].as_i64().unwrap())
         .collect();
-    assert_eq!(ids, (1..=12).collect::<Vec<_>>());
+    assert_eq!(ids, written, "each event once, in order");
 }
 
 async fn a_receivers_retry_after_is_honoured(backend: Backend) {
@@ -132,8 +143,10 @@ async fn a_receivers_retry_after_is_honoured(backend: Backend) {
     let app = TestApp::spawn_with(backend, FAST).await;
     let subscription = subscribe(&app, &receiver.uri(), &[]).await;
     app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let event = event_ids(&app).await[0];
     let delivery =
-        delivery_reaching(&app, subscription["id"].as_str().unwrap(), 1, "delivered", Duration::from_secs(20)).await;
+        delivery_reaching(&app, subscription["id"].as_str().unwrap(), event, "delivered", Duration::from_secs(20))
+            .await;
     let log = delivery["attempt_log"].as_array().unwrap();
     let at = |i: usize| chrono::DateTime::parse_from_rfc3339(log[i]["attempted_at"].as_str().unwrap()).unwrap();
     let waited = at(1) - at(0);
@@ -162,7 +175,8 @@ async fn a_slow_receiver_holds_no_request_path(backend: Backend) {
     let (status, _) = app.get(&format!("{}/search?q=fact", facts_path("ann")), &agent("acme")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(started.elapsed() < Duration::from_secs(1));
-    let failed = delivery_reaching(&app, id, 1, "failed", Duration::from_secs(20)).await;
+    let first = event_ids(&app).await[0];
+    let failed = delivery_reaching(&app, id, first, "failed", Duration::from_secs(20)).await;
     assert_eq!(failed["last_error"], "request timed out", "{failed}");
 }
 
@@ -175,8 +189,9 @@ async fn a_redirect_is_not_followed(backend: Backend) {
     let app = TestApp::spawn_with(backend, FAST).await;
     let subscription = subscribe(&app, &receiver.uri(), &[]).await;
     app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let event = event_ids(&app).await[0];
     let failed =
-        delivery_reaching(&app, subscription["id"].as_str().unwrap(), 1, "failed", Duration::from_secs(20)).await;
+        delivery_reaching(&app, subscription["id"].as_str().unwrap(), event, "failed", Duration::from_secs(20)).await;
     assert_eq!(failed["last_error"], "HTTP 307 (redirects are not followed)", "{failed}");
     assert_eq!(elsewhere.received_requests().await.unwrap().len(), 0, "the redirect's target is never called");
 }
@@ -191,14 +206,16 @@ async fn a_dead_delivery_is_redelivered_by_hand(backend: Backend) {
     let subscription = subscribe(&app, &receiver.uri(), &[]).await;
     let id = subscription["id"].as_str().unwrap();
     app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
-    let dead = delivery_reaching(&app, id, 1, "dead", Duration::from_secs(20)).await;
+    let event = event_ids(&app).await[0];
+    let dead = delivery_reaching(&app, id, event, "dead", Duration::from_secs(20)).await;
     assert_eq!((dead["attempts"].clone(), dead["last_error"].clone()), (json!(2), json!("HTTP 503")));
     let (_, page) = app.get(&format!("/api/webhooks/{id}/deliveries?status=dead"), &admin("acme")).await;
     assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
 
-    let (status, queued) = app.post(&format!("/api/webhooks/{id}/deliveries/1/retry"), &admin("acme"), json!({})).await;
+    let retry = format!("/api/webhooks/{id}/deliveries/{event}/retry");
+    let (status, queued) = app.post(&retry, &admin("acme"), json!({})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
-    let delivered = delivery_reaching(&app, id, 1, "delivered", Duration::from_secs(20)).await;
+    let delivered = delivery_reaching(&app, id, event, "delivered", Duration::from_secs(20)).await;
     assert_eq!(delivered["attempts"], 3);
     let (status, body) = app.post(&format!("/api/webhooks/{id}/deliveries/99/retry"), &admin("acme"), json!({})).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
@@ -309,19 +326,22 @@ async fn erasure_leaves_no_delivery_of_the_person(backend: Backend) {
     for user in ["ann", "bystander"] {
         app.post(&facts_path(user), &agent("acme"), json!({"fact": "Likes tea"})).await;
     }
-    delivery_reaching(&app, id, 1, "failed", Duration::from_secs(20)).await;
+    let before = event_ids(&app).await;
+    delivery_reaching(&app, id, before[0], "failed", Duration::from_secs(20)).await;
     // The export holds the person's events, their facts' versions and the deliveries.
     let (_, export) = app.get("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
     assert_eq!(types_of(&export["events"]), ["fact.added"], "{export}");
     assert_eq!(export["fact_versions"][0]["fact"]["fact"], "Likes tea");
     assert_eq!(export["fact_versions"][0]["actor"]["kind"], "api");
-    assert_eq!(export["webhook_deliveries"][0]["event_id"], 1);
+    assert_eq!(export["webhook_deliveries"][0]["event_id"], before[0]);
     assert_eq!(export["webhook_deliveries"][0]["subscription_id"], subscription["id"]);
     let (status, receipt) = app.delete("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
     assert_eq!(status, StatusCode::OK, "{receipt}");
     let (_, page) = app.get(&format!("/api/webhooks/{id}/deliveries"), &admin("acme")).await;
     let events: Vec<i64> = page["items"].as_array().unwrap().iter().map(|d| d["event_id"].as_i64().unwrap()).collect();
-    assert_eq!(events, [3, 2], "the erasure's own event and the bystander's are left: {page}");
-    let (status, _) = app.get(&format!("/api/webhooks/{id}/deliveries/1"), &admin("acme")).await;
+    let after = event_ids(&app).await;
+    assert_eq!((after.len(), after[0]), (2, before[1]), "the bystander's event and the erasure's");
+    assert_eq!(events, [after[1], after[0]], "the erasure's own event and the bystander's are left: {page}");
+    let (status, _) = app.get(&format!("/api/webhooks/{id}/deliveries/{}", before[0]), &admin("acme")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the person's delivery and its attempts are gone");
 }

@@ -1032,7 +1032,9 @@ export interface components {
             external_ref?: string | null;
             /**
              * Format: int64
-             * @description Increases with every event of the tenant, in commit order: the feed's cursor.
+             * @description The feed's cursor: it only grows, and a reader paging `after` it never passes an
+             *     event still to come. Not dense (SQLite counts 1, 2, 3 per tenant; PostgreSQL
+             *     derives it from its transaction ids).
              */
             id: number;
             /** @description See the event types in the API reference (`fact.added`, `person.erased`…). */
