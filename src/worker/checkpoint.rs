@@ -16,16 +16,8 @@ const EVERY: Duration = Duration::from_millis(200);
 
 /// Checkpoints until `stop` turns true (SQLite only).
 pub async fn run(store: Store, mut stop: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(EVERY);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.changed() => {}
-        }
-        if *stop.borrow() || stop.has_changed().is_err() {
-            return;
-        }
+    let mut ticks = super::every(EVERY);
+    while super::tick(&mut ticks, &mut stop).await {
         if let Err(error) = store.checkpoint_wal().await {
             tracing::warn!(error = %error, "WAL checkpoint failed; retrying");
         }

@@ -40,6 +40,24 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
     tasks
 }
 
+/// The clock of a task that runs every `period`: a tick missed while the task was busy
+/// is waited out, not made up in a burst.
+fn every(period: Duration) -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
+
+/// Waits for the next tick; false once `stop` turned true, or its sender was dropped
+/// (nobody can stop the task any more, so it stops too).
+async fn tick(ticks: &mut tokio::time::Interval, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = ticks.tick() => {}
+        _ = stop.changed() => {}
+    }
+    !*stop.borrow() && stop.has_changed().is_ok()
+}
+
 /// Turns the store's job notifications (sent at commit by whoever queued a job, on any
 /// replica) into an in-memory wake-up. If the connection drops, workers still poll.
 async fn listen(store: Store, wakeup: Arc<tokio::sync::Notify>, mut stop: watch::Receiver<bool>) {

@@ -25,17 +25,8 @@ const BATCH: i64 = 100;
 
 /// Sweeps every `ENGRAM_SWEEP_INTERVAL_SECS` until `stop` turns true.
 pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(Duration::from_secs(state.config.sweep_interval_secs));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.changed() => {}
-        }
-        // A dropped sender (`has_changed` errs) means nobody can stop us any more: stop too.
-        if *stop.borrow() || stop.has_changed().is_err() {
-            return;
-        }
+    let mut ticks = super::every(Duration::from_secs(state.config.sweep_interval_secs));
+    while super::tick(&mut ticks, &mut stop).await {
         if let Err(error) = end_idle_conversations(&state, &stop).await {
             tracing::warn!(error = format!("{error:#}"), "idle sweep failed; retrying at the next interval");
         }

@@ -15,7 +15,7 @@ use engram::{
         ids::{AgentId, ExternalRef, TenantId},
         owner::Owner,
     },
-    store::Store,
+    store::{Store, Tx},
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -58,6 +58,17 @@ async fn events_after(app: &TestApp, after: i64) -> Vec<Value> {
 
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().expect("type")).collect()
+}
+
+/// Stores "Rides a bike" for `user` of acme's agent in `tx`, straight through the store.
+async fn store_a_fact(tx: &mut Tx, user: &str) {
+    let (tenant, agent_id, user) = (
+        TenantId::parse("acme".into()).unwrap(),
+        AgentId::parse(AGENT.into()).unwrap(),
+        ExternalRef::parse(user.into()).unwrap(),
+    );
+    let new = FactInput { fact: "Rides a bike".into(), tags: None, score: None }.validate().unwrap();
+    tx.insert_fact(Owner::new(&tenant, &agent_id, &user), &new, Origin::Manual, None).await.unwrap();
 }
 
 /// The id of the newest event (0 when none).
@@ -170,18 +181,12 @@ async fn refused_and_rolled_back_changes_write_no_event(backend: Backend) {
 
     // A transaction that stored a fact and is dropped without commit leaves no event.
     let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
-    let (tenant, agent_id, user) = (
-        TenantId::parse("acme".into()).unwrap(),
-        AgentId::parse(AGENT.into()).unwrap(),
-        ExternalRef::parse("someone-else".into()).unwrap(),
-    );
     let mut tx = store.begin_change(Actor::Api).await.unwrap();
-    let new = FactInput { fact: "Rides a bike".into(), tags: None, score: None }.validate().unwrap();
-    tx.insert_fact(Owner::new(&tenant, &agent_id, &user), &new, Origin::Manual, None).await.unwrap();
+    store_a_fact(&mut tx, "someone-else").await;
     drop(tx);
     // A transaction without an actor cannot commit an event: it fails, and writes nothing.
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_fact(Owner::new(&tenant, &agent_id, &user), &new, Origin::Manual, None).await.unwrap();
+    store_a_fact(&mut tx, "someone-else").await;
     assert!(tx.commit().await.is_err(), "an event without its actor is refused");
     store.close().await;
 
@@ -245,14 +250,8 @@ async fn the_feed_pages_without_gaps_under_concurrent_writers(backend: Backend) 
 async fn postgres_holds_back_events_until_older_changes_end() {
     let app = std::sync::Arc::new(TestApp::spawn(Backend::Postgres).await);
     let store = Store::connect(&app.db.url, 2, Duration::from_secs(30)).await.unwrap();
-    let (tenant, agent_id, user) = (
-        TenantId::parse("acme".into()).unwrap(),
-        AgentId::parse(AGENT.into()).unwrap(),
-        ExternalRef::parse("slow".into()).unwrap(),
-    );
     let mut slow = store.begin_change(Actor::Api).await.unwrap();
-    let new = FactInput { fact: "Rides a bike".into(), tags: None, score: None }.validate().unwrap();
-    slow.insert_fact(Owner::new(&tenant, &agent_id, &user), &new, Origin::Manual, None).await.unwrap();
+    store_a_fact(&mut slow, "slow").await;
     // A later change commits while the slow one runs.
     let (status, _) = app.post(&facts_path(PERSON), &agent("acme"), json!({"fact": "Likes tea"})).await;
     assert_eq!(status, StatusCode::CREATED);
