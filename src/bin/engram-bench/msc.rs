@@ -683,13 +683,16 @@ mod tests {
             json!({"dialog": [{"id": "bot_0", "text": text, "persona_text": text}, {"id": "bot_1", "text": "ok"}]})
                 .to_string()
         };
-        std::fs::write(dir.join("session_10.jsonl"), line("I am ten.")).expect("write");
-        std::fs::write(dir.join("session_2.jsonl"), format!("{}\n\n{}\n", line("I am two."), line("I am 2b.")))
-            .expect("write");
+        std::fs::write(dir.join("session_10.jsonl"), line("I mend kites.")).expect("write");
+        std::fs::write(
+            dir.join("session_2.jsonl"),
+            format!("{}\n\n{}\n", line("I carve spoons."), line("I glaze pots.")),
+        )
+        .expect("write");
         std::fs::write(dir.join("notes.txt"), "not a session").expect("write");
         let all = load(&dir, None).expect("loads");
         assert_eq!(all.iter().map(|c| c.session).collect::<Vec<_>>(), [2, 2, 2, 2, 10, 10]);
-        assert_eq!(all[0].gold, ["I am two."]);
+        assert_eq!(all[0].gold, ["I carve spoons."]);
         assert_eq!(load(&dir, Some(1)).expect("loads").len(), 4);
         std::fs::write(dir.join("session_3.jsonl"), "{").expect("write");
         assert!(load(&dir, None).is_err());
