@@ -52,6 +52,8 @@ pub struct Outbox {
 pub(super) struct Flushed {
     types: Vec<EventType>,
     deliveries: u64,
+    /// The last event's statement also committed the transaction (SQLite writes).
+    pub(super) committed: bool,
 }
 
 impl Outbox {
@@ -112,6 +114,9 @@ const WRITE_SQLITE: &str = "INSERT INTO events \
      (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data, version_of) \
      VALUES ($1, COALESCE((SELECT last_id FROM event_counters WHERE tenant_id = $1), 0) + 1, \
              $2, $3, $4, $5, $6, $7, $8, $9)";
+/// [`WRITE_SQLITE`] for a write transaction's last event, and its commit: one round trip
+/// to the connection's thread for both (see `store::writer`).
+static WRITE_SQLITE_AND_COMMIT: LazyLock<String> = LazyLock::new(|| format!("{WRITE_SQLITE}; COMMIT"));
 
 /// A page of the feed: `$1` tenant, `$2` after, `$3` agent (or NULL), `$4` person (or
 /// NULL), `$5` types (`types_key` form, '' for all), `$6` limit; each row with the
@@ -376,7 +381,8 @@ impl Tx {
     }
 
     /// Writes the pending events (see the module docs); returns their types and the
-    /// deliveries they queued.
+    /// deliveries they queued. On a SQLite write the last event's statement also commits
+    /// (`Flushed::committed`): one round trip for both.
     pub(super) async fn flush_events(&mut self) -> Result<Flushed> {
         if self.1.pending.is_empty() {
             return Ok(Flushed::default());
@@ -389,12 +395,19 @@ impl Tx {
         }
         let pending = std::mem::take(&mut self.1.pending);
         let now = super::now();
-        let (sql, postgres) = self.dialect((WRITE_PG.as_str(), true), (WRITE_SQLITE, false));
+        let postgres = self.dialect(true, false);
+        let commit_with_last = self.commits_in_statement();
         // SQLite's trigger rows are not counted: deliveries may have been queued whenever a
         // subscription exists.
         let maybe_queued = u64::from(self.1.subscriptions.load(Ordering::Relaxed));
-        let mut flushed = Flushed { types: Vec::with_capacity(pending.len()), deliveries: 0 };
+        let mut flushed = Flushed { types: Vec::with_capacity(pending.len()), deliveries: 0, committed: false };
+        let last = pending.len() - 1;
         for (place, (tenant, event)) in pending.into_iter().enumerate() {
+            let sql = match (postgres, commit_with_last && place == last) {
+                (true, _) => WRITE_PG.as_str(),
+                (false, false) => WRITE_SQLITE,
+                (false, true) => WRITE_SQLITE_AND_COMMIT.as_str(),
+            };
             let fact_id = event.data.fact_id.filter(|_| writes_version(event.kind));
             let fact = fact_id.and(event.data.fact.as_ref()).map(Json);
             let data = Json(&event.data);
@@ -417,6 +430,7 @@ impl Tx {
             flushed.deliveries += if postgres { affected } else { maybe_queued };
             flushed.types.push(event.kind);
         }
+        flushed.committed = commit_with_last;
         Ok(flushed)
     }
 }

@@ -45,6 +45,9 @@ pub mod summaries;
 pub mod vectors;
 pub mod webhooks;
 pub mod working_memory;
+mod writer;
+
+use writer::SqliteTx;
 
 /// One value per backend: a store's pool, or an open transaction. Private to `store/`,
 /// so nothing else can tell the backends apart.
@@ -76,8 +79,8 @@ macro_rules! with_pool {
 }
 pub(crate) use with_pool;
 
-/// [`with_pool!`] for an open [`Tx`]: `$tx` is bound to the backend's
-/// `&mut Transaction`, so statements run on `&mut **$tx`.
+/// [`with_pool!`] for an open [`Tx`]: `$tx` is bound to the backend's open transaction
+/// (`&mut`), which derefs to its connection, so statements run on `&mut **$tx`.
 macro_rules! with_tx {
     ($open:expr, $tx:ident => $body:expr) => {
         match &mut $open.0 {
@@ -117,16 +120,14 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend<PgPool, SqlitePool>,
-    /// SQLite's one connection for write transactions (none on PostgreSQL, whose writers
-    /// lock rows, not the database). Write transactions queue for it in order instead of
-    /// racing for the file lock in SQLite's busy handler, which sleeps and retries with
-    /// growing pauses (long tails, lost throughput). And its page cache stays warm: a
-    /// SQLite connection drops its whole cache when it finds the file changed by another
-    /// connection, so writes spread over the pool read every page they touch again
-    /// (`pread` was a tenth of the writers' time in `perf`). Writes of one statement
-    /// on the pool (vectors, housekeeping) still meet it in the busy handler: they hold
-    /// the lock for one statement only.
-    writer: Option<SqlitePool>,
+    /// SQLite's one connection for write transactions (`Some` exactly when the backend
+    /// is SQLite; PostgreSQL's writers lock rows, not the database). Write transactions
+    /// queue for it in order instead of racing for the file lock in SQLite's busy
+    /// handler, which sleeps and retries with growing pauses (long tails, lost
+    /// throughput); see [`writer`] for what else it saves. Writes of one statement on
+    /// the pool (vectors, housekeeping) still meet it in the busy handler: they hold the
+    /// lock for one statement only.
+    writer: Option<Arc<writer::Writer>>,
     /// Signalled after every commit that wrote events: long-polling readers of the feed
     /// in this process look again at once (other replicas' readers poll).
     events_written: Arc<tokio::sync::Notify>,
@@ -145,7 +146,7 @@ pub struct Store {
 ///
 /// The second field is the transaction's outbox ([`events::Outbox`]): the events of the
 /// changes made in it, written by [`Tx::commit`] just before the commit itself.
-pub struct Tx(Backend<Transaction<'static, sqlx::Postgres>, Transaction<'static, sqlx::Sqlite>>, events::Outbox);
+pub struct Tx(Backend<Transaction<'static, sqlx::Postgres>, SqliteTx>, events::Outbox);
 
 impl Tx {
     /// Writes the outbox's events, then commits; readers waiting for events are woken
@@ -155,7 +156,7 @@ impl Tx {
         let Tx(tx, outbox) = self;
         match tx {
             Backend::Postgres(tx) => tx.commit().await?,
-            Backend::Sqlite(tx) => tx.commit().await?,
+            Backend::Sqlite(tx) => tx.commit(written.committed).await?,
         }
         outbox.committed(written);
         Ok(())
@@ -164,6 +165,12 @@ impl Tx {
     /// Picks the statement written for this transaction's backend.
     fn dialect<T>(&self, postgres: T, sqlite: T) -> T {
         self.0.pick(postgres, sqlite)
+    }
+
+    /// Whether a statement may end with the transaction's `COMMIT`: SQLite writes, whose
+    /// `COMMIT` is a statement of their own (see [`writer`]), not sqlx's.
+    fn commits_in_statement(&self) -> bool {
+        matches!(&self.0, Backend::Sqlite(tx) if tx.is_write())
     }
 
     /// Tells idle workers of every replica that a job was queued. PostgreSQL delivers
@@ -253,22 +260,14 @@ impl Store {
                 .test_before_acquire(false)
                 .connect_with(options.clone())
                 .await?;
-            // The writer is kept for the life of the store, and with it its page cache.
-            let writer = SqlitePoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(SQLITE_BUSY_TIMEOUT)
-                .test_before_acquire(false)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .connect_with(options)
-                .await?;
-            Ok(Store::new(Backend::Sqlite(pool), Some(writer)))
+            let writer = writer::Writer::connect(&options, SQLITE_BUSY_TIMEOUT).await?;
+            Ok(Store::new(Backend::Sqlite(pool), Some(Arc::new(writer))))
         } else {
             anyhow::bail!("DATABASE_URL must start with postgres:// or sqlite:")
         }
     }
 
-    fn new(backend: Backend<PgPool, SqlitePool>, writer: Option<SqlitePool>) -> Store {
+    fn new(backend: Backend<PgPool, SqlitePool>, writer: Option<Arc<writer::Writer>>) -> Store {
         Store {
             backend,
             writer,
@@ -297,12 +296,12 @@ impl Store {
     /// waiting.
     #[allow(clippy::disallowed_methods)] // one of the two places a transaction is begun
     pub async fn begin_write(&self) -> Result<Tx> {
-        Ok(match &self.backend {
-            Backend::Postgres(pool) => Tx(Backend::Postgres(pool.begin().await?), self.outbox()),
-            Backend::Sqlite(pool) => {
-                let writer = self.writer.as_ref().unwrap_or(pool);
-                Tx(Backend::Sqlite(writer.begin_with("BEGIN IMMEDIATE").await?), self.outbox())
+        Ok(match (&self.backend, &self.writer) {
+            (Backend::Postgres(pool), _) => Tx(Backend::Postgres(pool.begin().await?), self.outbox()),
+            (Backend::Sqlite(_), Some(writer)) => {
+                Tx(Backend::Sqlite(SqliteTx::Write(writer.begin().await?)), self.outbox())
             }
+            (Backend::Sqlite(_), None) => return Err(sqlx::Error::PoolClosed),
         })
     }
 
@@ -314,7 +313,7 @@ impl Store {
             Backend::Postgres(pool) => {
                 Backend::Postgres(pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
             }
-            Backend::Sqlite(pool) => Backend::Sqlite(pool.begin().await?),
+            Backend::Sqlite(pool) => Backend::Sqlite(SqliteTx::Snapshot(pool.begin().await?)),
         };
         Ok(Tx(tx, self.outbox()))
     }
