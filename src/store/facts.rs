@@ -430,7 +430,8 @@ const INSERT: &str = concat!(
 
 /// Deletes the owner's expired fact with normalised text `$4` (expired by `$5`, now), so
 /// that the same fact said again is stored afresh rather than found as the expired one.
-/// Returns it (its `fact.deleted` event). Uses the duplicate key.
+/// Returns it (its `fact.deleted` event). Runs only when an insert met the duplicate key
+/// (or the cap), like [`SAME_FACT`], whose owner filter it shares.
 const DELETE_EXPIRED_SAME: &str = concat!(
     "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND normalized = $4 \
        AND expires_at <= $5 RETURNING ",
@@ -815,46 +816,37 @@ impl Tx {
         let now = super::now();
         let observed_at = fact.observed_at.unwrap_or(now);
         let slot = Slot::of(fact.text.text());
-        let expired: Option<FactRow> = with_tx!(self, tx => {
-            sqlx::query_as(DELETE_EXPIRED_SAME)
-                .bind_owner(owner)
-                .bind(fact.text.normalized())
-                .bind(now)
-                .fetch_optional(&mut **tx)
-                .await?
-        });
-        if let Some(row) = expired {
-            self.record_deleted(owner, row, Some("expired"))?;
+        let mut inserted = self.insert_row(owner, fact, origin, cap, now).await?;
+        if inserted.is_none() {
+            // The duplicate key, or the cap. An expired fact of the same text is gone: it
+            // is deleted (only here, so that a fresh insert costs one statement) and the
+            // fact stored afresh.
+            let expired: Option<FactRow> = with_tx!(self, tx => {
+                sqlx::query_as(DELETE_EXPIRED_SAME)
+                    .bind_owner(owner)
+                    .bind(fact.text.normalized())
+                    .bind(now)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            });
+            if let Some(row) = expired {
+                self.record_deleted(owner, row, Some("expired"))?;
+                inserted = self.insert_row(owner, fact, origin, cap, now).await?;
+            }
         }
-        let (created, row): (bool, Option<FactRow>) = with_tx!(self, tx => {
-            let inserted: Option<FactRow> = sqlx::query_as(INSERT)
-                .bind_owner(owner)
-                .bind(Uuid::now_v7())
-                .bind(fact.text.text())
-                .bind(fact.text.normalized())
-                .bind(Json(&fact.tags))
-                .bind(fact.score)
-                .bind(origin.source().as_str())
-                .bind(origin.conversation_id())
-                .bind(now)
-                .bind(cap)
-                .bind(slot.map(Slot::as_str))
-                .bind(observed_at)
-                .bind(fact.expires_at)
-                .fetch_optional(&mut **tx)
-                .await?;
-            match inserted {
-                Some(row) => (true, Some(row)),
-                None => (
-                    false,
+        let (created, row): (bool, Option<FactRow>) = match inserted {
+            Some(row) => (true, Some(row)),
+            None => (
+                false,
+                with_tx!(self, tx => {
                     sqlx::query_as(SAME_FACT)
                         .bind_owner(owner)
                         .bind(fact.text.normalized())
                         .fetch_optional(&mut **tx)
-                        .await?,
-                ),
-            }
-        });
+                        .await?
+                }),
+            ),
+        };
         let Some(row) = row else { return Ok(Remembered::Full) };
         let Some(slot) = slot else {
             let fact: Fact = row.try_into()?;
@@ -893,6 +885,35 @@ impl Tx {
         let since = row.observed_at.max(observed_at);
         self.supersede_before(owner, row.id, slot, since, now).await?;
         Ok(Remembered::Existing(row.try_into()?))
+    }
+
+    /// Runs [`INSERT`]: the new row, or `None` when the duplicate key or the cap stopped it.
+    async fn insert_row(
+        &mut self,
+        owner: Owner<'_>,
+        fact: &NewFact,
+        origin: Origin,
+        cap: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<FactRow>> {
+        Ok(with_tx!(self, tx => {
+            sqlx::query_as(INSERT)
+                .bind_owner(owner)
+                .bind(Uuid::now_v7())
+                .bind(fact.text.text())
+                .bind(fact.text.normalized())
+                .bind(Json(&fact.tags))
+                .bind(fact.score)
+                .bind(origin.source().as_str())
+                .bind(origin.conversation_id())
+                .bind(now)
+                .bind(cap)
+                .bind(Slot::of(fact.text.text()).map(Slot::as_str))
+                .bind(fact.observed_at.unwrap_or(now))
+                .bind(fact.expires_at)
+                .fetch_optional(&mut **tx)
+                .await?
+        }))
     }
 
     /// Places `row`, a current fact of `slot` said at `observed_at`, on the slot's
