@@ -20,7 +20,9 @@ are kept as generated.
 - A fact's times are judged against the server's clock (docs/api.md, "Expiry"):
   `expires_at` must be in the future, `observed_at` not more than 60 s ahead, and
   `expires_at` and `ttl_seconds` are not sent together; `as_of` does not combine with
-  `include_superseded=true`. Positive cases that break these are dropped.
+  `include_superseded=true`. Positive cases that break these are dropped, and so are
+  Examples-phase cases (which `filter_case` does not see: schemathesis fills a body's
+  other properties with format defaults such as a 2000-01-01 `expires_at`).
 - `POST /api/tools/call` runs a tool only while the agent's memory is on and the user
   consents (else 409, documented), on facts that exist (else 404) and with opaque cursors:
   its answer to a schema-valid call depends on state, not on the body.
@@ -73,11 +75,9 @@ def filter_case(context, case):
     if getattr(case, "path", None) in ("/api/webhooks", "/api/webhooks/{id}") and "url" in body:
         if not isinstance(body["url"], str) or PLAIN_URL.match(body["url"]) is None:
             return False
-    if not _times_hold(body):
+    if not _times_fit(case):
         return False
     query = case.query or {}
-    if "as_of" in query and query.get("include_superseded") in (True, "true"):
-        return False
     if "cursor" in query:
         return False
     if "last" in query and ("limit" in query or "cursor" in query):
@@ -110,6 +110,20 @@ def _times_hold(body):
         if observed is None or observed > now:
             return False
     return True
+
+
+def _times_fit(case):
+    """Whether a case's fact times and `as_of` are ones the server accepts now."""
+    body = case.body if isinstance(case.body, dict) else {}
+    query = case.query if isinstance(case.query, dict) else {}
+    if "as_of" in query and query.get("include_superseded") in (True, "true"):
+        return False
+    return _times_hold(body)
+
+
+@schemathesis.hook
+def before_add_examples(context, examples):
+    examples[:] = [case for case in examples if _times_fit(case)]
 
 
 # Receiver URLs a positive case keeps (see the module docs).

@@ -250,6 +250,7 @@ pub struct FactString(String);
 /// The body of `POST …/facts`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"fact": "Is waiting at the ferry terminal", "tags": ["travel"], "ttl_seconds": 3600}))]
 pub struct FactInput {
     #[schema(value_type = FactString)]
     pub fact: String,

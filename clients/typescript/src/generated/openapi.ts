@@ -1184,7 +1184,16 @@ export interface components {
              */
             valid_until?: string | null;
         };
-        /** @description The body of `POST …/facts`. */
+        /**
+         * @description The body of `POST …/facts`.
+         * @example {
+         *       "fact": "Is waiting at the ferry terminal",
+         *       "tags": [
+         *         "travel"
+         *       ],
+         *       "ttl_seconds": 3600
+         *     }
+         */
         FactInput: {
             /**
              * Format: date-time
