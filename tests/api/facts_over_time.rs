@@ -198,6 +198,10 @@ async fn an_expired_fact_leaves_every_read_at_once(backend: Backend) {
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
     let (_, export) = app.get("/api/rgpd/users/ann/ai-data", &admin("acme")).await;
     assert_eq!(texts(&export["facts"]), ["Keeps bees on the roof"], "{export}");
+    let exported = &export["facts"][0];
+    assert!(exported["observed_at"].is_string() && exported["expires_at"].is_null(), "{exported}");
+    let versions = export["fact_versions"].as_array().expect("fact_versions");
+    assert!(versions.iter().all(|v| v["fact_id"] != brief["id"]), "no history of the expired fact: {export}");
     let (_, listed) = call_tool(&app, "list_memories", json!({})).await;
     assert_eq!(texts(&listed["items"]), ["Keeps bees on the roof"], "{listed}");
     // Still stored until a sweep: no read needed one.
