@@ -273,7 +273,9 @@ async fn load_facts(store: &Store) -> anyhow::Result<()> {
             .enumerate()
             .map(|(i, text)| {
                 let score = Some(((user + i) % 10) as f64 / 10.0);
-                FactInput { fact: text, tags: Some(vec!["bench".into()]), score }.validate().map_err(anyhow::Error::msg)
+                FactInput { fact: text, tags: Some(vec!["bench".into()]), score, ..Default::default() }
+                    .validate(chrono::Utc::now())
+                    .map_err(anyhow::Error::msg)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let owner = Owner::new(&tenant, &agent, &external_ref);

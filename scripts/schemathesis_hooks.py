@@ -17,6 +17,12 @@ are kept as generated.
 - `wait` on the event feeds holds a request up to 30 s when no event comes: a valid wait
   is sent as 0 (the API tests cover waiting), so the run does not spend its time waiting;
   an invalid one is sent as generated.
+- A fact's times are judged against the server's clock (docs/api.md, "Expiry"):
+  `expires_at` must be in the future, `observed_at` not more than 60 s ahead, and
+  `expires_at` and `ttl_seconds` are not sent together; `as_of` does not combine with
+  `include_superseded=true`. Positive cases that break these are dropped, and so are
+  Examples-phase cases (which `filter_case` does not see: schemathesis fills a body's
+  other properties with format defaults such as a 2000-01-01 `expires_at`).
 - `POST /api/tools/call` runs a tool only while the agent's memory is on and the user
   consents (else 409, documented), on facts that exist (else 404) and with opaque cursors:
   its answer to a schema-valid call depends on state, not on the body.
@@ -38,6 +44,7 @@ the failures the check raised.
 """
 
 import re
+from datetime import datetime, timedelta, timezone
 
 import schemathesis
 from schemathesis import GenerationMode
@@ -68,12 +75,55 @@ def filter_case(context, case):
     if getattr(case, "path", None) in ("/api/webhooks", "/api/webhooks/{id}") and "url" in body:
         if not isinstance(body["url"], str) or PLAIN_URL.match(body["url"]) is None:
             return False
+    if not _times_fit(case):
+        return False
     query = case.query or {}
     if "cursor" in query:
         return False
     if "last" in query and ("limit" in query or "cursor" in query):
         return False
     return True
+
+
+def _time(value):
+    """An RFC 3339 time as the server reads it, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _times_hold(body):
+    """Whether a body's fact times are ones the server accepts now (see the module docs)."""
+    if "expires_at" in body and body.get("ttl_seconds") is not None and body["expires_at"] is not None:
+        return False
+    now = datetime.now(timezone.utc)
+    if body.get("expires_at") is not None:
+        expires = _time(body["expires_at"])
+        if expires is None or expires <= now + timedelta(minutes=1):
+            return False
+    if body.get("observed_at") is not None:
+        observed = _time(body["observed_at"])
+        if observed is None or observed > now:
+            return False
+    return True
+
+
+def _times_fit(case):
+    """Whether a case's fact times and `as_of` are ones the server accepts now."""
+    body = case.body if isinstance(case.body, dict) else {}
+    query = case.query if isinstance(case.query, dict) else {}
+    if "as_of" in query and query.get("include_superseded") in (True, "true"):
+        return False
+    return _times_hold(body)
+
+
+@schemathesis.hook
+def before_add_examples(context, examples):
+    examples[:] = [case for case in examples if _times_fit(case)]
 
 
 # Receiver URLs a positive case keeps (see the module docs).

@@ -4,7 +4,8 @@ after a DELETE emptied it, and checks that the hook drops those and nothing else
 Run by scripts/schemathesis with its virtualenv, before the contract test. The failures are
 built as the `use_after_free` check builds them (schemathesis 4.32.5), from the chains
 that failed: POST /api/conversations, DELETE …/messages, GET …/{id}, GET …/messages
-(issue #31), and GET /api/agents-config, DELETE …/facts, GET …/facts (seed 302).
+(issue #31), and GET /api/agents-config, DELETE …/facts, GET …/facts (seed 302). Also
+the fact times positive cases keep (`_times_hold`).
 """
 
 import sys
@@ -59,7 +60,24 @@ def main():
     for free, usage in kept_pairs:
         assert kept(failure(free, usage)), (free, usage)
     assert hooks.filter_failure(None, AssertionError("another check"), None, None)
-    total = len(dropped) + len(kept_pairs) + 1
+    # Fact times a positive case keeps: those the server accepts now (docs/api.md, "Expiry").
+    accepted = [
+        {},
+        {"expires_at": "2999-01-01T00:00:00Z"},
+        {"ttl_seconds": 60, "expires_at": None},
+        {"observed_at": "2001-02-03T04:05:06+02:00"},
+    ]
+    refused = [
+        {"expires_at": "2999-01-01T00:00:00Z", "ttl_seconds": 60},
+        {"expires_at": "2001-01-01T00:00:00Z"},
+        {"observed_at": "2999-01-01T00:00:00Z"},
+        {"observed_at": "not a time"},
+    ]
+    for body in accepted:
+        assert hooks._times_hold(body), body
+    for body in refused:
+        assert not hooks._times_hold(body), body
+    total = len(dropped) + len(kept_pairs) + 1 + len(accepted) + len(refused)
     print(f"schemathesis hooks: {total} passed, 0 failed")
 
 

@@ -465,7 +465,8 @@ fn no_query() -> FactsQuery {
 fn checked(form: &FactForm) -> Result<(String, Vec<String>, Option<f64>), FieldErrors> {
     let mut errors = FieldErrors::default();
     let only = |fact: &str, tags: Option<Vec<String>>, score: Option<f64>| {
-        FactInput { fact: fact.to_owned(), tags, score }.validate().err()
+        let input = FactInput { fact: fact.to_owned(), tags, score, ..Default::default() };
+        input.validate(chrono::Utc::now()).err()
     };
     let tags: Vec<String> = form.tags.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
     if let Some(message) = only(&form.fact, None, None) {
@@ -505,7 +506,7 @@ pub async fn add_fact(
             return render(&page);
         }
     };
-    let input = FactInput { fact: text, tags: Some(tags), score };
+    let input = FactInput { fact: text, tags: Some(tags), score, ..Default::default() };
     let done = match facts::remember(&state, operator.caller.owner(&agent, &user), input, Origin::Manual, Actor::Admin)
         .await
     {

@@ -19,7 +19,7 @@ pub enum Actor {
     Agent,
     /// An operator, in the admin panel.
     Admin,
-    /// The sweeper (idle conversations ended, expired events pruned).
+    /// The sweeper (idle conversations ended, expired events pruned, expired facts deleted).
     Sweeper,
     /// An extraction job.
     Extraction(Uuid),
@@ -92,7 +92,7 @@ event_types! {
     FactUpdated => "fact.updated", "A fact's text, tags or score changed, or an extraction heard it again.";
     FactSuperseded => "fact.superseded", "A newer fact of the same slot replaced it.";
     FactRestored => "fact.restored", "A superseded fact was said again and is current once more.";
-    FactDeleted => "fact.deleted", "One fact was deleted (by a caller, an extraction's revision or eviction).";
+    FactDeleted => "fact.deleted", "One fact was deleted (by a caller, an extraction's revision, eviction or expiry).";
     FactsForgotten => "facts.forgotten", "Every fact an agent held about a person was deleted.";
     ConversationCreated => "conversation.created", "A conversation was created.";
     ConversationEnded => "conversation.ended", "A conversation was ended.";
@@ -170,7 +170,8 @@ pub struct EventData {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consent: Option<bool>,
     /// Why: `evicted` (a deleted fact over the per-user cap), `revised` (an extraction
-    /// deleted it), `reset` (agent settings back to defaults).
+    /// deleted it), `expired` (past its `expires_at`: deleted by the sweeper, or when the
+    /// same fact was remembered again), `reset` (agent settings back to defaults).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// The agent's settings after the change (`agent.settings_changed`).

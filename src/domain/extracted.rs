@@ -88,7 +88,7 @@ fn accept(f: ExtractedFact, min_confidence: f64) -> Option<NewFact> {
             tags.push(tag);
         }
     }
-    Some(NewFact { text, tags, score: Some(f.score.clamp(0.0, 1.0)) })
+    Some(NewFact { text, tags, score: Some(f.score.clamp(0.0, 1.0)), observed_at: None, expires_at: None })
 }
 
 /// The `limit` highest-scored facts, best first (ties keep their order): what one job may

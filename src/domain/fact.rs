@@ -115,6 +115,16 @@ pub struct Fact {
     pub superseded_by: Option<Uuid>,
     /// When it was superseded; null while current.
     pub superseded_at: Option<DateTime<Utc>>,
+    /// When the person said it: the time of the message an extracted fact came from, or
+    /// the `observed_at` given when it was remembered (default: when it was stored).
+    pub observed_at: DateTime<Utc>,
+    /// Until when it was true: the `observed_at` of the fact that superseded it; null
+    /// while current. `as_of` reads compare with it, so that a time before the
+    /// replacement still finds this fact.
+    pub valid_until: Option<DateTime<Utc>>,
+    /// When it expires: from then on it is left out of every read, and the sweeper
+    /// deletes it with its vector and history. Null for a fact that never expires.
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A fact's text, parsed once: the display form that is stored and its duplicate key.
@@ -163,6 +173,61 @@ pub struct NewFact {
     pub text: FactText,
     pub tags: Vec<String>,
     pub score: Option<f64>,
+    /// When the person said it; `None` for the time it is stored.
+    pub observed_at: Option<DateTime<Utc>>,
+    /// When it expires; `None` for never.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Longest `ttl_seconds`: ten years. Longer is not an expiry anyone means, and it keeps
+/// `now + ttl` far inside what both databases store.
+pub const MAX_TTL_SECONDS: i64 = 10 * 365 * 24 * 3600;
+
+/// How far ahead of the server's clock an `observed_at` may be and still be taken (as
+/// now): a client's clock a little ahead should not make its facts fail. Further ahead
+/// is refused: a fact cannot have been said in the future.
+pub const OBSERVED_AT_SKEW_SECONDS: i64 = 60;
+
+/// A time as both databases keep it (PostgreSQL stores microseconds), so that a time a
+/// client gives is the time it reads back.
+fn stored_precision(time: DateTime<Utc>) -> DateTime<Utc> {
+    chrono::SubsecRound::trunc_subsecs(time, 6)
+}
+
+/// When a fact to remember was said, and when it expires (`None`: now, and never).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FactTimes {
+    pub observed_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Checks the optional times of a fact to remember against `now`: `observed_at` not in
+/// the future (beyond [`OBSERVED_AT_SKEW_SECONDS`], which is taken as now); at most one
+/// of `expires_at` and `ttl_seconds` (1–[`MAX_TTL_SECONDS`]); an expiry after `now`.
+pub fn validate_times(
+    observed_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
+    ttl_seconds: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<FactTimes, String> {
+    let observed_at = match observed_at.map(stored_precision) {
+        Some(t) if t > now + chrono::TimeDelta::seconds(OBSERVED_AT_SKEW_SECONDS) => {
+            return Err("observed_at must not be in the future".into());
+        }
+        Some(t) => Some(t.min(now)),
+        None => None,
+    };
+    let expires_at = match (expires_at, ttl_seconds) {
+        (Some(_), Some(_)) => return Err("give expires_at or ttl_seconds, not both".into()),
+        (Some(t), None) => Some(stored_precision(t)),
+        (None, Some(ttl)) if (1..=MAX_TTL_SECONDS).contains(&ttl) => Some(now + chrono::TimeDelta::seconds(ttl)),
+        (None, Some(ttl)) => return Err(format!("ttl_seconds must be 1-{MAX_TTL_SECONDS}, got {ttl}")),
+        (None, None) => None,
+    };
+    if expires_at.is_some_and(|t| t <= now) {
+        return Err("expires_at must be in the future".into());
+    }
+    Ok(FactTimes { observed_at, expires_at })
 }
 
 /// A tag as the spec states it (the rule is [`validate_tag`]): 1–64 characters, none of
@@ -183,8 +248,9 @@ pub struct Tag(String);
 pub struct FactString(String);
 
 /// The body of `POST …/facts`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"fact": "Is waiting at the ferry terminal", "tags": ["travel"], "ttl_seconds": 3600}))]
 pub struct FactInput {
     #[schema(value_type = FactString)]
     pub fact: String,
@@ -195,14 +261,33 @@ pub struct FactInput {
     /// 0–1; omitted or null for an unscored fact.
     #[schema(minimum = 0.0, maximum = 1.0)]
     pub score: Option<f64>,
+    /// When the person said it (RFC 3339); default now. Not in the future (up to 60 s
+    /// ahead is taken as now). A fact of a single-valued slot said before the slot's
+    /// current fact is stored already superseded by it.
+    #[serde(default)]
+    pub observed_at: Option<DateTime<Utc>>,
+    /// When the fact expires (RFC 3339, in the future); not with `ttl_seconds`.
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Expire the fact this many seconds from now (1–315 360 000, ten years); not with
+    /// `expires_at`.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 315_360_000)]
+    pub ttl_seconds: Option<i64>,
 }
 
 impl FactInput {
-    pub fn validate(self) -> Result<NewFact, String> {
+    /// The fact as it will be stored; `now` is the time its expiry and `observed_at` are
+    /// judged against.
+    pub fn validate(self, now: DateTime<Utc>) -> Result<NewFact, String> {
+        let FactTimes { observed_at, expires_at } =
+            validate_times(self.observed_at, self.expires_at, self.ttl_seconds, now)?;
         Ok(NewFact {
             text: FactText::parse(&self.fact)?,
             tags: validate_tags(self.tags.unwrap_or_default())?,
             score: self.score.map(validate_score).transpose()?,
+            observed_at,
+            expires_at,
         })
     }
 }
@@ -296,7 +381,7 @@ mod tests {
     use super::*;
 
     fn input(json: &str) -> Result<NewFact, String> {
-        serde_json::from_str::<FactInput>(json).map_err(|e| e.to_string())?.validate()
+        serde_json::from_str::<FactInput>(json).map_err(|e| e.to_string())?.validate(Utc::now())
     }
 
     fn patch(json: &str) -> Result<FactChanges, String> {
@@ -404,6 +489,31 @@ mod tests {
         ] {
             assert!(patch(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn times_are_checked_against_now() {
+        let now = "2026-05-01T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let at = |s: &str| Some(s.parse::<DateTime<Utc>>().unwrap());
+        let times = |observed_at, expires_at| Ok(FactTimes { observed_at, expires_at });
+        let earlier = at("2025-01-01T08:30:00+02:00");
+        assert_eq!(validate_times(earlier, None, None, now), times(earlier, None));
+        assert_eq!(validate_times(None, None, Some(60), now), times(None, at("2026-05-01T12:01:00Z")));
+        let tomorrow = at("2026-05-02T00:00:00Z");
+        assert_eq!(validate_times(None, tomorrow, None, now), times(None, tomorrow));
+        // A client's clock a little ahead is taken as now; further ahead is refused.
+        assert_eq!(validate_times(at("2026-05-01T12:00:30Z"), None, None, now), times(Some(now), None));
+        assert!(validate_times(at("2026-05-01T12:01:01Z"), None, None, now).is_err());
+        assert!(validate_times(None, at("2026-05-02T00:00:00Z"), Some(60), now).unwrap_err().contains("not both"));
+        assert!(validate_times(None, Some(now), None, now).is_err(), "an expiry must be after now");
+        assert!(validate_times(None, at("2020-01-01T00:00:00Z"), None, now).is_err());
+        for ttl in [0, -5, MAX_TTL_SECONDS + 1] {
+            assert!(validate_times(None, None, Some(ttl), now).is_err(), "{ttl}");
+        }
+        assert!(validate_times(None, None, Some(MAX_TTL_SECONDS), now).is_ok());
+        // Kept at the precision the databases store.
+        let fine = at("2025-01-01T00:00:00.123456789Z");
+        assert_eq!(validate_times(fine, None, None, now).unwrap().observed_at, at("2025-01-01T00:00:00.123456Z"));
     }
 
     #[test]

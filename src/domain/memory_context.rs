@@ -106,6 +106,8 @@ pub struct ContextRequest {
     pub token_budget: Option<usize>,
     /// Include the agent's working memory document about the user.
     pub working_memory: bool,
+    /// The facts current at this time instead of now (`as_of`).
+    pub as_of: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl ContextRequest {
@@ -133,7 +135,7 @@ impl ContextRequest {
             .transpose()?;
         // Blank asks for nothing in particular; a query over the caps is a mistake.
         let query = query.filter(|q| !q.trim().is_empty()).map(SearchQuery::parse).transpose()?;
-        Ok(ContextRequest { query, max_facts, token_budget, working_memory })
+        Ok(ContextRequest { query, max_facts, token_budget, working_memory, as_of: None })
     }
 }
 
@@ -163,6 +165,9 @@ mod tests {
             updated_at: Utc::now(),
             superseded_by: None,
             superseded_at: None,
+            observed_at: Utc::now(),
+            valid_until: None,
+            expires_at: None,
         }
     }
 
@@ -249,7 +254,13 @@ mod tests {
         let ok = ContextRequest::parse(Some("  "), Some(100), Some(1), true).unwrap();
         assert_eq!(
             ok,
-            ContextRequest { query: None, max_facts: Some(100), token_budget: Some(1), working_memory: true }
+            ContextRequest {
+                query: None,
+                max_facts: Some(100),
+                token_budget: Some(1),
+                working_memory: true,
+                as_of: None
+            }
         );
         let with_query = ContextRequest::parse(Some("tea"), None, None, false).unwrap();
         assert_eq!(with_query.query.map(|q| q.text().to_owned()).as_deref(), Some("tea"));

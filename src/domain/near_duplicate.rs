@@ -140,7 +140,13 @@ mod tests {
     use crate::domain::fact::FactText;
 
     fn new(text: &str, vector: Option<Vec<f32>>) -> (NewFact, Option<Vec<f32>>) {
-        let fact = NewFact { text: FactText::parse(text).expect("valid"), tags: vec![], score: Some(0.9) };
+        let fact = NewFact {
+            text: FactText::parse(text).expect("valid"),
+            tags: vec![],
+            score: Some(0.9),
+            observed_at: None,
+            expires_at: None,
+        };
         (fact, vector)
     }
 

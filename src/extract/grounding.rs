@@ -46,6 +46,35 @@ impl Said {
     }
 }
 
+/// Each of the user's new turns, as content stems: what tells which message a fact was
+/// said in, so that it is stored as observed when that message was written.
+pub struct Sources {
+    stemmer: Stemmer,
+    /// `(seq, stems)`, newest first.
+    turns: Vec<(i64, HashSet<String>)>,
+}
+
+impl Sources {
+    pub fn new(request: &ExtractionRequest) -> Sources {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let turns = request
+            .turns
+            .iter()
+            .rev()
+            .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
+            .map(|turn| (turn.seq, content_stems(&stemmer, &turn.text).into_iter().collect()))
+            .collect();
+        Sources { stemmer, turns }
+    }
+
+    /// The `seq` of the newest new user turn holding one of the content words of `fact`
+    /// (the latest time the person said it); `None` when no turn does.
+    pub fn of(&self, fact: &str) -> Option<i64> {
+        let stems = content_stems(&self.stemmer, fact);
+        self.turns.iter().find(|(_, said)| stems.iter().any(|s| said.contains(s))).map(|(seq, _)| *seq)
+    }
+}
+
 /// The stems of the words of `text` that carry content: lowercased runs of letters and
 /// digits, without stop words and frame words.
 fn content_stems(stemmer: &Stemmer, text: &str) -> Vec<String> {
@@ -89,6 +118,22 @@ mod tests {
     fn a_parroted_or_invented_fact_is_dropped() {
         let turns = [(Role::User, "My name is Bob and I live in Oslo.")];
         assert_eq!(kept(&["Prefers tea over coffee", "Lives in Oslo", "Likes jazz"], &turns), ["Lives in Oslo"]);
+    }
+
+    #[test]
+    fn a_fact_comes_from_the_newest_new_user_turn_that_says_it() {
+        let turns = [
+            (Role::User, "I live in Lyon."),
+            (Role::User, "I have a cat."),
+            (Role::Assistant, "Is the cat from Lyon?"),
+            (Role::User, "My cat is grey. Tea, please."),
+        ];
+        let mut request = request(&turns);
+        request.from_seq = 1;
+        let sources = Sources::new(&request);
+        assert_eq!(sources.of("Has a grey cat"), Some(4));
+        assert_eq!(sources.of("Prefers tea"), Some(4));
+        assert_eq!(sources.of("Lives in Lyon"), None, "turn 1 is not new, and the assistant does not count");
     }
 
     #[test]

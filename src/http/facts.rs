@@ -2,6 +2,7 @@
 //! one end user — list, remember, search, update, delete.
 
 use axum::{Json, http::StatusCode};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -50,6 +51,10 @@ struct ListQuery {
     /// Also facts a newer fact of the same single-valued slot replaced (default false).
     #[serde(default)]
     include_superseded: bool,
+    /// The facts that were current at this time (RFC 3339, e.g. `2026-03-01T12:00:00Z`;
+    /// percent-encode a `+` offset) instead of now: said by then (`observed_at`), not yet
+    /// replaced (`valid_until` after it), not expired. Not with `include_superseded`.
+    as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -71,6 +76,10 @@ struct SearchParams {
     /// Also facts a newer fact of the same single-valued slot replaced (default false).
     #[serde(default)]
     include_superseded: bool,
+    /// The facts that were current at this time (RFC 3339, e.g. `2026-03-01T12:00:00Z`;
+    /// percent-encode a `+` offset) instead of now: said by then (`observed_at`), not yet
+    /// replaced (`valid_until` after it), not expired. Not with `include_superseded`.
+    as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -78,7 +87,8 @@ struct Deleted {
     deleted: u64,
 }
 
-/// The user's facts known to this agent, newest first.
+/// The user's facts known to this agent, newest first: the current ones, or with `as_of`
+/// those current at that time. Expired facts are never listed.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts", params(
         ("agent_id" = AgentId, Path),
         ("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded"), ListQuery ),
@@ -88,7 +98,7 @@ async fn list_facts(
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Page<Fact>>, ApiError> {
-    let filter = FactFilter { tag: query.tag.as_deref(), superseded: query.include_superseded };
+    let filter = FactFilter { tag: query.tag.as_deref(), superseded: query.include_superseded, as_of: query.as_of };
     let page = facts::list(&state, caller.owner(&agent, &user), filter, query.limit, query.cursor.as_deref());
     Ok(Json(page.await?))
 }
@@ -96,6 +106,8 @@ async fn list_facts(
 /// Remember a fact. 201 with the new fact, or 200 with the stored one when the same
 /// fact is already there (compared case-, space- and trailing-punctuation-insensitively).
 /// 409 when the user already has `ENGRAM_MAX_FACTS_PER_USER` facts for this agent.
+/// `observed_at` says when the person said it; `expires_at` or `ttl_seconds` when it
+/// expires (it then leaves every read at once, and the sweeper deletes it).
 #[utoipa::path(post, path = "/api/agents/{agent_id}/users/{external_ref}/facts", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path)), request_body = FactInput,
     responses((status = 201, body = Fact, description = "stored"), (status = 200, body = Fact, description = "the same fact was already stored"), CommonErrors, BodyErrors, (status = 409, body = ErrorBody, description = "the user has the maximum number of facts")))]
@@ -121,7 +133,7 @@ async fn search_facts(
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchResults>, ApiError> {
     let owner = caller.owner(&agent, &user);
-    let filter = FactFilter { tag: params.tag.as_deref(), superseded: params.include_superseded };
+    let filter = FactFilter { tag: params.tag.as_deref(), superseded: params.include_superseded, as_of: params.as_of };
     Ok(Json(facts::search(&state, owner, &params.q, params.limit, filter).await?))
 }
 

@@ -3,6 +3,7 @@
 //! [`crate::service::memory_context`]).
 
 use axum::Json;
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -43,10 +44,14 @@ struct ContextParams {
     /// Also the agent's working memory document about the user, in `working_memory`
     /// and as a `<working-memory>` block at the end of `prompt`.
     working_memory: Option<bool>,
+    /// The facts that were current at this time (RFC 3339; percent-encode a `+` offset)
+    /// instead of now: said by then, not yet replaced, not expired.
+    as_of: Option<DateTime<Utc>>,
 }
 
 /// The memory context: without `query` the most recent facts; with it the most
-/// relevant first, then the most recent, up to `max_facts`. Empty and `enabled: false`
+/// relevant first, then the most recent, up to `max_facts`; with `as_of`, of the facts
+/// current at that time. Expired facts are never in it. Empty and `enabled: false`
 /// when the agent's memory is off or the user refused consent.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/memory-context", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), ContextParams),
@@ -63,5 +68,6 @@ async fn memory_context(
         params.working_memory.unwrap_or(false),
     )
     .map_err(ApiError::InvalidRequest)?;
+    let request = ContextRequest { as_of: params.as_of, ..request };
     Ok(Json(memory_context::read(&state, caller.owner(&agent, &user), request).await?))
 }

@@ -41,9 +41,17 @@ pub struct SearchResults {
     pub items: Vec<ScoredFact>,
 }
 
-/// Checks the optional `tag` filter with the same rule as a fact's tags.
-fn tag_filter(tag: Option<&str>) -> Result<Option<&str>, ApiError> {
-    tag.map(|t| validate_tag(t).map(|()| t)).transpose().map_err(ApiError::InvalidRequest)
+/// Checks the filter: the optional `tag` with the same rule as a fact's tags, and that
+/// `include_superseded` is not asked with `as_of` (which reads the facts current at a
+/// time, superseded since or not: the two would contradict each other).
+fn checked(filter: FactFilter<'_>) -> Result<FactFilter<'_>, ApiError> {
+    if filter.as_of.is_some() && filter.superseded {
+        return Err(ApiError::invalid(
+            "as_of reads the facts current at that time, superseded since or not: it does not combine with include_superseded",
+        ));
+    }
+    filter.tag.map(validate_tag).transpose().map_err(ApiError::InvalidRequest)?;
+    Ok(filter)
 }
 
 /// One page of the owner's facts, newest first (`limit` 1–200, default 50).
@@ -56,7 +64,7 @@ pub async fn list(
 ) -> Result<Page<Fact>, ApiError> {
     let limit = self::limit(limit, 50, 200)?;
     let before: Option<Uuid> = decode_cursor(cursor)?;
-    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
+    let filter = checked(filter)?;
     let rows = state.store.list_facts(owner, filter, before, limit + 1).await?;
     Ok(Page::from_rows(rows, limit, |f| f.id))
 }
@@ -70,7 +78,7 @@ pub async fn remember(
     origin: Origin,
     actor: Actor,
 ) -> Result<(bool, Fact), ApiError> {
-    let fact = input.validate().map_err(ApiError::InvalidRequest)?;
+    let fact = input.validate(crate::store::now()).map_err(ApiError::InvalidRequest)?;
     let cap = state.config.max_facts_per_user;
     match state.store.remember_fact(owner, &fact, origin, cap, actor).await? {
         Remembered::Created(fact) => {
@@ -95,7 +103,7 @@ pub async fn search(
 ) -> Result<SearchResults, ApiError> {
     let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
     let limit = self::limit(limit, 10, 200)?;
-    let filter = FactFilter { tag: tag_filter(filter.tag)?, ..filter };
+    let filter = checked(filter)?;
     let hits = state.recall(owner, &query, filter, limit).await?;
     let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
     Ok(SearchResults { items })

@@ -32,7 +32,9 @@ pub async fn build(
     };
     let max_facts = request.max_facts.unwrap_or(default_max);
     let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
-    let recalled = async { Ok::<_, ApiError>(state.recall_for_context(owner, request.query.as_ref(), limit).await?) };
+    let recalled = async {
+        Ok::<_, ApiError>(state.recall_for_context(owner, request.query.as_ref(), request.as_of, limit).await?)
+    };
     if !request.working_memory {
         return Ok(MemoryContext::assemble(recalled.await?, max_facts, request.token_budget, None));
     }

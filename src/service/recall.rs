@@ -9,6 +9,7 @@
 
 use std::{collections::HashMap, time::Duration};
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::AppState;
@@ -101,22 +102,25 @@ impl AppState {
 
     /// The memory context's candidates: with a query that can be embedded, the `limit`
     /// best fused matches, then the `limit` newest; otherwise the store's own candidates.
+    /// Current at `as_of`, or now.
     pub async fn recall_for_context(
         &self,
         owner: Owner<'_>,
         query: Option<&SearchQuery>,
+        as_of: Option<DateTime<Utc>>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
         let Some(query) = query else {
-            return self.store.context_facts(owner, None, limit).await;
+            return self.store.context_facts(owner, None, as_of, limit).await;
         };
         if self.embedder.ready_model().is_none() {
-            return self.store.context_facts(owner, Some(query), limit).await;
+            return self.store.context_facts(owner, Some(query), as_of, limit).await;
         }
+        let filter = FactFilter { as_of, ..FactFilter::CURRENT };
         // The newest facts do not depend on the matches: both are read at once.
         let (hits, newest) = tokio::try_join!(
-            self.recall(owner, query, FactFilter::CURRENT, limit),
-            self.store.list_facts(owner, FactFilter::CURRENT, None, limit),
+            self.recall(owner, query, filter, limit),
+            self.store.list_facts(owner, filter, None, limit),
         )?;
         Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
     }

@@ -25,7 +25,7 @@ use crate::{
     auth::{Caller, Scope},
     domain::{
         event::Actor,
-        fact::{FactInput, FactPatch, FactString, MAX_TAGS, Origin, Tag},
+        fact::{FactInput, FactPatch, FactString, MAX_TAGS, MAX_TTL_SECONDS, Origin, Tag},
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MAX_FACTS},
         search_query::MAX_QUERY_CHARS,
@@ -129,7 +129,13 @@ impl Tool {
         let (properties, required): (Value, &[&str]) = match self {
             Tool::Remember => (
                 json!({"fact": described(schema_of::<FactString>(), "The fact, in one short sentence about the user."),
-                    "tags": tags, "score": score}),
+                    "tags": tags, "score": score,
+                    "observed_at": {"type": "string", "format": "date-time",
+                        "description": "When the user said it (RFC 3339), if not now; never in the future."},
+                    "expires_at": {"type": "string", "format": "date-time",
+                        "description": "When the fact stops being worth knowing (RFC 3339, in the future), for something temporary; not with ttl_seconds."},
+                    "ttl_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_TTL_SECONDS,
+                        "description": "Forget the fact this many seconds from now, for something temporary; not with expires_at."}}),
                 &["fact"],
             ),
             Tool::Recall => (
@@ -299,7 +305,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
             let page = facts::list(
                 state,
                 owner,
-                FactFilter { tag: args.tag.as_deref(), superseded: false },
+                FactFilter { tag: args.tag.as_deref(), ..FactFilter::CURRENT },
                 args.limit,
                 args.cursor.as_deref(),
             );

@@ -319,12 +319,13 @@ impl Store {
     }
 
     /// Every version of the owner's fact `id`, oldest first (empty when the fact is not
-    /// the owner's, or was stored before history was kept).
+    /// the owner's, has expired, or was stored before history was kept).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_history", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn fact_history(&self, owner: Owner<'_>, id: Uuid) -> Result<Vec<FactVersion>> {
         let sql = "SELECT v.version, v.change, v.created_at, v.actor, v.actor_job_id, v.fact \
                    FROM fact_versions v JOIN facts f ON f.id = v.fact_id \
                    WHERE f.tenant_id = $1 AND f.agent_id = $2 AND f.external_ref = $3 AND f.id = $4 \
+                     AND (f.expires_at IS NULL OR f.expires_at > $5) \
                    ORDER BY v.version";
         let rows: Vec<VersionRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
@@ -332,6 +333,7 @@ impl Store {
                 .bind(owner.agent().as_str())
                 .bind(owner.user().as_str())
                 .bind(id)
+                .bind(super::now())
                 .fetch_all(pool)
                 .await?
         });

@@ -229,11 +229,13 @@ pub struct Stored {
 /// two (`$5`), `updated_at` now (`$6`), and an extracted fact's conversation becomes the
 /// latest that stated it (`$7`; a curated fact keeps its provenance, and an extracted one
 /// its extractor: the first to find it). Its text is
-/// unchanged, so its vector stays current (see [`TOUCH_VECTOR`]). Only a current fact.
+/// unchanged, so its vector stays current (see [`TOUCH_VECTOR`]). Only a current fact,
+/// not expired.
 const REFRESH: &str = concat!(
     "UPDATE facts SET score = CASE WHEN score IS NULL OR score < $5 THEN $5 ELSE score END, \
        updated_at = $6, conversation_id = CASE WHEN source IN ('extracted', 'builtin_fallback') THEN $7 ELSE conversation_id END \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 AND superseded_by IS NULL RETURNING ",
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 AND superseded_by IS NULL \
+       AND (expires_at IS NULL OR expires_at > $6) RETURNING ",
     fact_columns!()
 );
 
@@ -242,12 +244,14 @@ const REFRESH: &str = concat!(
 const TOUCH_VECTOR: &str = "UPDATE fact_vectors SET fact_updated_at = $2 \
      WHERE fact_id = $1 AND fact_updated_at = (SELECT updated_at FROM facts WHERE id = $1)";
 
-/// Makes fact `$5` current and supersedes fact `$4` with it (`$6` now), unless they are
-/// one fact (the replacement said nothing new) or `$4` is superseded already.
+/// Makes fact `$5` current and supersedes fact `$4` with it (`$6` now, `$7` when `$5` was
+/// said, which ends `$4`), unless they are one fact (the replacement said nothing new) or
+/// `$4` is superseded already.
 const REPLACE: &str = concat!(
     "UPDATE facts SET \
        superseded_by = CASE WHEN id = $5 THEN NULL ELSE $5 END, \
-       superseded_at = CASE WHEN id = $5 THEN NULL ELSE $6 END \
+       superseded_at = CASE WHEN id = $5 THEN NULL ELSE $6 END, \
+       valid_until = CASE WHEN id = $5 THEN NULL ELSE $7 END \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
        AND (id = $5 OR (id = $4 AND superseded_by IS NULL)) RETURNING ",
     fact_columns!()
@@ -291,7 +295,14 @@ impl Tx {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<u64> {
         let changed: Vec<FactRow> = with_tx!(self, tx => {
-            sqlx::query_as(REPLACE).bind_owner(owner).bind(old).bind(new.id).bind(now).fetch_all(&mut **tx).await?
+            sqlx::query_as(REPLACE)
+                .bind_owner(owner)
+                .bind(old)
+                .bind(new.id)
+                .bind(now)
+                .bind(new.observed_at)
+                .fetch_all(&mut **tx)
+                .await?
         });
         let mut superseded = 0;
         for row in changed {

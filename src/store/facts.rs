@@ -36,7 +36,7 @@ use uuid::Uuid;
 
 use super::{Result, Store, Tx, with_pool, with_tx};
 use crate::domain::{
-    event::{Actor, EventData, EventType},
+    event::{Actor, EventData, EventType, NewEvent},
     fact::{Fact, FactChanges, NewFact, Origin, Source},
     ids::{AgentId, ExternalRef},
     owner::Owner,
@@ -86,18 +86,44 @@ pub enum UpdateError {
     Duplicate,
 }
 
-/// Which of an owner's facts a list or search reads.
+/// Which of an owner's facts a list or search reads. Expired facts are never read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FactFilter<'a> {
     /// Only facts carrying this tag.
     pub tag: Option<&'a str>,
     /// Superseded facts too (by default only current ones).
     pub superseded: bool,
+    /// The facts that were current at this time instead of now (see [`current_test`]);
+    /// `superseded` does not apply then.
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 impl FactFilter<'_> {
     /// Every current fact: what memory context and recall read.
-    pub const CURRENT: FactFilter<'static> = FactFilter { tag: None, superseded: false };
+    pub const CURRENT: FactFilter<'static> = FactFilter { tag: None, superseded: false, as_of: None };
+
+    /// The expiry horizon the reads bind: a fact expiring at or before it is left out.
+    /// Now, or `as_of` when that is later: an expired fact is gone whatever time is
+    /// asked about, and one that expires before `as_of` was no longer current then.
+    pub(super) fn horizon(&self) -> DateTime<Utc> {
+        let now = super::now();
+        self.as_of.map_or(now, |as_of| as_of.max(now))
+    }
+}
+
+/// The test of a fact being current, for statements that bind whether superseded facts
+/// are wanted as `superseded`, the time asked about (or NULL for now) as `as_of` and the
+/// expiry horizon ([`FactFilter::horizon`]) as `horizon`. At a time T a fact is current
+/// when it was said by then and not yet replaced (observed_at <= T < valid_until); without
+/// a time, when it is not superseded (or superseded ones are wanted). Either way, never
+/// once expired. Column names are unqualified: every statement using it reads one table
+/// with these names (`facts`, or the PostgreSQL search's `hits`).
+pub(super) fn current_test(superseded: &str, as_of: &str, horizon: &str) -> String {
+    format!(
+        "(CASE WHEN {as_of} IS NULL THEN ({superseded} OR superseded_by IS NULL) \
+           ELSE (observed_at <= {as_of} AND (valid_until IS NULL OR valid_until > {as_of})) END) \
+         AND (expires_at IS NULL OR expires_at > {horizon})"
+    )
 }
 
 /// A search hit: the fact and the share (0–1] of the query's words it matches.
@@ -125,6 +151,9 @@ pub(super) struct FactRow {
     updated_at: DateTime<Utc>,
     superseded_by: Option<Uuid>,
     superseded_at: Option<DateTime<Utc>>,
+    observed_at: DateTime<Utc>,
+    valid_until: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<FactRow> for Fact {
@@ -144,6 +173,9 @@ impl TryFrom<FactRow> for Fact {
             updated_at: row.updated_at,
             superseded_by: row.superseded_by,
             superseded_at: row.superseded_at,
+            observed_at: row.observed_at,
+            valid_until: row.valid_until,
+            expires_at: row.expires_at,
         })
     }
 }
@@ -176,7 +208,7 @@ fn facts(rows: Vec<FactRow>) -> Result<Vec<Fact>> {
 macro_rules! fact_columns {
     () => {
         "id, agent_id, external_ref, fact, tags, score, source, conversation_id, created_at, updated_at, superseded_by, \
-         superseded_at"
+         superseded_at, observed_at, valid_until, expires_at"
     };
 }
 pub(super) use fact_columns;
@@ -185,10 +217,11 @@ pub(super) use fact_columns;
 // external ref (index `facts_owner_id`). The remaining binds are listed above each.
 
 /// One page, newest first. `$4` cursor id (or NULL), `$5` tag (or NULL), `$6` limit,
-/// `$7` whether superseded facts are included.
+/// `$7` whether superseded facts are included, `$8` the time asked about (or NULL), `$9`
+/// the expiry horizon (`{current}`, see [`current_test`]).
 const LIST: &str = "SELECT {columns} FROM facts \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($4 IS NULL OR id < $4) \
-       AND ($5 IS NULL OR {has_tag}) AND ($7 OR superseded_by IS NULL) \
+       AND ($5 IS NULL OR {has_tag}) AND {current} \
      ORDER BY id DESC LIMIT $6";
 
 /// The owner's facts with tag `$5` (or all when NULL) that match query `$4`, scored,
@@ -231,16 +264,18 @@ const SEARCH: &str = "{scored}{best_rows} ORDER BY matched DESC, rarity DESC, id
 
 /// The memory context's candidates in one round trip: the `$6` best matches (`$5` is
 /// NULL: no tag filter), then the `$6` newest facts, which may repeat a match (the
-/// caller drops repeats).
+/// caller drops repeats). Both parts current at `$8` (or now), `$7` false.
 const CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS hits \
      UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, CAST(0 AS DOUBLE PRECISION), 1 FROM facts \
-       WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND superseded_by IS NULL \
+       WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {current} \
        ORDER BY id DESC LIMIT $6 + 0) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";
 
-/// The owner's facts whose ids are in `$4` (see `{ids}` in [`Dialect`]), in no order.
+/// The owner's facts whose ids are in `$4` (see `{ids}` in [`Dialect`]), in no order,
+/// unless they expired by `$5` (now).
 const BY_ID: &str = "SELECT {columns} FROM facts \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id IN ({ids})";
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id IN ({ids}) \
+       AND (expires_at IS NULL OR expires_at > $5)";
 
 /// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
 /// PostgreSQL, a scan of the JSON array on SQLite), the query's words and the
@@ -289,10 +324,10 @@ const POSTGRES: Dialect = Dialect {
        keys AS MATERIALIZED (SELECT word, CAST('''' || engram_owner_key($1, $2, $3) || word || '''' AS tsquery) AS query \
          FROM q, unnest(q.words) AS word), ",
     pairs: "SELECT hits.id AS fact_id, keys.word FROM keys CROSS JOIN LATERAL \
-         (SELECT id, tenant_id, agent_id, external_ref, tags, superseded_by FROM facts \
-          WHERE owned_search @@ keys.query OFFSET 0) AS hits \
+         (SELECT id, tenant_id, agent_id, external_ref, tags, superseded_by, observed_at, valid_until, expires_at \
+          FROM facts WHERE owned_search @@ keys.query OFFSET 0) AS hits \
        WHERE hits.tenant_id = $1 AND hits.agent_id = $2 AND hits.external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
-         AND ($7 OR hits.superseded_by IS NULL)",
+         AND {current}",
     total: "(SELECT cardinality(words)::bigint FROM q)",
 };
 
@@ -305,7 +340,7 @@ const SQLITE: Dialect = Dialect {
        WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
          AND facts.rowid = facts_fts.rowid \
          AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-         AND ($5 IS NULL OR {has_tag}) AND ($7 OR facts.superseded_by IS NULL)",
+         AND ($5 IS NULL OR {has_tag}) AND {current}",
     total: "json_array_length($4)",
 };
 
@@ -327,6 +362,7 @@ impl Reads {
                 .replace("{pairs}", dialect.pairs)
                 .replace("{columns}", fact_columns!())
                 .replace("{has_tag}", dialect.has_tag)
+                .replace("{current}", &current_test("$7", "$8", "$9"))
                 .replace("{total}", dialect.total)
                 .replace("{ids}", dialect.ids)
         };
@@ -347,12 +383,13 @@ static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE));
 /// `$4` id, `$5` new text (or NULL), `$6` its normalised form, `$7` tags (or NULL),
 /// `$8` whether the score changes, `$9` the new score, `$10` now, `$11` the new text's
 /// slot (or NULL). An edit corrects a fact: it takes the new text's slot, and supersedes
-/// nothing itself.
+/// nothing itself. An expired fact is not found: it is gone, if not yet swept.
 const UPDATE: &str = concat!(
     "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
        slot = CASE WHEN $5 IS NULL THEN slot ELSE $11 END, \
        tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 RETURNING ",
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 \
+       AND (expires_at IS NULL OR expires_at > $10) RETURNING ",
     fact_columns!()
 );
 
@@ -375,29 +412,66 @@ const OWNER_LOCK_PG: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 ||
 
 /// Inserts unless the owner already has this fact (by normalised text) or holds the
 /// cap. `$4` id, `$5` text, `$6` normalised text, `$7` tags, `$8` score, `$9` source,
-/// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL). The only unique
+/// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL),
+/// `$14` when it was said, `$15` when it expires (or NULL). The only unique
 /// key an insert can meet is the duplicate key (ids are fresh), which PostgreSQL
-/// indexes by the text's MD5 and SQLite by the text.
+/// indexes by the text's MD5 and SQLite by the text. Expired facts do not count towards
+/// the cap: they are gone, if not yet swept.
 const INSERT: &str = concat!(
     "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
-       conversation_id, created_at, updated_at, slot) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13 \
+       conversation_id, created_at, updated_at, slot, observed_at, expires_at) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15 \
      WHERE $12 IS NULL \
-        OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3) < $12 \
+        OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+              AND (expires_at IS NULL OR expires_at > $11)) < $12 \
      ON CONFLICT DO NOTHING RETURNING ",
     fact_columns!()
 );
 
-/// Makes fact `$4` the owner's current fact of slot `$5` (`$6` now): the slot's other
-/// current facts are superseded by it, and it is current itself (a fact said again after
-/// it was replaced comes back).
-/// Returns the changed facts as they now are (their events).
+/// Deletes the owner's expired fact with normalised text `$4` (expired by `$5`, now), so
+/// that the same fact said again is stored afresh rather than found as the expired one.
+/// Returns it (its `fact.deleted` event). Runs only when an insert met the duplicate key
+/// (or the cap), like [`SAME_FACT`], whose owner filter it shares.
+const DELETE_EXPIRED_SAME: &str = concat!(
+    "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND normalized = $4 \
+       AND expires_at <= $5 RETURNING ",
+    fact_columns!()
+);
+
+// A slot's facts form a timeline by `observed_at`: each is current from when it was said
+// until the next one was (its `valid_until`), and the one said last is current now. The
+// three statements below place fact `$4` (said at `$6`) on that timeline, with `$5` the
+// slot and `$7` now; expired facts take no part. Each returns the facts it changed, as
+// they now are (their events).
+
+/// The slot's fact said first after `$6`, if any: the one that supersedes `$4`.
+const NEXT_IN_SLOT: &str = "SELECT id, observed_at FROM facts \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND slot = $5 AND id <> $4 \
+       AND observed_at > $6 AND (expires_at IS NULL OR expires_at > $7) \
+     ORDER BY observed_at, id LIMIT 1";
+
+/// Stores `$4` as superseded by `$5`, the slot's fact said next, at `$6` (its
+/// `observed_at`), `$7` now.
+const SUPERSEDED_BY_NEXT: &str = concat!(
+    "UPDATE facts SET superseded_by = $5, valid_until = $6, superseded_at = $7 \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 RETURNING ",
+    fact_columns!()
+);
+
+/// Ends at `$6` the facts of slot `$5` that were still current then (said by `$6`, valid
+/// past it): `$4` supersedes them. A fact superseded before keeps when that happened.
 const SUPERSEDE: &str = concat!(
-    "UPDATE facts SET \
-       superseded_by = CASE WHEN id = $4 THEN NULL ELSE $4 END, \
-       superseded_at = CASE WHEN id = $4 THEN NULL ELSE $6 END \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND slot = $5 \
-       AND (id = $4 OR superseded_by IS NULL) RETURNING ",
+    "UPDATE facts SET superseded_by = $4, valid_until = $6, superseded_at = COALESCE(superseded_at, $7) \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND slot = $5 AND id <> $4 \
+       AND observed_at <= $6 AND (valid_until IS NULL OR valid_until > $6) \
+       AND (expires_at IS NULL OR expires_at > $7) RETURNING ",
+    fact_columns!()
+);
+
+/// Makes superseded fact `$4`, said again at `$5`, current again from then.
+const RESTORE: &str = concat!(
+    "UPDATE facts SET superseded_by = NULL, superseded_at = NULL, valid_until = NULL, observed_at = $5 \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 RETURNING ",
     fact_columns!()
 );
 
@@ -418,6 +492,22 @@ const EVICT: &str = concat!(
                   AND source IN ('extracted', 'builtin_fallback') ORDER BY id DESC LIMIT 1 OFFSET $4) RETURNING ",
     fact_columns!()
 );
+
+/// Deletes up to `$2` facts, of any owner, that expired by `$1`, the longest expired first
+/// (index `facts_expiring`); returns them with their tenant (their events). Their vectors
+/// and history go with them (`ON DELETE CASCADE`).
+const DELETE_EXPIRED: &str = concat!(
+    "DELETE FROM facts WHERE id IN (SELECT id FROM facts WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2) \
+     RETURNING tenant_id, ",
+    fact_columns!()
+);
+
+#[derive(sqlx::FromRow)]
+struct ExpiredRow {
+    tenant_id: String,
+    #[sqlx(flatten)]
+    fact: FactRow,
+}
 
 /// The owner's curated (manual and agent) facts.
 const COUNT_CURATED: &str = "SELECT count(*) FROM facts \
@@ -451,6 +541,8 @@ impl Store {
                 .bind(filter.tag)
                 .bind(limit)
                 .bind(filter.superseded)
+                .bind(filter.as_of)
+                .bind(filter.horizon())
                 .fetch_all(pool)
                 .await?
         });
@@ -509,6 +601,8 @@ impl Store {
                 .bind(filter.tag)
                 .bind(limit)
                 .bind(filter.superseded)
+                .bind(filter.as_of)
+                .bind(filter.horizon())
                 .fetch_all(pool)
                 .await?
         });
@@ -524,7 +618,7 @@ impl Store {
         }
         let ids = serde_json::Value::from(ids.iter().map(Uuid::to_string).collect::<Vec<_>>()).to_string();
         let rows: Vec<FactRow> = with_pool!(self, pool => {
-            sqlx::query_as(self.reads().by_id.as_str()).bind_owner(owner).bind(ids).fetch_all(pool).await?
+            sqlx::query_as(self.reads().by_id.as_str()).bind_owner(owner).bind(ids).bind(super::now()).fetch_all(pool).await?
         });
         facts(rows)
     }
@@ -545,6 +639,8 @@ impl Store {
                 .bind(None::<&str>)
                 .bind(10_i64)
                 .bind(false)
+                .bind(None::<DateTime<Utc>>)
+                .bind(super::now())
                 .fetch_all(pool)
                 .await?
                 .iter()
@@ -631,13 +727,49 @@ impl Store {
         Ok(deleted)
     }
 
+    /// Deletes up to `limit` facts, of every tenant, that expired by `now`, in one
+    /// transaction that writes a `fact.deleted` event (reason `expired`, actor the
+    /// sweeper) for each; returns how many. Two sweepers racing delete each fact once:
+    /// only the rows a `DELETE` removed come back.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_expired_facts", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn delete_expired_facts(&self, now: DateTime<Utc>, limit: i64) -> Result<u64> {
+        let mut tx = self.begin_change(Actor::Sweeper).await?;
+        let rows: Vec<ExpiredRow> = with_tx!(tx, tx => {
+            sqlx::query_as(DELETE_EXPIRED).bind(now).bind(limit).fetch_all(&mut **tx).await?
+        });
+        if rows.is_empty() {
+            // Nothing expired: no change, no event.
+            return Ok(0);
+        }
+        let deleted = rows.len() as u64;
+        for row in rows {
+            let fact: Fact = row.fact.try_into()?;
+            let event = NewEvent {
+                kind: EventType::FactDeleted,
+                agent_id: Some(fact.agent_id.as_str().to_owned()),
+                external_ref: Some(fact.external_ref.as_str().to_owned()),
+                data: EventData { reason: Some("expired"), ..EventData::fact(&fact) },
+            };
+            tx.record(&row.tenant_id, event);
+        }
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
     /// The memory context's candidates, in one query: without `query` the `limit`
     /// newest facts; with it the `limit` best matches, then the `limit` newest (the
-    /// same fact may appear in both parts).
+    /// same fact may appear in both parts); current at `as_of`, or now.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "context_facts", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn context_facts(&self, owner: Owner<'_>, query: Option<&SearchQuery>, limit: i64) -> Result<Vec<Fact>> {
+    pub async fn context_facts(
+        &self,
+        owner: Owner<'_>,
+        query: Option<&SearchQuery>,
+        as_of: Option<DateTime<Utc>>,
+        limit: i64,
+    ) -> Result<Vec<Fact>> {
+        let filter = FactFilter { as_of, ..FactFilter::CURRENT };
         let Some(query) = query else {
-            return self.list_facts(owner, FactFilter::CURRENT, None, limit).await;
+            return self.list_facts(owner, filter, None, limit).await;
         };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
             sqlx::query_as(self.reads().context.as_str())
@@ -646,6 +778,8 @@ impl Store {
                 .bind(None::<&str>)
                 .bind(limit)
                 .bind(false)
+                .bind(filter.as_of)
+                .bind(filter.horizon())
                 .fetch_all(pool)
                 .await?
         });
@@ -661,8 +795,11 @@ impl Tx {
     /// Inserts `fact` unless the same fact (by normalised text) is stored for this
     /// owner, in which case the stored one is returned. With a `cap`, refuses (`Full`)
     /// when the owner already holds `cap` facts; a duplicate is still `Existing`. A fact
-    /// in a single-valued [`Slot`], new or said again, becomes the slot's current fact and
-    /// supersedes the others.
+    /// in a single-valued [`Slot`], new or said again, takes its place on the slot's
+    /// timeline by when it was said (see [`Tx::place_in_slot`]): said last, it supersedes
+    /// the slot's current fact; said before the current one, it is stored already
+    /// superseded by the fact said after it. An expired fact said again is deleted and
+    /// stored afresh.
     ///
     /// Writers of one owner are serialised first (a transaction-scoped advisory lock on
     /// PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises every writer), so the
@@ -677,9 +814,90 @@ impl Tx {
     ) -> Result<Remembered> {
         self.lock_owner(owner).await?;
         let now = super::now();
+        let observed_at = fact.observed_at.unwrap_or(now);
         let slot = Slot::of(fact.text.text());
-        let (created, row): (bool, Option<FactRow>) = with_tx!(self, tx => {
-            let inserted: Option<FactRow> = sqlx::query_as(INSERT)
+        let mut inserted = self.insert_row(owner, fact, origin, cap, now).await?;
+        if inserted.is_none() {
+            // The duplicate key, or the cap. An expired fact of the same text is gone: it
+            // is deleted (only here, so that a fresh insert costs one statement) and the
+            // fact stored afresh.
+            let expired: Option<FactRow> = with_tx!(self, tx => {
+                sqlx::query_as(DELETE_EXPIRED_SAME)
+                    .bind_owner(owner)
+                    .bind(fact.text.normalized())
+                    .bind(now)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            });
+            if let Some(row) = expired {
+                self.record_deleted(owner, row, Some("expired"))?;
+                inserted = self.insert_row(owner, fact, origin, cap, now).await?;
+            }
+        }
+        let (created, row): (bool, Option<FactRow>) = match inserted {
+            Some(row) => (true, Some(row)),
+            None => (
+                false,
+                with_tx!(self, tx => {
+                    sqlx::query_as(SAME_FACT)
+                        .bind_owner(owner)
+                        .bind(fact.text.normalized())
+                        .fetch_optional(&mut **tx)
+                        .await?
+                }),
+            ),
+        };
+        let Some(row) = row else { return Ok(Remembered::Full) };
+        let Some(slot) = slot else {
+            let fact: Fact = row.try_into()?;
+            if created {
+                self.record_fact(owner, EventType::FactAdded, EventData::fact(&fact));
+                return Ok(Remembered::Created(fact));
+            }
+            return Ok(Remembered::Existing(fact));
+        };
+        let row = match row.superseded_by {
+            // Said again while superseded: current again from when it was said now, if
+            // that is after it was replaced (said again about a time when it was still
+            // true, nothing changes). A new row is never superseded yet.
+            Some(_) if row.valid_until.is_none_or(|until| observed_at >= until) => {
+                let restored: FactRow = with_tx!(self, tx => {
+                    sqlx::query_as(RESTORE).bind_owner(owner).bind(row.id).bind(observed_at).fetch_one(&mut **tx).await?
+                });
+                let placed = self.place_in_slot(owner, restored, slot, observed_at, now).await?;
+                let fact: Fact = placed.try_into()?;
+                let kind = if fact.superseded_by.is_none() { EventType::FactRestored } else { EventType::FactUpdated };
+                self.record_fact(owner, kind, EventData::fact(&fact));
+                return Ok(Remembered::Existing(fact));
+            }
+            Some(_) => return Ok(Remembered::Existing(row.try_into()?)),
+            None => row,
+        };
+        if created {
+            let placed = self.place_in_slot(owner, row, slot, observed_at, now).await?;
+            let fact: Fact = placed.try_into()?;
+            self.record_fact(owner, EventType::FactAdded, EventData::fact(&fact));
+            return Ok(Remembered::Created(fact));
+        }
+        // The slot's current fact said again: the slot's other facts still current when
+        // it was said give way to it (an edit may have put a second one there), and its
+        // own `observed_at` stays (it was true since then).
+        let since = row.observed_at.max(observed_at);
+        self.supersede_before(owner, row.id, slot, since, now).await?;
+        Ok(Remembered::Existing(row.try_into()?))
+    }
+
+    /// Runs [`INSERT`]: the new row, or `None` when the duplicate key or the cap stopped it.
+    async fn insert_row(
+        &mut self,
+        owner: Owner<'_>,
+        fact: &NewFact,
+        origin: Origin,
+        cap: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<FactRow>> {
+        Ok(with_tx!(self, tx => {
+            sqlx::query_as(INSERT)
                 .bind_owner(owner)
                 .bind(Uuid::now_v7())
                 .bind(fact.text.text())
@@ -690,41 +908,77 @@ impl Tx {
                 .bind(origin.conversation_id())
                 .bind(now)
                 .bind(cap)
-                .bind(slot.map(Slot::as_str))
+                .bind(Slot::of(fact.text.text()).map(Slot::as_str))
+                .bind(fact.observed_at.unwrap_or(now))
+                .bind(fact.expires_at)
                 .fetch_optional(&mut **tx)
-                .await?;
-            match inserted {
-                Some(row) => (true, Some(row)),
-                None => (
-                    false,
-                    sqlx::query_as(SAME_FACT)
-                        .bind_owner(owner)
-                        .bind(fact.text.normalized())
-                        .fetch_optional(&mut **tx)
-                        .await?,
-                ),
-            }
+                .await?
+        }))
+    }
+
+    /// Places `row`, a current fact of `slot` said at `observed_at`, on the slot's
+    /// timeline: superseded by the fact said next, if one was, and superseding the facts
+    /// still current when it was said. Returns `row` as it now is.
+    async fn place_in_slot(
+        &mut self,
+        owner: Owner<'_>,
+        row: FactRow,
+        slot: Slot,
+        observed_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<FactRow> {
+        let next: Option<(Uuid, DateTime<Utc>)> = with_tx!(self, tx => {
+            sqlx::query_as(NEXT_IN_SLOT)
+                .bind_owner(owner)
+                .bind(row.id)
+                .bind(slot.as_str())
+                .bind(observed_at)
+                .bind(now)
+                .fetch_optional(&mut **tx)
+                .await?
         });
-        let Some(mut row) = row else { return Ok(Remembered::Full) };
-        let was_superseded = row.superseded_by.is_some();
-        let mut changed: Vec<FactRow> = Vec::new();
-        if let Some(slot) = slot {
-            changed = with_tx!(self, tx => {
-                sqlx::query_as(SUPERSEDE).bind_owner(owner).bind(row.id).bind(slot.as_str()).bind(now).fetch_all(&mut **tx).await?
-            });
-            (row.superseded_by, row.superseded_at) = (None, None);
-        }
-        for other in changed.into_iter().filter(|other| other.id != row.id) {
+        let row = match next {
+            Some((next, said)) => with_tx!(self, tx => {
+                sqlx::query_as(SUPERSEDED_BY_NEXT)
+                    .bind_owner(owner)
+                    .bind(row.id)
+                    .bind(next)
+                    .bind(said)
+                    .bind(now)
+                    .fetch_one(&mut **tx)
+                    .await?
+            }),
+            None => row,
+        };
+        self.supersede_before(owner, row.id, slot, observed_at, now).await?;
+        Ok(row)
+    }
+
+    /// Supersedes with fact `id` the facts of `slot` still current at `at` (see
+    /// [`SUPERSEDE`]), recording their events.
+    async fn supersede_before(
+        &mut self,
+        owner: Owner<'_>,
+        id: Uuid,
+        slot: Slot,
+        at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let changed: Vec<FactRow> = with_tx!(self, tx => {
+            sqlx::query_as(SUPERSEDE)
+                .bind_owner(owner)
+                .bind(id)
+                .bind(slot.as_str())
+                .bind(at)
+                .bind(now)
+                .fetch_all(&mut **tx)
+                .await?
+        });
+        for other in changed {
             let other: Fact = other.try_into()?;
             self.record_fact(owner, EventType::FactSuperseded, EventData::fact(&other));
         }
-        let fact: Fact = row.try_into()?;
-        if created {
-            self.record_fact(owner, EventType::FactAdded, EventData::fact(&fact));
-        } else if was_superseded && slot.is_some() {
-            self.record_fact(owner, EventType::FactRestored, EventData::fact(&fact));
-        }
-        Ok(if created { Remembered::Created(fact) } else { Remembered::Existing(fact) })
+        Ok(())
     }
 
     /// Serialises the writers of one owner until the transaction ends (see

@@ -150,17 +150,26 @@ impl ExportReader {
         rows.into_iter().map(Message::try_from).collect()
     }
 
-    /// Up to `limit` facts, oldest first, after the fact `after`.
+    /// Up to `limit` facts, oldest first, after the fact `after`; expired ones are gone
+    /// (deleted by the next sweep, or by the erasure).
     pub async fn facts(&mut self, after: Option<Uuid>, limit: i64) -> Result<Vec<Fact>> {
         // Uses facts_tenant_ref.
         let sql = concat!(
             "SELECT ",
             fact_columns!(),
-            " FROM facts WHERE tenant_id = $1 AND external_ref = $2 AND ($3 IS NULL OR id > $3) ORDER BY id LIMIT $4"
+            " FROM facts WHERE tenant_id = $1 AND external_ref = $2 AND ($3 IS NULL OR id > $3) \
+              AND (expires_at IS NULL OR expires_at > $5) ORDER BY id LIMIT $4"
         );
         let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
         let rows: Vec<FactRow> = with_tx!(self.tx, tx => {
-            sqlx::query_as(sql).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
+            sqlx::query_as(sql)
+                .bind(tenant)
+                .bind(user)
+                .bind(after)
+                .bind(limit)
+                .bind(super::now())
+                .fetch_all(&mut **tx)
+                .await?
         });
         rows.into_iter().map(Fact::try_from).collect()
     }
@@ -184,12 +193,21 @@ impl ExportReader {
                    FROM fact_versions v JOIN facts f ON f.id = v.fact_id \
                    WHERE f.tenant_id = $1 AND f.external_ref = $2 \
                      AND ($3 IS NULL OR v.fact_id > $3 OR (v.fact_id = $3 AND v.version > $4)) \
+                     AND (f.expires_at IS NULL OR f.expires_at > $6) \
                    ORDER BY v.fact_id, v.version LIMIT $5";
         let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
         let (fact, version) = after.unzip();
         type Row = (Uuid, i32, String, DateTime<Utc>, String, Option<Uuid>, Json<serde_json::Value>);
         let rows: Vec<Row> = with_tx!(self.tx, tx => {
-            sqlx::query_as(sql).bind(tenant).bind(user).bind(fact).bind(version).bind(limit).fetch_all(&mut **tx).await?
+            sqlx::query_as(sql)
+                .bind(tenant)
+                .bind(user)
+                .bind(fact)
+                .bind(version)
+                .bind(limit)
+                .bind(super::now())
+                .fetch_all(&mut **tx)
+                .await?
         });
         Ok(rows
             .into_iter()

@@ -60,14 +60,16 @@ struct VectorRow {
 }
 
 /// The owner's current vectors whose facts the filter takes. $1 tenant, $2 agent, $3 user,
-/// $4 model, $5 tag (or NULL), $6 whether superseded facts are included.
+/// $4 model, $5 tag (or NULL), $6 whether superseded facts are included, $7 the time asked
+/// about (or NULL) and $8 the expiry horizon (`{current}`, see [`facts::current_test`]).
 const OWNER_VECTORS: &str = "SELECT facts.id, facts.fact, v.dims, v.vector FROM facts JOIN fact_vectors v ON v.fact_id = facts.id \
      WHERE facts.tenant_id = $1 AND facts.agent_id = $2 AND facts.external_ref = $3 \
      AND v.model = $4 AND v.fact_updated_at = facts.updated_at \
-     AND ($5 IS NULL OR {has_tag}) AND ($6 OR facts.superseded_by IS NULL)";
+     AND ($5 IS NULL OR {has_tag}) AND {current}";
 
 /// [`OWNER_VECTORS`] for PostgreSQL and SQLite, built once.
-static OWNER_VECTORS_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::with_tag_test(OWNER_VECTORS));
+static OWNER_VECTORS_SQL: LazyLock<(String, String)> =
+    LazyLock::new(|| facts::with_tag_test(&OWNER_VECTORS.replace("{current}", &facts::current_test("$6", "$7", "$8"))));
 
 impl Store {
     /// Up to `limit` facts, of any owner, in id order after `after`, whose vector of
@@ -109,6 +111,8 @@ impl Store {
                 .bind(model)
                 .bind(filter.tag)
                 .bind(filter.superseded)
+                .bind(filter.as_of)
+                .bind(filter.horizon())
                 .fetch_all(pool)
                 .await?
         });

@@ -3,20 +3,22 @@
 //! which new facts say again what a stored fact says (near-duplicates, with embeddings
 //! on), and store it all in one transaction fenced by the job's lease.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
+
+use chrono::{DateTime, Utc};
 
 use super::jobs::{Failure, Outcome, cancel};
 use crate::{
     config::LlmFallback,
     domain::{
-        extracted::{self, Candidate},
+        extracted::{self, Candidate, Revision},
         fact::NewFact,
         message::Role,
         near_duplicate::{self, Known},
         owner::Owner,
         search_query::{MAX_QUERY_CHARS, SearchQuery},
     },
-    extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn},
+    extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn, grounding::Sources},
     service::AppState,
     store::{extraction_job::Found, facts::FactFilter, job_queue::ClaimedJob},
 };
@@ -47,6 +49,8 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     if !input.conversation_memory {
         return cancel(state, job, "conversation opted out").await;
     }
+    // When each message was written: an extracted fact is observed when it was said.
+    let written: HashMap<i64, DateTime<Utc>> = input.messages.iter().map(|m| (m.seq, m.created_at)).collect();
     let turns = input
         .messages
         .into_iter()
@@ -61,8 +65,17 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     let known = if extractor.is_llm() { known_facts(state, owner, &request).await? } else { vec![] };
     let (extraction, fallback) = extract(state, extractor, job, &request, &known).await?;
     let kept = extracted::select(extraction.facts, settings.min_confidence);
-    let kept = extracted::best(kept, state.config.max_facts_per_job);
-    let revisions = extracted::revisions(extraction.changes, settings.min_confidence);
+    let mut kept = extracted::best(kept, state.config.max_facts_per_job);
+    let mut revisions = extracted::revisions(extraction.changes, settings.min_confidence);
+    let sources = Sources::new(&request);
+    let replacements = revisions.iter_mut().filter_map(|revision| match revision {
+        Revision::Replace { by, .. } => Some(by),
+        Revision::Delete { .. } => None,
+    });
+    for fact in kept.iter_mut().chain(replacements) {
+        // Unknown (no new message holds its words): stored as observed now.
+        fact.observed_at = sources.of(fact.text.text()).and_then(|seq| written.get(&seq).copied());
+    }
     let (candidates, model) = plan(state, owner, kept).await?;
     let found = Found {
         candidates: &candidates,
@@ -153,7 +166,7 @@ async fn known_facts(
         .collect();
     let said: String = said.join(" ").chars().take(MAX_QUERY_CHARS).collect();
     let query = SearchQuery::parse(&said).ok();
-    let facts = state.store.context_facts(owner, query.as_ref(), KNOWN_FACTS).await?;
+    let facts = state.store.context_facts(owner, query.as_ref(), None, KNOWN_FACTS).await?;
     let mut known: Vec<KnownFact> = Vec::with_capacity(facts.len());
     for fact in facts {
         if !known.iter().any(|k| k.id == fact.id) {

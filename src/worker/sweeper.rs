@@ -1,7 +1,8 @@
 //! The idle sweeper: ends conversations nobody wrote to for `ENGRAM_IDLE_END_SECS`
 //! (with the same decision and transaction as `POST …/end`), forgets idempotency keys
-//! past their 24 hours, deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS` and events
-//! past `ENGRAM_EVENT_RETENTION`, and on
+//! past their 24 hours, deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS`, events
+//! past `ENGRAM_EVENT_RETENTION` and expired facts (with their vectors and history; reads
+//! leave them out from the moment they expire, so the sweep only frees the rows), and on
 //! SQLite merges the full-text index a step towards one segment, which searches read
 //! faster than the many that writes leave.
 //!
@@ -23,6 +24,11 @@ use crate::{
 /// Conversations ended per query; the sweep repeats until a batch comes back short.
 const BATCH: i64 = 100;
 
+/// Expired facts deleted per transaction: one event each, well under what one
+/// transaction may write (`store::events::PER_TRANSACTION`), and a short hold of SQLite's
+/// write lock.
+const EXPIRED_BATCH: i64 = 500;
+
 /// Sweeps every `ENGRAM_SWEEP_INTERVAL_SECS` until `stop` turns true.
 pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut ticks = super::every(Duration::from_secs(state.config.sweep_interval_secs));
@@ -41,6 +47,12 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(deleted) => tracing::debug!(deleted, "finished jobs deleted"),
             Err(error) => tracing::warn!(error = format!("{error:#}"), "finished job cleanup failed"),
         }
+        match delete_expired_facts(&state, &stop).await {
+            Ok(0) => {}
+            // Counts only: the facts are what people said.
+            Ok(deleted) => tracing::info!(deleted, "expired facts deleted"),
+            Err(error) => tracing::warn!(error = format!("{error:#}"), "expired fact cleanup failed"),
+        }
         let retention = TimeDelta::from_std(state.config.event_retention).unwrap_or(TimeDelta::MAX);
         match state.store.prune_events(crate::store::now() - retention).await {
             Ok(0) => {}
@@ -49,6 +61,21 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         }
         if let Err(error) = state.store.merge_search_index().await {
             tracing::warn!(error = format!("{error:#}"), "full-text index merge failed");
+        }
+    }
+}
+
+/// Deletes the facts expired by now, a batch per transaction, until a batch comes back
+/// short; returns how many. Each is counted in `engram_facts_expired_total`.
+async fn delete_expired_facts(state: &AppState, stop: &watch::Receiver<bool>) -> sqlx::Result<u64> {
+    let now = crate::store::now();
+    let mut total = 0;
+    loop {
+        let deleted = state.store.delete_expired_facts(now, EXPIRED_BATCH).await?;
+        metrics::counter!("engram_facts_expired_total").increment(deleted);
+        total += deleted;
+        if deleted < EXPIRED_BATCH.unsigned_abs() || *stop.borrow() {
+            return Ok(total);
         }
     }
 }

@@ -67,7 +67,9 @@ async fn store_a_fact(tx: &mut Tx, user: &str) {
         AgentId::parse(AGENT.into()).unwrap(),
         ExternalRef::parse(user.into()).unwrap(),
     );
-    let new = FactInput { fact: "Rides a bike".into(), tags: None, score: None }.validate().unwrap();
+    let new = FactInput { fact: "Rides a bike".into(), tags: None, score: None, ..Default::default() }
+        .validate(chrono::Utc::now())
+        .unwrap();
     tx.insert_fact(Owner::new(&tenant, &agent_id, &user), &new, Origin::Manual, None).await.unwrap();
 }
 

@@ -126,18 +126,23 @@ async fn remember_returns_the_stored_fact(backend: Backend) {
             "agent_id",
             "conversation_id",
             "created_at",
+            "expires_at",
             "external_ref",
             "fact",
             "id",
+            "observed_at",
             "score",
             "source",
             "superseded_at",
             "superseded_by",
             "tags",
-            "updated_at"
+            "updated_at",
+            "valid_until"
         ]
     );
     assert_eq!((&fact["superseded_by"], &fact["superseded_at"]), (&Value::Null, &Value::Null));
+    assert_eq!((&fact["valid_until"], &fact["expires_at"]), (&Value::Null, &Value::Null));
+    assert_eq!(fact["observed_at"], fact["created_at"], "said when it was stored");
     assert!(uuid::Uuid::parse_str(fact["id"].as_str().unwrap()).is_ok());
     assert_eq!(fact["agent_id"], AGENT);
     assert_eq!(fact["external_ref"], USER);
@@ -685,7 +690,9 @@ async fn store_extracted(tx: &mut Tx, owner: Owner<'_>, texts: &[&str], cap: i64
     let conversation_id = uuid::Uuid::now_v7();
     let mut outcomes = Vec::new();
     for text in texts {
-        let fact = FactInput { fact: (*text).to_owned(), tags: None, score: Some(0.8) }.validate().unwrap();
+        let fact = FactInput { fact: (*text).to_owned(), tags: None, score: Some(0.8), ..Default::default() }
+            .validate(chrono::Utc::now())
+            .unwrap();
         outcomes.push(tx.insert_fact(owner, &fact, Origin::Extracted { conversation_id }, None).await.unwrap());
     }
     tx.evict_oldest(owner, cap).await.unwrap();
@@ -723,7 +730,9 @@ fn owner_ids() -> (TenantId, AgentId, ExternalRef) {
 }
 
 fn new_fact(text: &str) -> engram::domain::fact::NewFact {
-    FactInput { fact: text.to_owned(), tags: None, score: None }.validate().unwrap()
+    FactInput { fact: text.to_owned(), tags: None, score: None, ..Default::default() }
+        .validate(chrono::Utc::now())
+        .unwrap()
 }
 
 /// SQLite writers wait in line in the process for the write lock, holding no connection

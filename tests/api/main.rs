@@ -19,6 +19,7 @@ mod erasure_files;
 mod events;
 mod extraction;
 mod facts;
+mod facts_over_time;
 mod foundation;
 mod hardening;
 mod llm_anthropic;

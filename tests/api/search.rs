@@ -29,7 +29,9 @@ fn user_path(user: &str) -> String {
 }
 
 fn new_fact(text: &str) -> NewFact {
-    FactInput { fact: text.to_owned(), tags: None, score: None }.validate().unwrap()
+    FactInput { fact: text.to_owned(), tags: None, score: None, ..Default::default() }
+        .validate(chrono::Utc::now())
+        .unwrap()
 }
 
 /// The rare fact is the oldest, so recency alone would rank it last: only the weight of

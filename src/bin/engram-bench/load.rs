@@ -568,13 +568,17 @@ impl Bench {
                 .append_messages(tenant, conversation, &append_request(i), None)
                 .await
                 .is_ok_and(|outcome| matches!(outcome, AppendOutcome::Appended { .. })),
-            Op::Remember => match (FactInput { fact: remembered("direct", i), tags: None, score: None }).validate() {
-                Ok(fact) => store
-                    .remember_fact(owner, &fact, Origin::Manual, self.cap, Actor::Api)
-                    .await
-                    .is_ok_and(|outcome| matches!(outcome, Remembered::Created(_))),
-                Err(_) => false,
-            },
+            Op::Remember => {
+                match (FactInput { fact: remembered("direct", i), tags: None, score: None, ..Default::default() })
+                    .validate(chrono::Utc::now())
+                {
+                    Ok(fact) => store
+                        .remember_fact(owner, &fact, Origin::Manual, self.cap, Actor::Api)
+                        .await
+                        .is_ok_and(|outcome| matches!(outcome, Remembered::Created(_))),
+                    Err(_) => false,
+                }
+            }
             Op::End => store
                 .end_conversation(tenant, self.pool[1][i].1, EndTrigger::Request, true, Actor::Api)
                 .await
@@ -589,7 +593,7 @@ impl Bench {
         let Ok(policy) = self.store.policy(owner).await else { return false };
         let Some(max_facts) = default_max_facts(&policy, true) else { return false };
         let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
-        self.store.context_facts(owner, query, limit).await.is_ok()
+        self.store.context_facts(owner, query, None, limit).await.is_ok()
     }
 }
 
@@ -666,7 +670,9 @@ impl Seeder {
         let owner = Owner::new(&self.tenant, &self.agent, user);
         let facts = (0..facts)
             .map(|i| {
-                FactInput { fact: fact_text(seed, i), tags: None, score: None }.validate().map_err(anyhow::Error::msg)
+                FactInput { fact: fact_text(seed, i), tags: None, score: None, ..Default::default() }
+                    .validate(chrono::Utc::now())
+                    .map_err(anyhow::Error::msg)
             })
             .collect::<anyhow::Result<Vec<NewFact>>>()?;
         self.store.import_facts(owner, &facts, Origin::Manual).await?;

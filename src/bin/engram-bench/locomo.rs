@@ -78,7 +78,9 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
             let entry = cites.entry(stored).or_default();
             if entry.is_empty() {
                 new_facts.push(
-                    FactInput { fact: fact.clone(), tags: None, score: None }.validate().map_err(anyhow::Error::msg)?,
+                    FactInput { fact: fact.clone(), tags: None, score: None, ..Default::default() }
+                        .validate(chrono::Utc::now())
+                        .map_err(anyhow::Error::msg)?,
                 );
             }
             entry.extend(evidence.iter().cloned());

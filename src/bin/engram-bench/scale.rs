@@ -207,7 +207,11 @@ async fn import(
 ) -> anyhow::Result<()> {
     let user = ExternalRef::parse(name).map_err(anyhow::Error::msg)?;
     let facts = texts
-        .map(|fact| FactInput { fact, tags: None, score: None }.validate().map_err(anyhow::Error::msg))
+        .map(|fact| {
+            FactInput { fact, tags: None, score: None, ..Default::default() }
+                .validate(chrono::Utc::now())
+                .map_err(anyhow::Error::msg)
+        })
         .collect::<anyhow::Result<Vec<NewFact>>>()?;
     store.import_facts(Owner::new(tenant, agent, &user), &facts, Origin::Manual).await?;
     Ok(())

@@ -50,6 +50,9 @@ class Fact(TypedDict, total=False):
     conversation_id: str | None
     superseded_at: str | None
     superseded_by: str | None
+    observed_at: str
+    valid_until: str | None
+    expires_at: str | None
     created_at: str
     updated_at: str
 

@@ -70,13 +70,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The user's facts known to this agent, newest first. */
+        /**
+         * The user's facts known to this agent, newest first: the current ones, or with `as_of`
+         *     those current at that time. Expired facts are never listed.
+         */
         get: operations["list_facts"];
         put?: never;
         /**
          * Remember a fact. 201 with the new fact, or 200 with the stored one when the same
          *     fact is already there (compared case-, space- and trailing-punctuation-insensitively).
          *     409 when the user already has `ENGRAM_MAX_FACTS_PER_USER` facts for this agent.
+         *     `observed_at` says when the person said it; `expires_at` or `ttl_seconds` when it
+         *     expires (it then leaves every read at once, and the sweeper deletes it).
          */
         post: operations["remember_fact"];
         /** Forget every fact this agent holds about the user. */
@@ -158,7 +163,8 @@ export interface paths {
         };
         /**
          * The memory context: without `query` the most recent facts; with it the most
-         *     relevant first, then the most recent, up to `max_facts`. Empty and `enabled: false`
+         *     relevant first, then the most recent, up to `max_facts`; with `as_of`, of the facts
+         *     current at that time. Expired facts are never in it. Empty and `enabled: false`
          *     when the agent's memory is off or the user refused consent.
          */
         get: operations["memory_context"];
@@ -1128,6 +1134,12 @@ export interface components {
             conversation_id?: string | null;
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: date-time
+             * @description When it expires: from then on it is left out of every read, and the sweeper
+             *     deletes it with its vector and history. Null for a fact that never expires.
+             */
+            expires_at?: string | null;
             external_ref: components["schemas"]["ExternalRef"];
             /**
              * @description The fact as stored: control characters and whitespace runs collapsed to one space.
@@ -1136,6 +1148,12 @@ export interface components {
             fact: string;
             /** Format: uuid */
             id: string;
+            /**
+             * Format: date-time
+             * @description When the person said it: the time of the message an extracted fact came from, or
+             *     the `observed_at` given when it was remembered (default: when it was stored).
+             */
+            observed_at: string;
             /**
              * Format: double
              * @description 0–1, or null when unscored (counts as 0.5 when a token budget must drop facts).
@@ -1158,10 +1176,38 @@ export interface components {
             tags: string[];
             /** Format: date-time */
             updated_at: string;
+            /**
+             * Format: date-time
+             * @description Until when it was true: the `observed_at` of the fact that superseded it; null
+             *     while current. `as_of` reads compare with it, so that a time before the
+             *     replacement still finds this fact.
+             */
+            valid_until?: string | null;
         };
-        /** @description The body of `POST …/facts`. */
+        /**
+         * @description The body of `POST …/facts`.
+         * @example {
+         *       "fact": "Is waiting at the ferry terminal",
+         *       "tags": [
+         *         "travel"
+         *       ],
+         *       "ttl_seconds": 3600
+         *     }
+         */
         FactInput: {
+            /**
+             * Format: date-time
+             * @description When the fact expires (RFC 3339, in the future); not with `ttl_seconds`.
+             */
+            expires_at?: string | null;
             fact: components["schemas"]["FactString"];
+            /**
+             * Format: date-time
+             * @description When the person said it (RFC 3339); default now. Not in the future (up to 60 s
+             *     ahead is taken as now). A fact of a single-valued slot said before the slot's
+             *     current fact is stored already superseded by it.
+             */
+            observed_at?: string | null;
             /**
              * Format: double
              * @description 0–1; omitted or null for an unscored fact.
@@ -1169,6 +1215,12 @@ export interface components {
             score?: number | null;
             /** @description At most 20 tags; repeated tags are kept once. */
             tags?: components["schemas"]["Tag"][] | null;
+            /**
+             * Format: int64
+             * @description Expire the fact this many seconds from now (1–315 360 000, ten years); not with
+             *     `expires_at`.
+             */
+            ttl_seconds?: number | null;
         };
         /**
          * @description The body of `PATCH …/facts/{fact_id}`: absent fields keep their value. `score: null`
@@ -1435,6 +1487,12 @@ export interface components {
                 conversation_id?: string | null;
                 /** Format: date-time */
                 created_at: string;
+                /**
+                 * Format: date-time
+                 * @description When it expires: from then on it is left out of every read, and the sweeper
+                 *     deletes it with its vector and history. Null for a fact that never expires.
+                 */
+                expires_at?: string | null;
                 external_ref: components["schemas"]["ExternalRef"];
                 /**
                  * @description The fact as stored: control characters and whitespace runs collapsed to one space.
@@ -1443,6 +1501,12 @@ export interface components {
                 fact: string;
                 /** Format: uuid */
                 id: string;
+                /**
+                 * Format: date-time
+                 * @description When the person said it: the time of the message an extracted fact came from, or
+                 *     the `observed_at` given when it was remembered (default: when it was stored).
+                 */
+                observed_at: string;
                 /**
                  * Format: double
                  * @description 0–1, or null when unscored (counts as 0.5 when a token budget must drop facts).
@@ -1465,6 +1529,13 @@ export interface components {
                 tags: string[];
                 /** Format: date-time */
                 updated_at: string;
+                /**
+                 * Format: date-time
+                 * @description Until when it was true: the `observed_at` of the fact that superseded it; null
+                 *     while current. `as_of` reads compare with it, so that a time before the
+                 *     replacement still finds this fact.
+                 */
+                valid_until?: string | null;
             }[];
             /** @description Pass as `cursor` to get the next page; null on the last page. */
             next_cursor?: string | null;
@@ -1674,14 +1745,26 @@ export interface components {
             arguments: {
                 /** @description The agent whose memory this is. */
                 agent_id: string;
+                /**
+                 * Format: date-time
+                 * @description When the fact stops being worth knowing (RFC 3339, in the future), for something temporary; not with ttl_seconds.
+                 */
+                expires_at?: string;
                 /** @description The end user's id on your channel. */
                 external_ref: string;
                 /** @description The fact, in one short sentence about the user. */
                 fact: string;
+                /**
+                 * Format: date-time
+                 * @description When the user said it (RFC 3339), if not now; never in the future.
+                 */
+                observed_at?: string;
                 /** @description How sure or important the fact is, 0-1. */
                 score?: number;
                 /** @description Short labels, e.g. "diet"; repeats are kept once. */
                 tags?: string[];
+                /** @description Forget the fact this many seconds from now, for something temporary; not with expires_at. */
+                ttl_seconds?: number;
             };
             /** @enum {string} */
             name: "remember";
@@ -2268,6 +2351,12 @@ export interface operations {
                 cursor?: string;
                 /** @description Also facts a newer fact of the same single-valued slot replaced (default false). */
                 include_superseded?: boolean;
+                /**
+                 * @description The facts that were current at this time (RFC 3339, e.g. `2026-03-01T12:00:00Z`;
+                 *     percent-encode a `+` offset) instead of now: said by then (`observed_at`), not yet
+                 *     replaced (`valid_until` after it), not expired. Not with `include_superseded`.
+                 */
+                as_of?: string;
             };
             header?: never;
             path: {
@@ -2535,6 +2624,12 @@ export interface operations {
                 tag?: components["schemas"]["Tag"];
                 /** @description Also facts a newer fact of the same single-valued slot replaced (default false). */
                 include_superseded?: boolean;
+                /**
+                 * @description The facts that were current at this time (RFC 3339, e.g. `2026-03-01T12:00:00Z`;
+                 *     percent-encode a `+` offset) instead of now: said by then (`observed_at`), not yet
+                 *     replaced (`valid_until` after it), not expired. Not with `include_superseded`.
+                 */
+                as_of?: string;
             };
             header?: never;
             path: {
@@ -2896,6 +2991,11 @@ export interface operations {
                  *     and as a `<working-memory>` block at the end of `prompt`.
                  */
                 working_memory?: boolean;
+                /**
+                 * @description The facts that were current at this time (RFC 3339; percent-encode a `+` offset)
+                 *     instead of now: said by then, not yet replaced, not expired.
+                 */
+                as_of?: string;
             };
             header?: never;
             path: {
