@@ -738,7 +738,9 @@ impl Store {
             sqlx::query_as(DELETE_EXPIRED).bind(now).bind(limit).fetch_all(&mut **tx).await?
         });
         if rows.is_empty() {
-            // Nothing expired: no change, no event.
+            // Nothing expired: no change, no event; ended by a commit rather than a
+            // rollback at the drop (which, on SQLite, a spawned task would run).
+            tx.commit().await?;
             return Ok(0);
         }
         let deleted = rows.len() as u64;
