@@ -64,7 +64,7 @@ async fn as_of_returns_lyon_before_the_move_and_paris_after(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     app.enable_memory("acme", "concierge").await;
     let lyon = remember(&app, json!({"fact": "Lives in Lyon", "observed_at": "2025-01-10T09:00:00Z"})).await;
-    remember(&app, json!({"fact": "Keeps bees on the roof", "observed_at": "2025-02-01T09:00:00+01:00"})).await;
+    remember(&app, json!({"fact": "Sharpens knives for the market", "observed_at": "2025-02-01T09:00:00+01:00"})).await;
     let paris = remember(&app, json!({"fact": "Moved to Paris", "observed_at": "2025-06-01T18:30:00Z"})).await;
     assert_eq!(lyon["observed_at"], "2025-01-10T09:00:00Z");
     assert_eq!((lyon["valid_until"].clone(), lyon["expires_at"].clone()), (Value::Null, Value::Null), "{lyon}");
@@ -74,9 +74,9 @@ async fn as_of_returns_lyon_before_the_move_and_paris_after(backend: Backend) {
     assert_eq!(
         now,
         [
-            vec!["Moved to Paris", "Keeps bees on the roof"],
+            vec!["Moved to Paris", "Sharpens knives for the market"],
             vec!["Moved to Paris"],
-            vec!["Moved to Paris", "Keeps bees on the roof"]
+            vec!["Moved to Paris", "Sharpens knives for the market"]
         ]
     );
     let (_, all) = app.get(&format!("{FACTS}?include_superseded=true"), &agent("acme")).await;
@@ -87,14 +87,14 @@ async fn as_of_returns_lyon_before_the_move_and_paris_after(backend: Backend) {
         (paris["id"].clone(), json!("2025-06-01T18:30:00Z"))
     );
 
-    // Before the move: Lyon (and the bees, once said). Before anything: nothing.
+    // Before the move: Lyon (and the knives, once said). Before anything: nothing.
     let before = reads(&app, "where does she live Lyon Paris", "&as_of=2025-03-01T00:00:00Z").await;
     assert_eq!(
         before,
         [
-            vec!["Keeps bees on the roof", "Lives in Lyon"],
+            vec!["Sharpens knives for the market", "Lives in Lyon"],
             vec!["Lives in Lyon"],
-            vec!["Keeps bees on the roof", "Lives in Lyon"]
+            vec!["Sharpens knives for the market", "Lives in Lyon"]
         ]
     );
     let after = reads(&app, "where does she live Lyon Paris", "&as_of=2025-09-01T00%3A00%3A00%2B02%3A00").await;
@@ -103,7 +103,7 @@ async fn as_of_returns_lyon_before_the_move_and_paris_after(backend: Backend) {
     assert_eq!(earliest, [Vec::<String>::new(), vec![], vec![]]);
     // The instant of the move belongs to Paris.
     let (_, context) = app.get(&format!("{CONTEXT}?as_of=2025-06-01T18:30:00Z&query=Lyon"), &agent("acme")).await;
-    assert_eq!(texts(&context["facts"]), ["Moved to Paris", "Keeps bees on the roof"]);
+    assert_eq!(texts(&context["facts"]), ["Moved to Paris", "Sharpens knives for the market"]);
 }
 
 async fn an_older_observed_at_does_not_displace_a_newer_slot_fact(backend: Backend) {
@@ -134,8 +134,13 @@ async fn an_older_observed_at_does_not_displace_a_newer_slot_fact(backend: Backe
 async fn extracted_facts_are_observed_when_their_message_was_written(backend: Backend) {
     let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
     app.enable_memory("acme", "concierge").await;
-    let (first, ended) =
-        converse(&app, "concierge", "ann", &["I live in Lyon.", "I keep bees on the roof.", "I play the oboe."]).await;
+    let (first, ended) = converse(
+        &app,
+        "concierge",
+        "ann",
+        &["I live in Lyon.", "I sharpen knives for the market.", "I play the oboe."],
+    )
+    .await;
     job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(20)).await;
     // Far enough apart for as_of to fall between the two conversations.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -179,31 +184,34 @@ async fn an_expired_fact_leaves_every_read_at_once(backend: Backend) {
     // No sweep runs during the test: the reads alone leave the fact out.
     let app = TestApp::spawn_with(backend, &["--sweep-interval-secs", "3600"]).await;
     app.enable_memory("acme", "concierge").await;
-    remember(&app, json!({"fact": "Keeps bees on the roof"})).await;
+    remember(&app, json!({"fact": "Sharpens knives for the market"})).await;
     let brief = remember(&app, json!({"fact": "Is waiting at the ferry terminal", "ttl_seconds": 1})).await;
     assert!(brief["expires_at"].is_string(), "{brief}");
     let id = brief["id"].as_str().expect("id").to_owned();
     let (_, context) = app.get(CONTEXT, &agent("acme")).await;
-    assert_eq!(texts(&context["facts"]), ["Is waiting at the ferry terminal", "Keeps bees on the roof"]);
+    assert_eq!(texts(&context["facts"]), ["Is waiting at the ferry terminal", "Sharpens knives for the market"]);
 
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let (_, context) = app.get(CONTEXT, &agent("acme")).await;
-    assert_eq!(texts(&context["facts"]), ["Keeps bees on the roof"], "gone the moment it expired");
+    assert_eq!(texts(&context["facts"]), ["Sharpens knives for the market"], "gone the moment it expired");
     assert!(!context["prompt"].as_str().unwrap_or("").contains("ferry"), "{context}");
-    let [list, found, _] = reads(&app, "ferry terminal bees", "").await;
-    assert_eq!((list, found), (vec!["Keeps bees on the roof".to_owned()], vec!["Keeps bees on the roof".to_owned()]));
+    let [list, found, _] = reads(&app, "ferry terminal knives", "").await;
+    assert_eq!(
+        (list, found),
+        (vec!["Sharpens knives for the market".to_owned()], vec!["Sharpens knives for the market".to_owned()])
+    );
     let (status, body) = app.get(&format!("{FACTS}/{id}/history"), &agent("acme")).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
     let (status, body) = app.patch(&format!("{FACTS}/{id}"), &agent("acme"), json!({"score": 0.5})).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
     let (_, export) = app.get("/api/rgpd/users/ann/ai-data", &admin("acme")).await;
-    assert_eq!(texts(&export["facts"]), ["Keeps bees on the roof"], "{export}");
+    assert_eq!(texts(&export["facts"]), ["Sharpens knives for the market"], "{export}");
     let exported = &export["facts"][0];
     assert!(exported["observed_at"].is_string() && exported["expires_at"].is_null(), "{exported}");
     let versions = export["fact_versions"].as_array().expect("fact_versions");
     assert!(versions.iter().all(|v| v["fact_id"] != brief["id"]), "no history of the expired fact: {export}");
     let (_, listed) = call_tool(&app, "list_memories", json!({})).await;
-    assert_eq!(texts(&listed["items"]), ["Keeps bees on the roof"], "{listed}");
+    assert_eq!(texts(&listed["items"]), ["Sharpens knives for the market"], "{listed}");
     // Still stored until a sweep: no read needed one.
     assert_eq!(count(&app, "SELECT count(*) FROM facts").await, 2);
 
@@ -216,7 +224,7 @@ async fn an_expired_fact_leaves_every_read_at_once(backend: Backend) {
 
 async fn the_sweeper_deletes_an_expired_fact_with_its_vector_and_history(backend: Backend) {
     let app = TestApp::spawn_with(backend, &["--sweep-interval-secs", "1"]).await;
-    remember(&app, json!({"fact": "Keeps bees on the roof"})).await;
+    remember(&app, json!({"fact": "Sharpens knives for the market"})).await;
     let brief = remember(&app, json!({"fact": "Is waiting at the ferry terminal", "ttl_seconds": 2})).await;
     let id: uuid::Uuid = brief["id"].as_str().expect("id").parse().expect("uuid");
     // A vector, as the embedding worker stores one (embeddings are off in tests).
@@ -232,7 +240,7 @@ async fn the_sweeper_deletes_an_expired_fact_with_its_vector_and_history(backend
     assert_eq!(count(&app, "SELECT count(*) FROM fact_vectors").await, 0, "its vector goes with it");
     assert_eq!(count(&app, "SELECT count(*) FROM fact_versions").await, 1, "its history goes with it");
     let (_, list) = app.get(FACTS, &agent("acme")).await;
-    assert_eq!(texts(&list["items"]), ["Keeps bees on the roof"]);
+    assert_eq!(texts(&list["items"]), ["Sharpens knives for the market"]);
 
     let (_, events) = app.get("/api/events?types=fact.deleted", &admin("acme")).await;
     let deleted = &events["items"][0];
@@ -248,14 +256,14 @@ async fn invalid_times_are_refused_and_change_nothing(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     app.enable_memory("acme", "concierge").await;
     for body in [
-        json!({"fact": "Keeps bees on the roof", "expires_at": "2099-01-01T00:00:00Z", "ttl_seconds": 60}),
-        json!({"fact": "Keeps bees on the roof", "expires_at": "2020-01-01T00:00:00Z"}),
-        json!({"fact": "Keeps bees on the roof", "ttl_seconds": 0}),
-        json!({"fact": "Keeps bees on the roof", "ttl_seconds": 315_360_001}),
-        json!({"fact": "Keeps bees on the roof", "ttl_seconds": "soon"}),
-        json!({"fact": "Keeps bees on the roof", "expires_at": "tomorrow"}),
-        json!({"fact": "Keeps bees on the roof", "observed_at": "2099-01-01T00:00:00Z"}),
-        json!({"fact": "Keeps bees on the roof", "observed_at": "2025-13-01T00:00:00Z"}),
+        json!({"fact": "Sharpens knives for the market", "expires_at": "2099-01-01T00:00:00Z", "ttl_seconds": 60}),
+        json!({"fact": "Sharpens knives for the market", "expires_at": "2020-01-01T00:00:00Z"}),
+        json!({"fact": "Sharpens knives for the market", "ttl_seconds": 0}),
+        json!({"fact": "Sharpens knives for the market", "ttl_seconds": 315_360_001}),
+        json!({"fact": "Sharpens knives for the market", "ttl_seconds": "soon"}),
+        json!({"fact": "Sharpens knives for the market", "expires_at": "tomorrow"}),
+        json!({"fact": "Sharpens knives for the market", "observed_at": "2099-01-01T00:00:00Z"}),
+        json!({"fact": "Sharpens knives for the market", "observed_at": "2025-13-01T00:00:00Z"}),
     ] {
         let (status, error) = app.post(FACTS, &agent("acme"), body.clone()).await;
         assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
@@ -266,11 +274,11 @@ async fn invalid_times_are_refused_and_change_nothing(backend: Backend) {
         .post(
             FACTS,
             &agent("acme"),
-            json!({"fact": "Keeps bees", "expires_at": "2099-01-01T00:00:00Z", "ttl_seconds": 60}),
+            json!({"fact": "Sharpens knives", "expires_at": "2099-01-01T00:00:00Z", "ttl_seconds": 60}),
         )
         .await;
     assert!(both["error"]["message"].as_str().is_some_and(|m| m.contains("not both")), "{both}");
-    for path in [FACTS, &format!("{FACTS}/search?q=bees"), CONTEXT] {
+    for path in [FACTS, &format!("{FACTS}/search?q=knives"), CONTEXT] {
         let join = if path.contains('?') { "&" } else { "?" };
         let bad: Vec<String> = ["as_of=yesterday", "as_of=2025-02-30T00:00:00Z", "as_of=", "as_of=2025-01-01"]
             .iter()

@@ -601,9 +601,9 @@ mod tests {
     fn a_dialogue_is_one_conversation_per_speaker_from_their_first_turn() {
         let dialogue = json!({"dialog": [
             {"id": "bot_0", "text": "Morning, neighbour! Busy week ahead?"},
-            {"id": "bot_1", "text": "I keep bees.", "persona_text": "I keep bees. I sell honey."},
+            {"id": "bot_1", "text": "I grind lenses.", "persona_text": "I grind lenses. I sharpen knives."},
             {"id": "bot_0", "text": "I row on a lake.", "persona_text": "I row on a lake."},
-            {"id": "bot_1", "text": "Sounds grand.", "persona_text": "i keep bees."},
+            {"id": "bot_1", "text": "Sounds grand.", "persona_text": "i grind lenses."},
         ]});
         let [first, second] = <[Conversation; 2]>::try_from(speakers(3, 0, &dialogue)).ok().expect("two speakers");
         assert_eq!(first.session, 3);
@@ -613,11 +613,11 @@ mod tests {
         // The second speaker's conversation starts at their first turn; gold repeats once.
         assert_eq!(second.turns.len(), 3);
         assert!(second.turns[0].0 && !second.turns[1].0);
-        assert_eq!(second.gold, ["I keep bees.", "I sell honey."]);
+        assert_eq!(second.gold, ["I grind lenses.", "I sharpen knives."]);
         let request = second.request();
         assert_eq!(request.turns[0].role, Role::User);
         assert_eq!(request.turns[2].seq, 3);
-        assert_eq!(second.said().collect::<Vec<_>>(), ["I keep bees.", "Sounds grand."]);
+        assert_eq!(second.said().collect::<Vec<_>>(), ["I grind lenses.", "Sounds grand."]);
     }
 
     #[test]
@@ -632,7 +632,7 @@ mod tests {
         assert_eq!(form("I don't like opera."), "i do not");
         assert_eq!(form("I’m afraid of wasps."), "i am");
         assert_eq!(form("I live on a houseboat."), "i live");
-        assert_eq!(form("My tortoise hums."), "my …");
+        assert_eq!(form("My kettle whistles."), "my …");
         assert_eq!(form("The bridge was painted green."), "(other subject)");
         let mut forms = Forms::default();
         forms.add("i live", false);
@@ -650,7 +650,7 @@ mod tests {
             job_took: Duration::from_secs(secs),
         };
         let mut jobs = Jobs::default();
-        jobs.add(&held(&["Keeps bees"], JobEnd::Extracted, 2), true);
+        jobs.add(&held(&["Grinds lenses"], JobEnd::Extracted, 2), true);
         jobs.add(&held(&[], JobEnd::Extracted, 4), true);
         jobs.add(&held(&[], JobEnd::Extracted, 3), false);
         jobs.add(&held(&["Rows on a lake"], JobEnd::FellBack, 9), true);
