@@ -271,7 +271,7 @@ pub struct FactInput {
     pub expires_at: Option<DateTime<Utc>>,
     /// Expire the fact this many seconds from now (1–315 360 000, ten years); not with
     /// `expires_at`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::agent_config::whole_number")]
     #[schema(minimum = 1, maximum = 315_360_000)]
     pub ttl_seconds: Option<i64>,
 }

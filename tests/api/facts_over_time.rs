@@ -261,6 +261,7 @@ async fn invalid_times_are_refused_and_change_nothing(backend: Backend) {
         json!({"fact": "Sharpens knives for the market", "ttl_seconds": 0}),
         json!({"fact": "Sharpens knives for the market", "ttl_seconds": 315_360_001}),
         json!({"fact": "Sharpens knives for the market", "ttl_seconds": "soon"}),
+        json!({"fact": "Sharpens knives for the market", "ttl_seconds": 1.5}),
         json!({"fact": "Sharpens knives for the market", "expires_at": "tomorrow"}),
         json!({"fact": "Sharpens knives for the market", "observed_at": "2099-01-01T00:00:00Z"}),
         json!({"fact": "Sharpens knives for the market", "observed_at": "2025-13-01T00:00:00Z"}),
@@ -299,8 +300,7 @@ async fn invalid_times_are_refused_and_change_nothing(backend: Backend) {
 async fn tools_remember_with_an_expiry(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     app.enable_memory("acme", "concierge").await;
-    let body =
-        json!({"fact": "Is waiting at the ferry terminal", "ttl_seconds": 600, "observed_at": "2026-01-05T10:00:00Z"});
+    let body = json!({"fact": "Is waiting at the ferry terminal", "ttl_seconds": 600.0, "observed_at": "2026-01-05T10:00:00Z"});
     let (status, fact) = call_tool(&app, "remember", body).await;
     assert_eq!(status, StatusCode::OK, "{fact}");
     assert_eq!((fact["source"].clone(), fact["observed_at"].clone()), (json!("agent"), json!("2026-01-05T10:00:00Z")));
