@@ -181,7 +181,7 @@ impl From<sqlx::Error> for ApiError {
 }
 
 /// Errors that say "not now" rather than "wrong": the database is unreachable, shutting
-/// down, out of connections or over its statement timeout (PostgreSQL), or locked by
+/// down, out of connections or over its statement or lock timeout (PostgreSQL), or locked by
 /// another writer past the busy timeout (SQLite). A client should retry them.
 pub fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
@@ -189,8 +189,11 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
             // PostgreSQL: connection exceptions (08…), shutdown and cannot-connect
-            // (57P01-57P03), statement timeout (57014), too many connections (53300).
-            let postgres = code.starts_with("08") || code.starts_with("57P") || code == "57014" || code == "53300";
+            // (57P01-57P03), statement timeout (57014), too many connections (53300), a
+            // lock wait past the database's `lock_timeout` (55P03).
+            let postgres = code.starts_with("08")
+                || code.starts_with("57P")
+                || ["57014", "53300", "55P03"].contains(&code.as_ref());
             // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
             let sqlite = code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6));
             postgres || sqlite

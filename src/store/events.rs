@@ -235,6 +235,15 @@ impl Store {
         Ok(tx)
     }
 
+    /// [`Store::begin_change`] for a change that serialises the writers of `owner`'s
+    /// memory (see [`Tx::insert_fact`]): the owner's lock comes with the `BEGIN`, in its
+    /// round trip.
+    pub async fn begin_owner_change(&self, actor: Actor, owner: Owner<'_>) -> Result<Tx> {
+        let mut tx = self.begin_write_locking(Some(owner)).await?;
+        tx.1.actor = Some(actor);
+        Ok(tx)
+    }
+
     pub(super) fn outbox(&self) -> Outbox {
         Outbox {
             actor: None,

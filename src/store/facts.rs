@@ -405,11 +405,6 @@ pub(super) const DELETE_ONE: &str = concat!(
 
 const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3";
 
-/// Serialises the writers of one owner until the transaction ends (PostgreSQL; SQLite's
-/// `BEGIN IMMEDIATE` serialises every writer already). Owners hashing alike only wait
-/// for each other.
-const OWNER_LOCK_PG: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 0))";
-
 /// Inserts unless the owner already has this fact (by normalised text) or holds the
 /// cap. `$4` id, `$5` text, `$6` normalised text, `$7` tags, `$8` score, `$9` source,
 /// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL),
@@ -562,7 +557,7 @@ impl Store {
         cap: i64,
         actor: Actor,
     ) -> Result<Remembered> {
-        let mut tx = self.begin_change(actor).await?;
+        let mut tx = self.begin_owner_change(actor, owner).await?;
         let outcome = tx.insert_fact(owner, fact, origin, Some(cap)).await?;
         tx.commit().await?;
         Ok(outcome)
@@ -573,7 +568,7 @@ impl Store {
     /// how many were added.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "import_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn import_facts(&self, owner: Owner<'_>, facts: &[NewFact], origin: Origin) -> Result<u64> {
-        let mut tx = self.begin_change(Actor::Api).await?;
+        let mut tx = self.begin_owner_change(Actor::Api, owner).await?;
         let mut added = 0;
         for fact in facts {
             if let Remembered::Created(_) = tx.insert_fact(owner, fact, origin, None).await? {
@@ -984,12 +979,14 @@ impl Tx {
     }
 
     /// Serialises the writers of one owner until the transaction ends (see
-    /// [`Tx::insert_fact`]).
+    /// [`Tx::insert_fact`]): PostgreSQL's advisory lock of the owner, unless the
+    /// transaction took it when it began ([`Store::begin_owner_change`]); SQLite's
+    /// `BEGIN IMMEDIATE` serialises every writer already.
     async fn lock_owner(&mut self, owner: Owner<'_>) -> Result<()> {
-        if let Some(lock) = self.dialect(Some(OWNER_LOCK_PG), None) {
-            with_tx!(self, tx => sqlx::query(lock).bind_owner(owner).execute(&mut **tx).await.map(drop))?;
+        match &mut self.0 {
+            super::Backend::Postgres(tx) => tx.lock_owner(owner).await,
+            super::Backend::Sqlite(_) => Ok(()),
         }
-        Ok(())
     }
 
     /// How many extracted facts the owner may hold under `cap`: the cap minus their

@@ -23,7 +23,7 @@
 use std::{str::FromStr, sync::Arc, time::Duration};
 
 use sqlx::{
-    PgPool, SqlitePool, Transaction,
+    PgPool, SqlitePool,
     postgres::{PgConnectOptions, PgPoolOptions},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
@@ -39,6 +39,7 @@ mod ids;
 pub mod job_queue;
 pub mod jobs;
 pub mod messages;
+mod pg_tx;
 pub mod policy;
 pub mod rgpd;
 pub mod summaries;
@@ -47,7 +48,10 @@ pub mod webhooks;
 pub mod working_memory;
 mod writer;
 
+use pg_tx::PgTx;
 use writer::SqliteTx;
+
+use crate::domain::owner::Owner;
 
 /// One value per backend: a store's pool, or an open transaction. Private to `store/`,
 /// so nothing else can tell the backends apart.
@@ -146,7 +150,7 @@ pub struct Store {
 ///
 /// The second field is the transaction's outbox ([`events::Outbox`]): the events of the
 /// changes made in it, written by [`Tx::commit`] just before the commit itself.
-pub struct Tx(Backend<Transaction<'static, sqlx::Postgres>, SqliteTx>, events::Outbox);
+pub struct Tx(Backend<PgTx, SqliteTx>, events::Outbox);
 
 impl Tx {
     /// Writes the outbox's events, then commits; readers waiting for events are woken
@@ -219,7 +223,10 @@ impl Store {
                     ("jit", "off"),
                 ]);
             let pool = PgPoolOptions::new()
-                .max_connections(max_connections)
+                // One beyond the size asked for: a server's job listener (`job_notifications`)
+                // holds a pooled connection for its life. Without it a pool of one served
+                // nothing else.
+                .max_connections(max_connections + 1)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| {
@@ -294,10 +301,19 @@ impl Store {
     /// Opens a write transaction. SQLite needs `BEGIN IMMEDIATE`: a deferred
     /// transaction that reads and then writes fails at once with SQLITE_BUSY instead of
     /// waiting.
-    #[allow(clippy::disallowed_methods)] // one of the two places a transaction is begun
     pub async fn begin_write(&self) -> Result<Tx> {
+        self.begin_write_locking(None).await
+    }
+
+    /// [`Store::begin_write`], and with `owner` the transaction serialises the writers of
+    /// that owner's memory (see [`Tx::lock_owner`]): on PostgreSQL its advisory lock is
+    /// taken in the same round trip as the `BEGIN`; SQLite's `BEGIN IMMEDIATE` already
+    /// serialises every writer.
+    async fn begin_write_locking(&self, owner: Option<Owner<'_>>) -> Result<Tx> {
         Ok(match (&self.backend, &self.writer) {
-            (Backend::Postgres(pool), _) => Tx(Backend::Postgres(pool.begin().await?), self.outbox()),
+            (Backend::Postgres(pool), _) => {
+                Tx(Backend::Postgres(PgTx::begin(pool, "BEGIN", owner).await?), self.outbox())
+            }
             (Backend::Sqlite(_), Some(writer)) => {
                 Tx(Backend::Sqlite(SqliteTx::Write(writer.begin().await?)), self.outbox())
             }
@@ -307,11 +323,11 @@ impl Store {
 
     /// Opens a read transaction whose statements all see one snapshot (PostgreSQL
     /// REPEATABLE READ; a SQLite read transaction is one snapshot in WAL mode).
-    #[allow(clippy::disallowed_methods)] // the other one
+    #[allow(clippy::disallowed_methods)] // SQLite's snapshot, the one transaction sqlx begins
     pub async fn begin_snapshot(&self) -> Result<Tx> {
         let tx = match &self.backend {
             Backend::Postgres(pool) => {
-                Backend::Postgres(pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+                Backend::Postgres(PgTx::begin(pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None).await?)
             }
             Backend::Sqlite(pool) => Backend::Sqlite(SqliteTx::Snapshot(pool.begin().await?)),
         };
