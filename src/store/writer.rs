@@ -58,8 +58,11 @@ impl Writer {
             .map_err(|_| sqlx::Error::PoolTimedOut)?;
         let mut conn = OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
         rollback_if_open(&mut conn, &self.open).await?;
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        // Open before `BEGIN` is sent: a begin cancelled while it waits for the file (a
+        // request past its limit) still begins once the file is free, on the connection's
+        // thread, and the next writer must roll that back.
         self.open.store(true, Ordering::Release);
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
         Ok(WriteTx { conn, open: self.open.clone(), writer: self.conn.clone() })
     }
 

@@ -22,6 +22,7 @@ on_both_backends!(
     long_facts_in_any_script_are_stored,
     metadata_and_tool_fields_are_capped,
     a_request_past_its_time_limit_is_a_503,
+    a_refused_remember_leaves_its_connection_clean,
     a_large_export_streams_every_page,
 );
 
@@ -162,6 +163,68 @@ async fn a_request_past_its_time_limit_is_a_503(backend: Backend) {
     // The abandoned append stored nothing.
     let (_, messages) = app.get(&format!("/api/conversations/{id}/messages"), &token).await;
     assert_eq!(messages["items"], json!([]));
+}
+
+/// Holds the owner's lock (PostgreSQL: its advisory lock, the key computed here in SQL
+/// as `docs/deployment.md` gives it; SQLite: the file) so that a remember cannot get it,
+/// on a pool of one connection: every request after it runs on the connection the
+/// refused remember had, which must be out of its transaction. On PostgreSQL the wait
+/// ends inside the request (the database's `lock_timeout`), before the request's limit
+/// would cancel it; on SQLite the request's limit ends it.
+async fn a_refused_remember_leaves_its_connection_clean(backend: Backend) {
+    let db = TestDb::fresh(backend).await;
+    if backend == Backend::Postgres {
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+        sqlx::raw_sql(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET lock_timeout = %L', current_database(), '300ms'); END $$",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("set lock_timeout");
+    }
+    let extra = ["--request-timeout-secs", "1", "--db-max-connections", "1"];
+    let app = TestApp::start(db, extra.iter().map(|a| a.to_string()).collect()).await;
+    let token = agent("acme");
+    let lock = hold_owner_lock(&app.db.url, "acme", AGENT, USER).await;
+    let (status, body) = app.post(&facts_path(), &token, json!({"fact": "Repairs clocks on weekends"})).await;
+    assert_error(status, &body, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    drop(lock);
+    // The refused remember's connection serves again once its rollback is done.
+    let stored = eventually(Duration::from_secs(10), || async {
+        let (status, _) = app.post(&facts_path(), &token, json!({"fact": "Keeps a vegetable garden"})).await;
+        (status == StatusCode::CREATED).then_some(())
+    })
+    .await;
+    assert!(stored.is_some(), "remember never succeeded again");
+    for _ in 0..3 {
+        let (status, facts) = app.get(&facts_path(), &token).await;
+        assert_eq!(status, StatusCode::OK, "{facts}");
+        assert_eq!(texts(&facts["items"]), ["Keeps a vegetable garden"], "the refused remember stored nothing");
+    }
+}
+
+/// A connection holding the lock of one owner's writers until dropped.
+async fn hold_owner_lock(url: &str, tenant: &str, agent_id: &str, user: &str) -> Lock {
+    if url.starts_with("postgres") {
+        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+        sqlx::query(
+            "SELECT pg_advisory_lock(('x' || encode(substring(sha256( \
+               int4send(octet_length($1)) || convert_to($1, 'UTF8') || \
+               int4send(octet_length($2)) || convert_to($2, 'UTF8') || \
+               int4send(octet_length($3)) || convert_to($3, 'UTF8')) FROM 1 FOR 8), 'hex'))::bit(64)::bigint)",
+        )
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(user)
+        .execute(&mut conn)
+        .await
+        .expect("lock");
+        Lock::Postgres { _held: conn }
+    } else {
+        let mut conn = sqlx::SqliteConnection::connect(url).await.expect("connect");
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.expect("lock");
+        Lock::Sqlite { _held: conn }
+    }
 }
 
 /// Appends one message, returning the raw response (its headers are checked).
