@@ -16,7 +16,7 @@ use crate::{
     embed::Embedder,
     extract::Extractor,
     http,
-    service::AppState,
+    service::{AppState, recall_counts::RecallCounts},
     store::Store,
     telemetry,
 };
@@ -81,6 +81,7 @@ impl App {
         let state = AppState {
             store,
             guard,
+            recall_counts: Arc::new(RecallCounts::new(config.recall_tracking)),
             config: Arc::new(config),
             metrics: telemetry::metrics_handle(),
             job_wakeup: Arc::new(Notify::new()),

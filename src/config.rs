@@ -238,6 +238,15 @@ pub struct ServeConfig {
     /// How often the idle sweeper looks (seconds).
     #[arg(long, env = "ENGRAM_SWEEP_INTERVAL_SECS", default_value_t = 30)]
     pub sweep_interval_secs: u64,
+    /// Counts which facts reads return (memory context, search, the tools), for the
+    /// forgetting policies: `forget_unrecalled_after_days` and the keep score. Off: reads
+    /// note nothing and facts keep the counts they had.
+    #[arg(long, env = "ENGRAM_RECALL_TRACKING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub recall_tracking: bool,
+    /// How often the recall counts gathered in memory are written (seconds); a crash
+    /// loses at most this long's counts.
+    #[arg(long, env = "ENGRAM_RECALL_FLUSH_SECS", default_value_t = 10)]
+    pub recall_flush_secs: u64,
     /// Facts kept per agent and user.
     #[arg(long, env = "ENGRAM_MAX_FACTS_PER_USER", default_value_t = 1000)]
     pub max_facts_per_user: i64,
@@ -370,6 +379,7 @@ impl ServeConfig {
         );
         anyhow::ensure!(self.idle_end_secs >= 1, "ENGRAM_IDLE_END_SECS must be at least 1");
         anyhow::ensure!(self.sweep_interval_secs >= 1, "ENGRAM_SWEEP_INTERVAL_SECS must be at least 1");
+        anyhow::ensure!((1..=3600).contains(&self.recall_flush_secs), "ENGRAM_RECALL_FLUSH_SECS must be 1-3600");
         anyhow::ensure!(self.max_body_bytes >= 1024, "ENGRAM_MAX_BODY_BYTES must be at least 1024");
         anyhow::ensure!((1..=3600).contains(&self.request_timeout_secs), "ENGRAM_REQUEST_TIMEOUT_SECS must be 1-3600");
         if self.extractor != ExtractorKind::Builtin {

@@ -445,6 +445,31 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(config["extraction_instructions"], "Only durable preferences.", "{config}");
     browser.step("agent").await;
 
+    // Forgetting and retention: the API's message next to its field, then a valid save.
+    browser.type_into("#keep_best_facts", "100001").await;
+    browser.click("#settings button[type=submit]").await;
+    assert_eq!(browser.text("#keep_best_facts-error").await, "keep_best_facts must be 0 (off) to 100000, got 100001");
+    let (_, unchanged) = app.get("/api/agents-config/support-bot", &admin).await;
+    assert_eq!(unchanged["keep_best_facts"], 0, "{unchanged}");
+    browser.type_into("#keep_best_facts", "25").await;
+    browser.type_into("#delete_conversations_after_days", "90").await;
+    browser.click("#settings button[type=submit]").await;
+    assert_eq!(browser.text("#notice").await, "Settings saved.");
+    let (_, config) = app.get("/api/agents-config/support-bot", &admin).await;
+    assert_eq!(
+        (config["keep_best_facts"].clone(), config["delete_conversations_after_days"].clone()),
+        (json!(25), json!(90))
+    );
+    assert_eq!((config["forget_curated_facts"].clone(), config["min_user_turns"].clone()), (json!(false), json!(2)));
+    let (_, config) = app
+        .put(
+            "/api/agents-config/support-bot",
+            &admin,
+            json!({"keep_best_facts": 0, "delete_conversations_after_days": 0}),
+        )
+        .await;
+    assert_eq!(config["keep_best_facts"], 0, "{config}");
+
     // People: find the person, open the agent's facts.
     browser.click("header nav a[href='/admin/people']").await;
     browser.type_into("#ref", USER).await;
@@ -469,6 +494,16 @@ async fn operator_signs_in_switches_memory_and_looks_after_a_person(backend: Bac
     assert_eq!(facts[0]["source"], "manual");
     let id = facts[0]["id"].as_str().expect("fact id").to_owned();
     let row = format!("tr[data-fact-id='{id}']");
+    // When it was said, as the API has it (to the minute), and no end or expiry.
+    let observed = chrono::DateTime::parse_from_rfc3339(facts[0]["observed_at"].as_str().expect("observed_at"))
+        .expect("a time")
+        .format("%Y-%m-%d %H:%M UTC")
+        .to_string();
+    assert_eq!(browser.text(&format!("{row} .observed")).await, observed);
+    assert_eq!(
+        browser.count(&format!("{row} .valid-until")).await + browser.count(&format!("{row} .expires")).await,
+        0
+    );
     browser.toggle(&format!("{row} summary")).await;
     browser.type_into(&format!("#fact-{id}"), "Prefers green tea").await;
     browser.click(&format!("{row} form.edit-fact button")).await;

@@ -148,7 +148,40 @@ pub struct SettingsValues {
     max_injected_facts: String,
     min_confidence: String,
     extraction_instructions: String,
+    /// The forgetting and retention numbers, in [`POLICY_FIELDS`] order.
+    policies: [String; 5],
+    forget_curated_facts: bool,
 }
+
+/// The forgetting and retention settings the panel edits as whole numbers (0 = off): field
+/// name, label and hint, in the form's order.
+const POLICY_FIELDS: [(&str, &str, &str); 5] = [
+    (
+        "forget_extracted_after_days",
+        "Forget extracted facts after (days)",
+        "Extracted facts said longer ago are deleted (0 = never, up to 36500).",
+    ),
+    (
+        "forget_unrecalled_after_days",
+        "Forget unrecalled facts after (days)",
+        "Facts no read returned for this long are deleted (0 = never, up to 36500).",
+    ),
+    (
+        "keep_best_facts",
+        "Keep best facts per user",
+        "Only this many per user are kept, the best by confidence, recency and recalls (0 = all, up to 100000).",
+    ),
+    (
+        "max_messages_per_conversation",
+        "Messages kept per conversation",
+        "Older messages are deleted once the rolling summary covers them (0 = all, up to 1000000).",
+    ),
+    (
+        "delete_conversations_after_days",
+        "Delete conversations after (days)",
+        "Ended conversations are deleted this long after they ended (0 = never, up to 36500).",
+    ),
+];
 
 impl SettingsValues {
     fn of(settings: &Settings) -> SettingsValues {
@@ -158,7 +191,24 @@ impl SettingsValues {
             max_injected_facts: settings.max_injected_facts.to_string(),
             min_confidence: settings.min_confidence.to_string(),
             extraction_instructions: settings.extraction_instructions.clone().unwrap_or_default(),
+            policies: [
+                settings.forgetting.extracted_after_days,
+                settings.forgetting.unrecalled_after_days,
+                settings.forgetting.keep_best,
+                settings.retention.max_messages,
+                settings.retention.conversations_after_days,
+            ]
+            .map(|n| n.to_string()),
+            forget_curated_facts: settings.forgetting.curated,
         }
+    }
+
+    /// The forgetting and retention fields for the template: (name, label, hint, value).
+    fn policy_fields(&self) -> impl Iterator<Item = (&'static str, &'static str, &'static str, &str)> + '_ {
+        POLICY_FIELDS
+            .iter()
+            .zip(&self.policies)
+            .map(|((name, label, hint), value)| (*name, *label, *hint, value.as_str()))
     }
 }
 
@@ -212,6 +262,32 @@ pub struct SettingsForm {
     min_confidence: String,
     #[serde(default)]
     extraction_instructions: String,
+    #[serde(default)]
+    forget_extracted_after_days: Option<String>,
+    #[serde(default)]
+    forget_unrecalled_after_days: Option<String>,
+    #[serde(default)]
+    keep_best_facts: Option<String>,
+    #[serde(default)]
+    max_messages_per_conversation: Option<String>,
+    #[serde(default)]
+    delete_conversations_after_days: Option<String>,
+    forget_curated_facts: Option<String>,
+}
+
+impl SettingsForm {
+    /// The forgetting and retention fields as typed, in [`POLICY_FIELDS`] order (absent:
+    /// empty, which keeps the stored value).
+    fn policies(&self) -> [String; 5] {
+        [
+            &self.forget_extracted_after_days,
+            &self.forget_unrecalled_after_days,
+            &self.keep_best_facts,
+            &self.max_messages_per_conversation,
+            &self.delete_conversations_after_days,
+        ]
+        .map(|value| value.clone().unwrap_or_default())
+    }
 }
 
 /// Turns the form into the API's patch. Each field is checked on its own by the domain's
@@ -245,6 +321,27 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
         ConfigPatch { extraction_instructions: Some(instructions.clone().flatten()), ..ConfigPatch::default() },
     )
     .is_some();
+    // Each policy on its own, so that its message lands next to it; empty keeps it.
+    let mut unparsed = Vec::new();
+    let mut policies =
+        ConfigPatch { forget_curated_facts: Some(form.forget_curated_facts.is_some()), ..ConfigPatch::default() };
+    for ((name, ..), typed) in POLICY_FIELDS.iter().zip(form.policies()) {
+        if typed.trim().is_empty() {
+            continue;
+        }
+        let Some(n) = whole(&typed) else {
+            unparsed.push(*name);
+            continue;
+        };
+        let mut one = ConfigPatch::default();
+        *policy_of(&mut one, name) = Some(n);
+        if check(name, one).is_some() {
+            *policy_of(&mut policies, name) = Some(n);
+        }
+    }
+    for name in unparsed {
+        errors.add(name, format!("{name} must be a whole number (0 = off)"));
+    }
     if whole(&form.min_user_turns).is_none() {
         errors.add("min_user_turns", "min_user_turns must be a whole number from 1 to 100".into());
     }
@@ -262,9 +359,20 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
             min_confidence: confidence.min_confidence,
             extraction_instructions: instructions,
             // The panel leaves the summary settings as they are.
-            ..ConfigPatch::default()
+            ..policies
         }),
         _ => Err(errors),
+    }
+}
+
+/// The field of `patch` that the policy setting `name` (one of [`POLICY_FIELDS`]) sets.
+fn policy_of<'p>(patch: &'p mut ConfigPatch, name: &str) -> &'p mut Option<i32> {
+    match name {
+        "forget_extracted_after_days" => &mut patch.forget_extracted_after_days,
+        "forget_unrecalled_after_days" => &mut patch.forget_unrecalled_after_days,
+        "keep_best_facts" => &mut patch.keep_best_facts,
+        "max_messages_per_conversation" => &mut patch.max_messages_per_conversation,
+        _ => &mut patch.delete_conversations_after_days,
     }
 }
 
@@ -286,6 +394,8 @@ pub async fn save(
                 can_change: true,
                 values: SettingsValues {
                     memory_enabled: form.memory_enabled.is_some(),
+                    policies: form.policies(),
+                    forget_curated_facts: form.forget_curated_facts.is_some(),
                     min_user_turns: form.min_user_turns,
                     max_injected_facts: form.max_injected_facts,
                     min_confidence: form.min_confidence,
@@ -311,6 +421,12 @@ mod tests {
             max_injected_facts: facts.into(),
             min_confidence: confidence.into(),
             extraction_instructions: instructions.into(),
+            forget_extracted_after_days: None,
+            forget_unrecalled_after_days: None,
+            keep_best_facts: Some("0".into()),
+            max_messages_per_conversation: None,
+            delete_conversations_after_days: None,
+            forget_curated_facts: None,
         }
     }
 
@@ -336,5 +452,27 @@ mod tests {
         assert_eq!(patch.max_injected_facts, Some(5));
         assert_eq!(patch.min_confidence, Some(0.5));
         assert_eq!(patch.extraction_instructions, Some(None));
+        assert_eq!((patch.keep_best_facts, patch.forget_extracted_after_days), (Some(0), None), "empty keeps");
+        assert_eq!(patch.forget_curated_facts, Some(false));
+    }
+
+    #[test]
+    fn each_policy_is_checked_next_to_its_field() {
+        let mut bad = form("3", "10", "0.7", "");
+        bad.forget_extracted_after_days = Some("36501".into());
+        bad.keep_best_facts = Some("many".into());
+        bad.delete_conversations_after_days = Some("30".into());
+        let errors = patch_of(&bad).unwrap_err();
+        assert_eq!(
+            errors.get("forget_extracted_after_days").map(String::as_str),
+            Some("forget_extracted_after_days must be 0 (off) to 36500, got 36501")
+        );
+        assert!(errors.get("keep_best_facts").is_some());
+        assert!(errors.get("delete_conversations_after_days").is_none());
+        let mut good = form("3", "10", "0.7", "");
+        good.delete_conversations_after_days = Some(" 30 ".into());
+        good.forget_curated_facts = Some("on".into());
+        let patch = patch_of(&good).unwrap();
+        assert_eq!((patch.delete_conversations_after_days, patch.forget_curated_facts), (Some(30), Some(true)));
     }
 }

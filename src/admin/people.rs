@@ -327,6 +327,11 @@ struct FactView {
     score: String,
     relevance: Option<String>,
     updated: String,
+    /// When it was said, until when it was true, when it expires (`observed_at`,
+    /// `valid_until`, `expires_at`).
+    observed: String,
+    valid_until: Option<String>,
+    expires: Option<String>,
 }
 
 impl FactView {
@@ -339,6 +344,9 @@ impl FactView {
             open: false,
             relevance: relevance.map(|r| format!("{r:.2}")),
             updated: when(&fact.updated_at),
+            observed: when(&fact.observed_at),
+            valid_until: fact.valid_until.as_ref().map(when),
+            expires: fact.expires_at.as_ref().map(when),
             tags,
             score,
             fact,

@@ -21,6 +21,26 @@ pub struct AgentConfig {
     /// The newest messages a summary leaves out, kept verbatim.
     #[schema(minimum = 0, maximum = 100)]
     pub summary_window: i32,
+    /// Delete extracted facts said (`observed_at`) more than this many days ago; 0 = off.
+    #[schema(minimum = 0, maximum = 36500)]
+    pub forget_extracted_after_days: i32,
+    /// Delete facts not returned by any read for this many days (counted from when the
+    /// fact was stored if it never was); 0 = off.
+    #[schema(minimum = 0, maximum = 36500)]
+    pub forget_unrecalled_after_days: i32,
+    /// Keep at most this many facts per user, the best by the keep score of
+    /// docs/behaviour.md; 0 = off.
+    #[schema(minimum = 0, maximum = 100000)]
+    pub keep_best_facts: i32,
+    /// Whether the three policies above also delete manual and agent facts (by default they
+    /// touch extracted facts only).
+    pub forget_curated_facts: bool,
+    /// Keep at most this many messages per conversation, deleting the oldest; 0 = off.
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub max_messages_per_conversation: i32,
+    /// Delete conversations this many days after they ended; 0 = off.
+    #[schema(minimum = 0, maximum = 36500)]
+    pub delete_conversations_after_days: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -35,7 +55,33 @@ pub struct Settings {
     pub extraction_instructions: Option<String>,
     pub summarize_after_messages: i32,
     pub summary_window: i32,
+    pub forgetting: Forgetting,
+    pub retention: Retention,
 }
+
+/// An agent's forgetting policies (0 = off for each number): applied by the sweeper.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Forgetting {
+    pub extracted_after_days: i32,
+    pub unrecalled_after_days: i32,
+    pub keep_best: i32,
+    /// Whether the policies reach manual and agent facts too.
+    pub curated: bool,
+}
+
+/// An agent's message retention (0 = off for each): applied by the sweeper.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub max_messages: i32,
+    pub conversations_after_days: i32,
+}
+
+/// Upper bounds of the forgetting and retention settings (each also takes 0, off). Days
+/// stop at a hundred years, where a longer time means nothing and the arithmetic on
+/// times cannot overflow.
+pub const MAX_DAYS: i32 = 36_500;
+pub const MAX_KEEP_BEST: i32 = 100_000;
+pub const MAX_MESSAGES_KEPT: i32 = 1_000_000;
 
 /// Bounds of `summarize_after_messages` (0 = off) and `summary_window`.
 pub const MAX_SUMMARIZE_AFTER: i32 = 1000;
@@ -51,6 +97,8 @@ impl Default for Settings {
             extraction_instructions: None,
             summarize_after_messages: 20,
             summary_window: 10,
+            forgetting: Forgetting::default(),
+            retention: Retention::default(),
         }
     }
 }
@@ -83,6 +131,28 @@ pub struct ConfigPatch {
     #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 0, maximum = 100)]
     pub summary_window: Option<i32>,
+    /// Delete extracted facts said more than this many days ago; 0 turns it off.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 36500)]
+    pub forget_extracted_after_days: Option<i32>,
+    /// Delete facts no read returned for this many days; 0 turns it off.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 36500)]
+    pub forget_unrecalled_after_days: Option<i32>,
+    /// Keep at most this many facts per user, the best by the keep score; 0 turns it off.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 100000)]
+    pub keep_best_facts: Option<i32>,
+    /// Whether the forgetting policies also delete manual and agent facts.
+    pub forget_curated_facts: Option<bool>,
+    /// Keep at most this many messages per conversation; 0 turns it off.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub max_messages_per_conversation: Option<i32>,
+    /// Delete conversations this many days after they ended; 0 turns it off.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 36500)]
+    pub delete_conversations_after_days: Option<i32>,
 }
 
 /// The largest integer a JSON number written as a float holds exactly (2^53 − 1, also
@@ -130,6 +200,17 @@ impl ConfigPatch {
         if let Some(n) = self.summary_window.filter(|n| !(0..=MAX_SUMMARY_WINDOW).contains(n)) {
             return Err(format!("summary_window must be 0-{MAX_SUMMARY_WINDOW}, got {n}"));
         }
+        for (name, value, max) in [
+            ("forget_extracted_after_days", self.forget_extracted_after_days, MAX_DAYS),
+            ("forget_unrecalled_after_days", self.forget_unrecalled_after_days, MAX_DAYS),
+            ("keep_best_facts", self.keep_best_facts, MAX_KEEP_BEST),
+            ("max_messages_per_conversation", self.max_messages_per_conversation, MAX_MESSAGES_KEPT),
+            ("delete_conversations_after_days", self.delete_conversations_after_days, MAX_DAYS),
+        ] {
+            if let Some(n) = value.filter(|n| !(0..=max).contains(n)) {
+                return Err(format!("{name} must be 0 (off) to {max}, got {n}"));
+            }
+        }
         if let Some(Some(text)) = &self.extraction_instructions
             && text.chars().count() > 4000
         {
@@ -151,6 +232,22 @@ impl ConfigPatch {
             },
             summarize_after_messages: self.summarize_after_messages.unwrap_or(current.summarize_after_messages),
             summary_window: self.summary_window.unwrap_or(current.summary_window),
+            forgetting: Forgetting {
+                extracted_after_days: self
+                    .forget_extracted_after_days
+                    .unwrap_or(current.forgetting.extracted_after_days),
+                unrecalled_after_days: self
+                    .forget_unrecalled_after_days
+                    .unwrap_or(current.forgetting.unrecalled_after_days),
+                keep_best: self.keep_best_facts.unwrap_or(current.forgetting.keep_best),
+                curated: self.forget_curated_facts.unwrap_or(current.forgetting.curated),
+            },
+            retention: Retention {
+                max_messages: self.max_messages_per_conversation.unwrap_or(current.retention.max_messages),
+                conversations_after_days: self
+                    .delete_conversations_after_days
+                    .unwrap_or(current.retention.conversations_after_days),
+            },
         }
     }
 }
@@ -179,6 +276,15 @@ mod tests {
             r#"{"summarize_after_messages": 1001}"#,
             r#"{"summary_window": -1}"#,
             r#"{"summary_window": 101}"#,
+            r#"{"forget_extracted_after_days": -1}"#,
+            r#"{"forget_extracted_after_days": 36501}"#,
+            r#"{"forget_unrecalled_after_days": 36501}"#,
+            r#"{"keep_best_facts": 100001}"#,
+            r#"{"keep_best_facts": -3}"#,
+            r#"{"forget_curated_facts": 1}"#,
+            r#"{"max_messages_per_conversation": 1000001}"#,
+            r#"{"delete_conversations_after_days": 36501}"#,
+            r#"{"delete_conversations_after_days": 0.5}"#,
         ] {
             assert!(patch(bad).is_err(), "{bad}");
         }
@@ -205,6 +311,23 @@ mod tests {
         let kept = patch(r#"{"memory_enabled": true}"#).unwrap().apply(Settings::default());
         assert_eq!((kept.summarize_after_messages, kept.summary_window), (20, 10));
         assert!(patch(r#"{"summarize_after_messages": 1000, "summary_window": 0}"#).is_ok());
+    }
+
+    #[test]
+    fn forgetting_and_retention_take_their_whole_range_and_absent_keeps_them() {
+        let set = patch(
+            r#"{"forget_extracted_after_days": 36500, "forget_unrecalled_after_days": 1, "keep_best_facts": 100000,
+                "forget_curated_facts": true, "max_messages_per_conversation": 1000000, "delete_conversations_after_days": 0}"#,
+        )
+        .unwrap()
+        .apply(Settings::default());
+        let forgetting =
+            Forgetting { extracted_after_days: 36500, unrecalled_after_days: 1, keep_best: 100_000, curated: true };
+        assert_eq!(set.forgetting, forgetting);
+        assert_eq!(set.retention, Retention { max_messages: 1_000_000, conversations_after_days: 0 });
+        let kept = patch(r#"{"memory_enabled": true}"#).unwrap().apply(set.clone());
+        assert_eq!((kept.forgetting, kept.retention), (set.forgetting, set.retention));
+        assert_eq!(Settings::default().forgetting, Forgetting::default(), "off unless set");
     }
 
     #[test]

@@ -125,6 +125,12 @@ pub struct Fact {
     /// When it expires: from then on it is left out of every read, and the sweeper
     /// deletes it with its vector and history. Null for a fact that never expires.
     pub expires_at: Option<DateTime<Utc>>,
+    /// How many times a read (memory context, search, the tools) returned it. Counted in
+    /// memory and written every `ENGRAM_RECALL_FLUSH_SECS`, so it trails reads by up to
+    /// that long.
+    pub recall_count: i64,
+    /// When a read last returned it (as written by the last flush); null if none did.
+    pub last_recalled_at: Option<DateTime<Utc>>,
 }
 
 /// A fact's text, parsed once: the display form that is stored and its duplicate key.

@@ -168,6 +168,8 @@ mod tests {
             observed_at: Utc::now(),
             valid_until: None,
             expires_at: None,
+            recall_count: 0,
+            last_recalled_at: None,
         }
     }
 

@@ -105,6 +105,7 @@ pub async fn search(
     let limit = self::limit(limit, 10, 200)?;
     let filter = checked(filter)?;
     let hits = state.recall(owner, &query, filter, limit).await?;
+    state.recall_counts.note(hits.iter().map(|hit| hit.fact.id));
     let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
     Ok(SearchResults { items })
 }

@@ -35,10 +35,14 @@ pub async fn build(
     let recalled = async {
         Ok::<_, ApiError>(state.recall_for_context(owner, request.query.as_ref(), request.as_of, limit).await?)
     };
-    if !request.working_memory {
-        return Ok(MemoryContext::assemble(recalled.await?, max_facts, request.token_budget, None));
-    }
-    // Asked for: the document is read beside the facts, not after them.
-    let (candidates, document) = tokio::try_join!(recalled, working_memory::read_optional(state, owner))?;
-    Ok(MemoryContext::assemble(candidates, max_facts, request.token_budget, Some(document)))
+    let context = if request.working_memory {
+        // Asked for: the document is read beside the facts, not after them.
+        let (candidates, document) = tokio::try_join!(recalled, working_memory::read_optional(state, owner))?;
+        MemoryContext::assemble(candidates, max_facts, request.token_budget, Some(document))
+    } else {
+        MemoryContext::assemble(recalled.await?, max_facts, request.token_budget, None)
+    };
+    // The facts the agent is given are the ones recalled (not the candidates left out).
+    state.recall_counts.note(context.facts.iter().map(|fact| fact.id));
+    Ok(context)
 }

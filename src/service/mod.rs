@@ -21,6 +21,7 @@ pub mod facts;
 pub mod jobs;
 pub mod memory_context;
 pub mod recall;
+pub mod recall_counts;
 pub mod tools;
 pub mod webhooks;
 pub mod working_memory;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub embedder: Arc<Embedder>,
     /// Wakes the embedding worker when facts were written or the model became ready.
     pub embedding_wakeup: Arc<Notify>,
+    /// Which facts reads returned, until the flusher writes them (`ENGRAM_RECALL_TRACKING`).
+    pub recall_counts: Arc<recall_counts::RecallCounts>,
 }
 
 impl FromRef<AppState> for Guard {

@@ -15,6 +15,7 @@
 //! and user (see [`Caller::whose`]). Arguments are never logged: they hold what people
 //! said about themselves.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Map, Value, json};
 use utoipa::PartialSchema;
@@ -126,6 +127,8 @@ impl Tool {
         let score = json!({"type": "number", "minimum": 0.0, "maximum": 1.0,
             "description": "How sure or important the fact is, 0-1."});
         let id = json!({"type": "string", "format": "uuid", "description": "The fact's id."});
+        let as_of = json!({"type": "string", "format": "date-time",
+            "description": "Read the facts that were true at this time (RFC 3339) instead of now: said by then, not yet replaced, not expired."});
         let (properties, required): (Value, &[&str]) = match self {
             Tool::Remember => (
                 json!({"fact": described(schema_of::<FactString>(), "The fact, in one short sentence about the user."),
@@ -141,13 +144,13 @@ impl Tool {
             Tool::Recall => (
                 json!({"query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
                         "description": "What to look for, in the user's or your own words."},
-                    "limit": limit(10)}),
+                    "limit": limit(10), "as_of": as_of}),
                 &["query"],
             ),
             Tool::ListMemories => (
                 json!({"tag": described(schema_of::<Tag>(), "Only facts carrying this tag."), "limit": limit(50),
                     "cursor": {"type": "string", "minLength": 1, "pattern": "^[A-Za-z0-9_-]+$",
-                        "description": "The next_cursor of the previous page."}}),
+                        "description": "The next_cursor of the previous page."}, "as_of": as_of}),
                 &[],
             ),
             Tool::UpdateMemory => (
@@ -164,7 +167,8 @@ impl Tool {
                     "token_budget": {"type": "integer", "minimum": 1,
                         "description": "Tokens (about characters / 4) the prompt block may take."},
                     "working_memory": {"type": "boolean", "default": false,
-                        "description": "Also your working memory about the user, as a <working-memory> block."}}),
+                        "description": "Also your working memory about the user, as a <working-memory> block."},
+                    "as_of": as_of}),
                 &[],
             ),
             Tool::ReadWorkingMemory => (json!({}), &[]),
@@ -223,6 +227,7 @@ fn described(mut schema: Value, description: &str) -> Value {
 struct RecallArgs {
     query: String,
     limit: Option<i64>,
+    as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Deserialize)]
@@ -231,6 +236,7 @@ struct ListArgs {
     tag: Option<String>,
     limit: Option<i64>,
     cursor: Option<String>,
+    as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Deserialize)]
@@ -241,6 +247,7 @@ struct ContextArgs {
     token_budget: Option<i64>,
     #[serde(default)]
     working_memory: bool,
+    as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Deserialize)]
@@ -298,14 +305,15 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
         }
         Tool::Recall => {
             let args: RecallArgs = parse(args)?;
-            to_value(facts::search(state, owner, &args.query, args.limit, FactFilter::CURRENT).await?)
+            let filter = FactFilter { as_of: args.as_of, ..FactFilter::CURRENT };
+            to_value(facts::search(state, owner, &args.query, args.limit, filter).await?)
         }
         Tool::ListMemories => {
             let args: ListArgs = parse(args)?;
             let page = facts::list(
                 state,
                 owner,
-                FactFilter { tag: args.tag.as_deref(), ..FactFilter::CURRENT },
+                FactFilter { tag: args.tag.as_deref(), as_of: args.as_of, ..FactFilter::CURRENT },
                 args.limit,
                 args.cursor.as_deref(),
             );
@@ -327,6 +335,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
             let request =
                 ContextRequest::parse(args.query.as_deref(), args.max_facts, args.token_budget, args.working_memory)
                     .map_err(ApiError::InvalidRequest)?;
+            let request = ContextRequest { as_of: args.as_of, ..request };
             to_value(memory_context::build(state, owner, &policy, request).await?)
         }
         Tool::ReadWorkingMemory => {

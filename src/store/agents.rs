@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Result, Store, with_pool, with_tx};
 use crate::domain::{
-    agent_config::{AgentConfig, ConfigPatch, Settings},
+    agent_config::{AgentConfig, ConfigPatch, Forgetting, Retention, Settings},
     event::{Actor, EventData, EventType, NewEvent},
     ids::{AgentId, TenantId},
 };
@@ -19,6 +19,12 @@ struct ConfigRow {
     extraction_instructions: Option<String>,
     summarize_after_messages: i32,
     summary_window: i32,
+    forget_extracted_after_days: i32,
+    forget_unrecalled_after_days: i32,
+    keep_best_facts: i32,
+    forget_curated_facts: bool,
+    max_messages_per_conversation: i32,
+    delete_conversations_after_days: i32,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -35,6 +41,12 @@ impl From<ConfigRow> for AgentConfig {
             extraction_instructions: row.extraction_instructions,
             summarize_after_messages: row.summarize_after_messages,
             summary_window: row.summary_window,
+            forget_extracted_after_days: row.forget_extracted_after_days,
+            forget_unrecalled_after_days: row.forget_unrecalled_after_days,
+            keep_best_facts: row.keep_best_facts,
+            forget_curated_facts: row.forget_curated_facts,
+            max_messages_per_conversation: row.max_messages_per_conversation,
+            delete_conversations_after_days: row.delete_conversations_after_days,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -44,7 +56,9 @@ impl From<ConfigRow> for AgentConfig {
 macro_rules! columns {
     () => {
         "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
-         summarize_after_messages, summary_window, created_at, updated_at"
+         summarize_after_messages, summary_window, forget_extracted_after_days, forget_unrecalled_after_days, \
+         keep_best_facts, forget_curated_facts, max_messages_per_conversation, delete_conversations_after_days, \
+         created_at, updated_at"
     };
 }
 
@@ -81,7 +95,7 @@ impl Store {
         let sql = concat!(
             "INSERT INTO agent_configs (",
             columns!(),
-            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $7, $7, $8) \
+            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $8) \
              ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
                memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
                min_user_turns = COALESCE($10, agent_configs.min_user_turns), \
@@ -90,6 +104,12 @@ impl Store {
                extraction_instructions = CASE WHEN $13 THEN agent_configs.extraction_instructions ELSE $6 END, \
                summarize_after_messages = COALESCE($16, agent_configs.summarize_after_messages), \
                summary_window = COALESCE($17, agent_configs.summary_window), \
+               forget_extracted_after_days = COALESCE($24, agent_configs.forget_extracted_after_days), \
+               forget_unrecalled_after_days = COALESCE($25, agent_configs.forget_unrecalled_after_days), \
+               keep_best_facts = COALESCE($26, agent_configs.keep_best_facts), \
+               forget_curated_facts = COALESCE($27, agent_configs.forget_curated_facts), \
+               max_messages_per_conversation = COALESCE($28, agent_configs.max_messages_per_conversation), \
+               delete_conversations_after_days = COALESCE($29, agent_configs.delete_conversations_after_days), \
                updated_at = $7 \
              RETURNING ",
             columns!()
@@ -114,6 +134,18 @@ impl Store {
                 .bind(inserted.summary_window)
                 .bind(patch.summarize_after_messages)
                 .bind(patch.summary_window)
+                .bind(inserted.forgetting.extracted_after_days)
+                .bind(inserted.forgetting.unrecalled_after_days)
+                .bind(inserted.forgetting.keep_best)
+                .bind(inserted.forgetting.curated)
+                .bind(inserted.retention.max_messages)
+                .bind(inserted.retention.conversations_after_days)
+                .bind(patch.forget_extracted_after_days)
+                .bind(patch.forget_unrecalled_after_days)
+                .bind(patch.keep_best_facts)
+                .bind(patch.forget_curated_facts)
+                .bind(patch.max_messages_per_conversation)
+                .bind(patch.delete_conversations_after_days)
                 .fetch_one(&mut **tx)
                 .await?
         });
@@ -185,6 +217,16 @@ impl From<AgentConfig> for Settings {
             extraction_instructions: config.extraction_instructions,
             summarize_after_messages: config.summarize_after_messages,
             summary_window: config.summary_window,
+            forgetting: Forgetting {
+                extracted_after_days: config.forget_extracted_after_days,
+                unrecalled_after_days: config.forget_unrecalled_after_days,
+                keep_best: config.keep_best_facts,
+                curated: config.forget_curated_facts,
+            },
+            retention: Retention {
+                max_messages: config.max_messages_per_conversation,
+                conversations_after_days: config.delete_conversations_after_days,
+            },
         }
     }
 }

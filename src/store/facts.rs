@@ -154,6 +154,8 @@ pub(super) struct FactRow {
     observed_at: DateTime<Utc>,
     valid_until: Option<DateTime<Utc>>,
     expires_at: Option<DateTime<Utc>>,
+    recall_count: i64,
+    last_recalled_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<FactRow> for Fact {
@@ -176,6 +178,8 @@ impl TryFrom<FactRow> for Fact {
             observed_at: row.observed_at,
             valid_until: row.valid_until,
             expires_at: row.expires_at,
+            recall_count: row.recall_count,
+            last_recalled_at: row.last_recalled_at,
         })
     }
 }
@@ -208,7 +212,7 @@ fn facts(rows: Vec<FactRow>) -> Result<Vec<Fact>> {
 macro_rules! fact_columns {
     () => {
         "id, agent_id, external_ref, fact, tags, score, source, conversation_id, created_at, updated_at, superseded_by, \
-         superseded_at, observed_at, valid_until, expires_at"
+         superseded_at, observed_at, valid_until, expires_at, recall_count, last_recalled_at"
     };
 }
 pub(super) use fact_columns;
@@ -497,8 +501,9 @@ const DELETE_EXPIRED: &str = concat!(
     fact_columns!()
 );
 
+/// A fact the sweeper deleted, with its tenant (for its event).
 #[derive(sqlx::FromRow)]
-struct ExpiredRow {
+pub(super) struct ExpiredRow {
     tenant_id: String,
     #[sqlx(flatten)]
     fact: FactRow,
@@ -732,25 +737,7 @@ impl Store {
         let rows: Vec<ExpiredRow> = with_tx!(tx, tx => {
             sqlx::query_as(DELETE_EXPIRED).bind(now).bind(limit).fetch_all(&mut **tx).await?
         });
-        if rows.is_empty() {
-            // Nothing expired: no change, no event; ended by a commit rather than a
-            // rollback at the drop (which, on SQLite, a spawned task would run).
-            tx.commit().await?;
-            return Ok(0);
-        }
-        let deleted = rows.len() as u64;
-        for row in rows {
-            let fact: Fact = row.fact.try_into()?;
-            let event = NewEvent {
-                kind: EventType::FactDeleted,
-                agent_id: Some(fact.agent_id.as_str().to_owned()),
-                external_ref: Some(fact.external_ref.as_str().to_owned()),
-                data: EventData { reason: Some("expired"), ..EventData::fact(&fact) },
-            };
-            tx.record(&row.tenant_id, event);
-        }
-        tx.commit().await?;
-        Ok(deleted)
+        tx.commit_swept(rows, "expired").await
     }
 
     /// The memory context's candidates, in one query: without `query` the `limit`
@@ -789,6 +776,26 @@ impl Store {
 /// in the same transaction as its fenced job update, with the same duplicate rule and
 /// cap as a manual remember.
 impl Tx {
+    /// Records a `fact.deleted` event (actor: the transaction's, `reason`) for each fact
+    /// the sweeper deleted in this transaction, and commits; returns how many there were.
+    /// With none it still commits (no change, no event) rather than leave the rollback to
+    /// the drop, which on SQLite a spawned task would run.
+    pub(super) async fn commit_swept(mut self, rows: Vec<ExpiredRow>, reason: &'static str) -> Result<u64> {
+        let deleted = rows.len() as u64;
+        for row in rows {
+            let fact: Fact = row.fact.try_into()?;
+            let event = NewEvent {
+                kind: EventType::FactDeleted,
+                agent_id: Some(fact.agent_id.as_str().to_owned()),
+                external_ref: Some(fact.external_ref.as_str().to_owned()),
+                data: EventData { reason: Some(reason), ..EventData::fact(&fact) },
+            };
+            self.record(&row.tenant_id, event);
+        }
+        self.commit().await?;
+        Ok(deleted)
+    }
+
     /// Inserts `fact` unless the same fact (by normalised text) is stored for this
     /// owner, in which case the stored one is returned. With a `cap`, refuses (`Full`)
     /// when the owner already holds `cap` facts; a duplicate is still `Existing`. A fact

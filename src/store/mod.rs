@@ -35,6 +35,7 @@ pub mod conversations;
 pub mod events;
 pub mod extraction_job;
 pub mod facts;
+pub mod forgetting;
 mod ids;
 pub mod job_queue;
 pub mod jobs;

@@ -4,12 +4,18 @@
 //! conversation's lock; the extraction reads it when its job starts.
 
 use super::{Result, Store, facts::BindOwner, with_pool};
-use crate::domain::{agent_config::Settings, owner::Owner, policy::Policy};
+use crate::domain::{
+    agent_config::{Forgetting, Retention, Settings},
+    owner::Owner,
+    policy::Policy,
+};
 
 /// Binds: `$1` tenant, `$2` agent, `$3` external ref. One row, NULLs where nothing is
 /// stored.
 pub(super) const POLICY_SQL: &str = "SELECT a.memory_enabled, a.min_user_turns, a.max_injected_facts, \
-       a.min_confidence, a.extraction_instructions, a.summarize_after_messages, a.summary_window, u.ai_consent \
+       a.min_confidence, a.extraction_instructions, a.summarize_after_messages, a.summary_window, \
+       a.forget_extracted_after_days, a.forget_unrecalled_after_days, a.keep_best_facts, a.forget_curated_facts, \
+       a.max_messages_per_conversation, a.delete_conversations_after_days, u.ai_consent \
      FROM (SELECT 1 AS one) AS one \
      LEFT JOIN agent_configs a ON a.tenant_id = $1 AND a.agent_id = $2 \
      LEFT JOIN user_consents u ON u.tenant_id = $1 AND u.external_ref = $3";
@@ -23,6 +29,12 @@ pub(super) struct PolicyRow {
     extraction_instructions: Option<String>,
     summarize_after_messages: Option<i32>,
     summary_window: Option<i32>,
+    forget_extracted_after_days: Option<i32>,
+    forget_unrecalled_after_days: Option<i32>,
+    keep_best_facts: Option<i32>,
+    forget_curated_facts: Option<bool>,
+    max_messages_per_conversation: Option<i32>,
+    delete_conversations_after_days: Option<i32>,
     ai_consent: Option<bool>,
 }
 
@@ -52,6 +64,17 @@ impl From<PolicyRow> for Policy {
                 extraction_instructions: row.extraction_instructions,
                 summarize_after_messages,
                 summary_window,
+                // NOT NULL too: present whenever the row above is.
+                forgetting: Forgetting {
+                    extracted_after_days: row.forget_extracted_after_days.unwrap_or_default(),
+                    unrecalled_after_days: row.forget_unrecalled_after_days.unwrap_or_default(),
+                    keep_best: row.keep_best_facts.unwrap_or_default(),
+                    curated: row.forget_curated_facts.unwrap_or_default(),
+                },
+                retention: Retention {
+                    max_messages: row.max_messages_per_conversation.unwrap_or_default(),
+                    conversations_after_days: row.delete_conversations_after_days.unwrap_or_default(),
+                },
             }),
             _ => None,
         };

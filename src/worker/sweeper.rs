@@ -2,7 +2,8 @@
 //! (with the same decision and transaction as `POST …/end`), forgets idempotency keys
 //! past their 24 hours, deletes finished jobs past `ENGRAM_JOB_RETENTION_SECS`, events
 //! past `ENGRAM_EVENT_RETENTION` and expired facts (with their vectors and history; reads
-//! leave them out from the moment they expire, so the sweep only frees the rows), and on
+//! leave them out from the moment they expire, so the sweep only frees the rows), applies
+//! the agents' forgetting policies and message retention (see [`apply_agent_policies`]), and on
 //! SQLite merges the full-text index a step towards one segment, which searches read
 //! faster than the many that writes leave.
 //!
@@ -18,7 +19,10 @@ use tokio::sync::watch;
 use crate::domain::event::Actor;
 use crate::{
     service::{AppState, conversations},
-    store::conversations::EndTrigger,
+    store::{
+        conversations::EndTrigger,
+        forgetting::{FactPolicy, PolicyAgent},
+    },
 };
 
 /// Conversations ended per query; the sweep repeats until a batch comes back short.
@@ -53,6 +57,17 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(deleted) => tracing::info!(deleted, "expired facts deleted"),
             Err(error) => tracing::warn!(error = format!("{error:#}"), "expired fact cleanup failed"),
         }
+        match apply_agent_policies(&state, &stop).await {
+            // Counts only, never what was deleted.
+            Ok(swept) if swept.any() => tracing::info!(
+                facts = swept.facts,
+                messages = swept.messages,
+                conversations = swept.conversations,
+                "deleted by the agents' forgetting and retention settings"
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(error = format!("{error:#}"), "forgetting and retention sweep failed"),
+        }
         let retention = TimeDelta::from_std(state.config.event_retention).unwrap_or(TimeDelta::MAX);
         match state.store.prune_events(crate::store::now() - retention).await {
             Ok(0) => {}
@@ -78,6 +93,123 @@ async fn delete_expired_facts(state: &AppState, stop: &watch::Receiver<bool>) ->
             return Ok(total);
         }
     }
+}
+
+/// What one sweep deleted by the agents' settings.
+#[derive(Debug, Default)]
+struct Swept {
+    facts: u64,
+    messages: u64,
+    conversations: u64,
+}
+
+impl Swept {
+    fn any(&self) -> bool {
+        self.facts + self.messages + self.conversations > 0
+    }
+}
+
+/// Applies every agent's forgetting policies (`forget_extracted_after_days`,
+/// `forget_unrecalled_after_days`, `keep_best_facts`) and message retention
+/// (`max_messages_per_conversation`, `delete_conversations_after_days`), each in batches
+/// of [`EXPIRED_BATCH`] per transaction, until a batch comes back short. Counted in
+/// `engram_facts_forgotten_total{reason}`, `engram_messages_trimmed_total` and
+/// `engram_conversations_retention_deleted_total`.
+async fn apply_agent_policies(state: &AppState, stop: &watch::Receiver<bool>) -> sqlx::Result<Swept> {
+    let mut swept = Swept::default();
+    let mut after = None;
+    loop {
+        let agents = state.store.policy_agents(after.as_ref().map(|(t, a)| (t, a)), BATCH).await?;
+        for agent in &agents {
+            if *stop.borrow() {
+                return Ok(swept);
+            }
+            swept.facts += forget_facts(state, agent, stop).await?;
+            let (messages, conversations) = apply_retention(state, agent, stop).await?;
+            swept.messages += messages;
+            swept.conversations += conversations;
+        }
+        match agents.last() {
+            Some(last) if i64::try_from(agents.len()).unwrap_or(i64::MAX) == BATCH => {
+                after = Some((last.tenant.clone(), last.agent.clone()));
+            }
+            _ => return Ok(swept),
+        }
+    }
+}
+
+/// The days of a setting before `now`; `None` when the setting is off (0).
+fn days_before(now: chrono::DateTime<chrono::Utc>, days: i32) -> Option<chrono::DateTime<chrono::Utc>> {
+    (days > 0).then(|| now - TimeDelta::days(i64::from(days)))
+}
+
+/// Applies the agent's fact policies that are on; returns how many facts they deleted.
+async fn forget_facts(state: &AppState, agent: &PolicyAgent, stop: &watch::Receiver<bool>) -> sqlx::Result<u64> {
+    let now = crate::store::now();
+    let forgetting = agent.forgetting;
+    let policies = [
+        days_before(now, forgetting.extracted_after_days).map(FactPolicy::MaxAge),
+        days_before(now, forgetting.unrecalled_after_days).map(FactPolicy::Unrecalled),
+        (forgetting.keep_best > 0).then_some(FactPolicy::KeepBest(i64::from(forgetting.keep_best))),
+    ];
+    let mut total = 0;
+    for policy in policies.into_iter().flatten() {
+        loop {
+            let deleted = state.store.forget_facts(agent, policy, now, EXPIRED_BATCH).await?;
+            metrics::counter!("engram_facts_forgotten_total", "reason" => policy.reason()).increment(deleted);
+            total += deleted;
+            if deleted < EXPIRED_BATCH.unsigned_abs() || *stop.borrow() {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Applies the agent's message retention; returns the messages trimmed and the
+/// conversations deleted.
+async fn apply_retention(
+    state: &AppState,
+    agent: &PolicyAgent,
+    stop: &watch::Receiver<bool>,
+) -> sqlx::Result<(u64, u64)> {
+    let (mut messages, mut conversations) = (0, 0);
+    if agent.retention.max_messages > 0 {
+        let max = i64::from(agent.retention.max_messages);
+        let mut after = None;
+        loop {
+            let batch = state.store.long_conversations(agent, max, after, BATCH).await?;
+            for id in &batch {
+                loop {
+                    if *stop.borrow() {
+                        return Ok((messages, conversations));
+                    }
+                    let trimmed =
+                        state.store.trim_conversation(&agent.tenant, *id, max, agent.summarizes, EXPIRED_BATCH).await?;
+                    metrics::counter!("engram_messages_trimmed_total").increment(trimmed);
+                    messages += trimmed;
+                    if trimmed < EXPIRED_BATCH.unsigned_abs() {
+                        break;
+                    }
+                }
+            }
+            match batch.last() {
+                Some(last) if i64::try_from(batch.len()).unwrap_or(i64::MAX) == BATCH => after = Some(*last),
+                _ => break,
+            }
+        }
+    }
+    if let Some(before) = days_before(crate::store::now(), agent.retention.conversations_after_days) {
+        loop {
+            let deleted = state.store.delete_ended_conversations(agent, before, BATCH).await?;
+            metrics::counter!("engram_conversations_retention_deleted_total").increment(deleted);
+            conversations += deleted;
+            if deleted < BATCH.unsigned_abs() || *stop.borrow() {
+                break;
+            }
+        }
+    }
+    Ok((messages, conversations))
 }
 
 async fn end_idle_conversations(state: &AppState, stop: &watch::Receiver<bool>) -> sqlx::Result<()> {

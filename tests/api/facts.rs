@@ -130,7 +130,9 @@ async fn remember_returns_the_stored_fact(backend: Backend) {
             "external_ref",
             "fact",
             "id",
+            "last_recalled_at",
             "observed_at",
+            "recall_count",
             "score",
             "source",
             "superseded_at",
@@ -142,6 +144,7 @@ async fn remember_returns_the_stored_fact(backend: Backend) {
     );
     assert_eq!((&fact["superseded_by"], &fact["superseded_at"]), (&Value::Null, &Value::Null));
     assert_eq!((&fact["valid_until"], &fact["expires_at"]), (&Value::Null, &Value::Null));
+    assert_eq!((&fact["recall_count"], &fact["last_recalled_at"]), (&json!(0), &Value::Null), "never recalled yet");
     assert_eq!(fact["observed_at"], fact["created_at"], "said when it was stored");
     assert!(uuid::Uuid::parse_str(fact["id"].as_str().unwrap()).is_ok());
     assert_eq!(fact["agent_id"], AGENT);

@@ -20,6 +20,7 @@ mod events;
 mod extraction;
 mod facts;
 mod facts_over_time;
+mod forgetting;
 mod foundation;
 mod hardening;
 mod llm_anthropic;

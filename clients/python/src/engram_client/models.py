@@ -53,6 +53,8 @@ class Fact(TypedDict, total=False):
     observed_at: str
     valid_until: str | None
     expires_at: str | None
+    recall_count: int
+    last_recalled_at: str | None
     created_at: str
     updated_at: str
 
@@ -98,6 +100,12 @@ class AgentConfig(TypedDict, total=False):
     extraction_instructions: str | None
     summarize_after_messages: int | None
     summary_window: int
+    forget_extracted_after_days: int
+    forget_unrecalled_after_days: int
+    keep_best_facts: int
+    forget_curated_facts: bool
+    max_messages_per_conversation: int
+    delete_conversations_after_days: int
     created_at: str
     updated_at: str
 

@@ -764,9 +764,41 @@ export interface components {
             agent_id: components["schemas"]["AgentId"];
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: int32
+             * @description Delete conversations this many days after they ended; 0 = off.
+             */
+            delete_conversations_after_days: number;
             extraction_instructions?: string | null;
+            /**
+             * @description Whether the three policies above also delete manual and agent facts (by default they
+             *     touch extracted facts only).
+             */
+            forget_curated_facts: boolean;
+            /**
+             * Format: int32
+             * @description Delete extracted facts said (`observed_at`) more than this many days ago; 0 = off.
+             */
+            forget_extracted_after_days: number;
+            /**
+             * Format: int32
+             * @description Delete facts not returned by any read for this many days (counted from when the
+             *     fact was stored if it never was); 0 = off.
+             */
+            forget_unrecalled_after_days: number;
+            /**
+             * Format: int32
+             * @description Keep at most this many facts per user, the best by the keep score of
+             *     docs/behaviour.md; 0 = off.
+             */
+            keep_best_facts: number;
             /** Format: int32 */
             max_injected_facts: number;
+            /**
+             * Format: int32
+             * @description Keep at most this many messages per conversation, deleting the oldest; 0 = off.
+             */
+            max_messages_per_conversation: number;
             memory_enabled: boolean;
             /** Format: double */
             min_confidence: number;
@@ -845,10 +877,37 @@ export interface components {
          *     distinguishes "absent" (keep) from `null` (clear).
          */
         ConfigPatch: {
+            /**
+             * Format: int32
+             * @description Delete conversations this many days after they ended; 0 turns it off.
+             */
+            delete_conversations_after_days?: number | null;
             /** @description At most 4000 characters; `null` clears it. */
             extraction_instructions?: string | null;
+            /** @description Whether the forgetting policies also delete manual and agent facts. */
+            forget_curated_facts?: boolean | null;
+            /**
+             * Format: int32
+             * @description Delete extracted facts said more than this many days ago; 0 turns it off.
+             */
+            forget_extracted_after_days?: number | null;
+            /**
+             * Format: int32
+             * @description Delete facts no read returned for this many days; 0 turns it off.
+             */
+            forget_unrecalled_after_days?: number | null;
+            /**
+             * Format: int32
+             * @description Keep at most this many facts per user, the best by the keep score; 0 turns it off.
+             */
+            keep_best_facts?: number | null;
             /** Format: int32 */
             max_injected_facts?: number | null;
+            /**
+             * Format: int32
+             * @description Keep at most this many messages per conversation; 0 turns it off.
+             */
+            max_messages_per_conversation?: number | null;
             memory_enabled?: boolean | null;
             /**
              * Format: double
@@ -1150,10 +1209,22 @@ export interface components {
             id: string;
             /**
              * Format: date-time
+             * @description When a read last returned it (as written by the last flush); null if none did.
+             */
+            last_recalled_at?: string | null;
+            /**
+             * Format: date-time
              * @description When the person said it: the time of the message an extracted fact came from, or
              *     the `observed_at` given when it was remembered (default: when it was stored).
              */
             observed_at: string;
+            /**
+             * Format: int64
+             * @description How many times a read (memory context, search, the tools) returned it. Counted in
+             *     memory and written every `ENGRAM_RECALL_FLUSH_SECS`, so it trails reads by up to
+             *     that long.
+             */
+            recall_count: number;
             /**
              * Format: double
              * @description 0–1, or null when unscored (counts as 0.5 when a token budget must drop facts).
@@ -1424,9 +1495,41 @@ export interface components {
                 agent_id: components["schemas"]["AgentId"];
                 /** Format: date-time */
                 created_at: string;
+                /**
+                 * Format: int32
+                 * @description Delete conversations this many days after they ended; 0 = off.
+                 */
+                delete_conversations_after_days: number;
                 extraction_instructions?: string | null;
+                /**
+                 * @description Whether the three policies above also delete manual and agent facts (by default they
+                 *     touch extracted facts only).
+                 */
+                forget_curated_facts: boolean;
+                /**
+                 * Format: int32
+                 * @description Delete extracted facts said (`observed_at`) more than this many days ago; 0 = off.
+                 */
+                forget_extracted_after_days: number;
+                /**
+                 * Format: int32
+                 * @description Delete facts not returned by any read for this many days (counted from when the
+                 *     fact was stored if it never was); 0 = off.
+                 */
+                forget_unrecalled_after_days: number;
+                /**
+                 * Format: int32
+                 * @description Keep at most this many facts per user, the best by the keep score of
+                 *     docs/behaviour.md; 0 = off.
+                 */
+                keep_best_facts: number;
                 /** Format: int32 */
                 max_injected_facts: number;
+                /**
+                 * Format: int32
+                 * @description Keep at most this many messages per conversation, deleting the oldest; 0 = off.
+                 */
+                max_messages_per_conversation: number;
                 memory_enabled: boolean;
                 /** Format: double */
                 min_confidence: number;
@@ -1503,10 +1606,22 @@ export interface components {
                 id: string;
                 /**
                  * Format: date-time
+                 * @description When a read last returned it (as written by the last flush); null if none did.
+                 */
+                last_recalled_at?: string | null;
+                /**
+                 * Format: date-time
                  * @description When the person said it: the time of the message an extracted fact came from, or
                  *     the `observed_at` given when it was remembered (default: when it was stored).
                  */
                 observed_at: string;
+                /**
+                 * Format: int64
+                 * @description How many times a read (memory context, search, the tools) returned it. Counted in
+                 *     memory and written every `ENGRAM_RECALL_FLUSH_SECS`, so it trails reads by up to
+                 *     that long.
+                 */
+                recall_count: number;
                 /**
                  * Format: double
                  * @description 0–1, or null when unscored (counts as 0.5 when a token budget must drop facts).
@@ -1772,6 +1887,11 @@ export interface components {
             arguments: {
                 /** @description The agent whose memory this is. */
                 agent_id: string;
+                /**
+                 * Format: date-time
+                 * @description Read the facts that were true at this time (RFC 3339) instead of now: said by then, not yet replaced, not expired.
+                 */
+                as_of?: string;
                 /** @description The end user's id on your channel. */
                 external_ref: string;
                 /** @default 10 */
@@ -1785,6 +1905,11 @@ export interface components {
             arguments: {
                 /** @description The agent whose memory this is. */
                 agent_id: string;
+                /**
+                 * Format: date-time
+                 * @description Read the facts that were true at this time (RFC 3339) instead of now: said by then, not yet replaced, not expired.
+                 */
+                as_of?: string;
                 /** @description The next_cursor of the previous page. */
                 cursor?: string;
                 /** @description The end user's id on your channel. */
@@ -1834,6 +1959,11 @@ export interface components {
             arguments: {
                 /** @description The agent whose memory this is. */
                 agent_id: string;
+                /**
+                 * Format: date-time
+                 * @description Read the facts that were true at this time (RFC 3339) instead of now: said by then, not yet replaced, not expired.
+                 */
+                as_of?: string;
                 /** @description The end user's id on your channel. */
                 external_ref: string;
                 /** @description Default: the agent's max_injected_facts. */
