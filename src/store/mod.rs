@@ -36,6 +36,7 @@ pub mod events;
 pub mod extraction_job;
 pub mod facts;
 mod ids;
+pub mod import;
 pub mod job_queue;
 pub mod jobs;
 pub mod messages;

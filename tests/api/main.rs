@@ -22,6 +22,7 @@ mod facts;
 mod facts_over_time;
 mod foundation;
 mod hardening;
+mod import;
 mod llm_anthropic;
 mod llm_fallback;
 mod llm_openai;
