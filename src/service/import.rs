@@ -65,6 +65,8 @@ where
     let saved = store.update_import(tenant, job.id, &job.status, &job.progress).await;
     outcome?;
     saved.map_err(ApiError::from)?;
+    // As saved, with its finishing time.
+    let job = store.get_import(tenant, job.id).await.map_err(ApiError::from)?.unwrap_or(job);
     progress(&job);
     Ok(job)
 }

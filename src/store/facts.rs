@@ -815,12 +815,14 @@ impl Tx {
         origin: Origin,
         cap: Option<i64>,
     ) -> Result<Remembered> {
-        self.insert_fact_created(owner, fact, origin, cap, None).await
+        self.lock_owner(owner).await?;
+        self.insert_fact_locked(owner, fact, origin, cap, None).await
     }
 
-    /// [`Tx::insert_fact`] of a fact first stored at `created_at` (an import keeps the
-    /// original time; `None` is now).
-    pub async fn insert_fact_created(
+    /// [`Tx::insert_fact`] once the owner is locked ([`Tx::lock_owner`]: an import locks
+    /// each owner of its batch once, not once per fact), of a fact first stored at
+    /// `created_at` (an import keeps the original time; `None` is now).
+    pub(super) async fn insert_fact_locked(
         &mut self,
         owner: Owner<'_>,
         fact: &NewFact,
@@ -828,7 +830,6 @@ impl Tx {
         cap: Option<i64>,
         created_at: Option<DateTime<Utc>>,
     ) -> Result<Remembered> {
-        self.lock_owner(owner).await?;
         let now = super::now();
         let created_at = created_at.unwrap_or(now);
         let observed_at = fact.observed_at.unwrap_or(now);
@@ -1002,7 +1003,7 @@ impl Tx {
 
     /// Serialises the writers of one owner until the transaction ends (see
     /// [`Tx::insert_fact`]).
-    async fn lock_owner(&mut self, owner: Owner<'_>) -> Result<()> {
+    pub(super) async fn lock_owner(&mut self, owner: Owner<'_>) -> Result<()> {
         if let Some(lock) = self.dialect(Some(OWNER_LOCK_PG), None) {
             with_tx!(self, tx => sqlx::query(lock).bind_owner(owner).execute(&mut **tx).await.map(drop))?;
         }

@@ -57,6 +57,8 @@ impl Store {
             with_tx!(tx, tx => sqlx::query(lock).bind(tenant.as_str()).execute(&mut **tx).await.map(drop))?;
         }
         let mut seen = tx.known_client_ids(tenant, records).await?;
+        // The owners whose writers this transaction has locked (see `Tx::insert_fact`).
+        let mut locked: HashSet<(&AgentId, &ExternalRef)> = HashSet::new();
         let mut outcomes = Vec::with_capacity(records.len());
         // (kind, client id, record id, person) of each record written.
         let mut written: Vec<(RecordKind, &str, Option<Uuid>, &ExternalRef)> = Vec::with_capacity(records.len());
@@ -67,7 +69,7 @@ impl Store {
             }
             let id = match record {
                 ValidRecord::Conversation(c) => tx.import_conversation(tenant, c).await?,
-                ValidRecord::Fact(f) => tx.import_fact(tenant, f, &written).await?,
+                ValidRecord::Fact(f) => tx.import_fact(tenant, f, &written, &mut locked).await?,
                 ValidRecord::Consent(c) => {
                     tx.write_consent(tenant, &c.external_ref, c.ai_consent, c.updated_at).await?;
                     Ok(None)
@@ -331,11 +333,12 @@ impl Tx {
     /// Writes a fact with its original times by the live duplicate and slot rules; an
     /// extracted fact's conversation is found by its client id (`unknown_conversation`
     /// when it was never imported). `written`: the records this batch wrote so far.
-    async fn import_fact(
+    async fn import_fact<'a>(
         &mut self,
         tenant: &TenantId,
-        f: &ValidFact,
+        f: &'a ValidFact,
         written: &[(RecordKind, &str, Option<Uuid>, &ExternalRef)],
+        locked: &mut HashSet<(&'a AgentId, &'a ExternalRef)>,
     ) -> Result<std::result::Result<Option<Uuid>, LineError>> {
         let conversation = match &f.conversation {
             None => None,
@@ -380,7 +383,10 @@ impl Tx {
             (_, None) => Origin::Manual,
         };
         let owner = Owner::new(tenant, &f.agent_id, &f.external_ref);
-        let remembered = self.insert_fact_created(owner, &f.fact, origin, None, Some(f.created_at)).await?;
+        if locked.insert((&f.agent_id, &f.external_ref)) {
+            self.lock_owner(owner).await?;
+        }
+        let remembered = self.insert_fact_locked(owner, &f.fact, origin, None, Some(f.created_at)).await?;
         Ok(match remembered {
             Remembered::Created(fact) | Remembered::Existing(fact) => Ok(Some(fact.id)),
             // No cap was given.

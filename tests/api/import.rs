@@ -88,6 +88,7 @@ async fn bad_lines_are_reported_and_skipped_while_good_lines_land(backend: Backe
     let (status, job) = import(&app, &admin("acme"), body).await;
     assert_eq!(status, StatusCode::OK, "{job}");
     assert_eq!(job["status"], "succeeded", "{job}");
+    assert!(job["finished_at"].is_string(), "{job}");
     assert_eq!(
         (job["lines_read"].clone(), job["added"].clone(), job["failed"].clone()),
         (json!(10), json!(5), json!(4)),
@@ -309,8 +310,10 @@ async fn run_sampled(mut command: tokio::process::Command) -> (String, u64) {
         }
         peak
     });
-    let output =
-        tokio::time::timeout(Duration::from_secs(300), child.wait_with_output()).await.expect("in time").expect("runs");
+    let output = tokio::time::timeout(Duration::from_secs(1800), child.wait_with_output())
+        .await
+        .expect("in time")
+        .expect("runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     (String::from_utf8_lossy(&output.stdout).into_owned(), sampler.await.expect("sampler"))
 }
@@ -341,15 +344,15 @@ async fn a_large_import_runs_in_bounded_memory_and_resumes_after_a_kill(backend:
     let started = std::time::Instant::now();
     let path = file.display().to_string();
     let args = ["import", "--tenant", "acme", path.as_str()];
-    // Killed (SIGKILL) once some batches have committed, well before the end.
+    // Killed (SIGKILL) once a tenth has committed, well before the end.
     let mut child =
         cli(&db, &args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
     let pid = child.id().expect("pid");
-    let (mut first_peak, deadline) = (0, std::time::Instant::now() + Duration::from_secs(120));
+    let (mut first_peak, deadline) = (0, std::time::Instant::now() + Duration::from_secs(600));
     let committed = loop {
         first_peak = first_peak.max(peak_rss_kib(pid).unwrap_or(0));
         let n = count(&db, "SELECT count(*) FROM facts").await;
-        if n >= 20_000 {
+        if n >= 10_000 {
             break n;
         }
         assert!(std::time::Instant::now() < deadline, "the first run commits batches: {n} facts");
