@@ -157,12 +157,13 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
+        // Their logs go to stderr, with the progress: stdout is the summary alone.
         Command::Import { core, limits, tenant, file } => {
-            telemetry::init_logs(LogFormat::Text);
+            telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
             import_file(core, limits, tenant, &file).await
         }
         Command::Export { core, tenant, file } => {
-            telemetry::init_logs(LogFormat::Text);
+            telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
             export_file(core, tenant, &file).await
         }
         Command::Models(Models::Fetch { data_dir, files }) => fetch_models(&data_dir, files.validated()).await,
