@@ -205,6 +205,30 @@ impl ModelFilesConfig {
     }
 }
 
+/// NDJSON import (`POST /api/import`, `engram import`): what `serve` and `import` share.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ImportConfig {
+    /// Longest line of an import, in bytes: a longer one is reported (`line_too_long`)
+    /// and skipped, and no more of it is held than this.
+    #[arg(long, env = "ENGRAM_IMPORT_MAX_LINE_BYTES", default_value_t = 1024 * 1024)]
+    pub import_max_line_bytes: usize,
+    /// Records written per transaction (1-1000: a transaction holds at most 4096 events,
+    /// and a record writes at most three); the progress counts are saved after each.
+    #[arg(long, env = "ENGRAM_IMPORT_BATCH", default_value_t = 500)]
+    pub import_batch: usize,
+}
+
+impl ImportConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1024..=64 * 1024 * 1024).contains(&self.import_max_line_bytes),
+            "ENGRAM_IMPORT_MAX_LINE_BYTES must be 1024-67108864"
+        );
+        anyhow::ensure!((1..=1000).contains(&self.import_batch), "ENGRAM_IMPORT_BATCH must be 1-1000");
+        Ok(())
+    }
+}
+
 /// Everything `engram serve` needs.
 #[derive(Debug, Clone, Args)]
 pub struct ServeConfig {
@@ -219,6 +243,8 @@ pub struct ServeConfig {
     /// Consent of a user who never said (`ai_consent`).
     #[arg(long, env = "ENGRAM_DEFAULT_AI_CONSENT", default_value_t = true, action = clap::ArgAction::Set)]
     pub default_ai_consent: bool,
+    #[command(flatten)]
+    pub import: ImportConfig,
     /// Largest request body in bytes.
     #[arg(long, env = "ENGRAM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -381,6 +407,7 @@ impl ServeConfig {
         anyhow::ensure!(self.sweep_interval_secs >= 1, "ENGRAM_SWEEP_INTERVAL_SECS must be at least 1");
         anyhow::ensure!((1..=3600).contains(&self.recall_flush_secs), "ENGRAM_RECALL_FLUSH_SECS must be 1-3600");
         anyhow::ensure!(self.max_body_bytes >= 1024, "ENGRAM_MAX_BODY_BYTES must be at least 1024");
+        self.import.validate()?;
         anyhow::ensure!((1..=3600).contains(&self.request_timeout_secs), "ENGRAM_REQUEST_TIMEOUT_SECS must be 1-3600");
         if self.extractor != ExtractorKind::Builtin {
             anyhow::ensure!(

@@ -1,4 +1,5 @@
-//! The `engram` command line: `serve`, `migrate`, `token`, `admin-link`, `healthcheck`.
+//! The `engram` command line: `serve`, `migrate`, `import`, `export`, `token`, `admin-link`,
+//! `healthcheck`.
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -10,9 +11,14 @@ use clap::{Args, Parser, Subcommand};
 use engram::{
     app::{App, shutdown_signal},
     auth::{Authenticator, Binding, parse_ttl},
-    config::{CoreConfig, LogFormat, ModelFilesConfig, ServeConfig},
-    domain::ids::{AgentId, ExternalRef},
+    config::{CoreConfig, ImportConfig, LogFormat, ModelFilesConfig, ServeConfig},
+    domain::{
+        event::Actor,
+        ids::{AgentId, ExternalRef, TenantId},
+        import::ImportJob,
+    },
     embed::fetch,
+    service::import,
     store::Store,
     telemetry,
 };
@@ -30,6 +36,29 @@ enum Command {
     Serve(Box<ServeConfig>),
     /// Apply database migrations and exit.
     Migrate(CoreConfig),
+    /// Import NDJSON records (conversations, facts, consents: the format of `export`)
+    /// into a tenant of the configured database, with a progress bar on stderr. Each good
+    /// line is written once, however often the file is imported; bad lines are reported
+    /// and skipped (exit 0 all the same: the report says which).
+    Import {
+        #[command(flatten)]
+        core: CoreConfig,
+        #[command(flatten)]
+        limits: ImportConfig,
+        #[arg(long)]
+        tenant: String,
+        /// The NDJSON file.
+        file: std::path::PathBuf,
+    },
+    /// Write every record of a tenant (consents, conversations with their messages,
+    /// facts) to FILE as NDJSON, the format `import` reads.
+    Export {
+        #[command(flatten)]
+        core: CoreConfig,
+        #[arg(long)]
+        tenant: String,
+        file: std::path::PathBuf,
+    },
     /// Fetch the local embedding model's files into ENGRAM_EMBEDDING_MODEL_DIR, in the
     /// foreground (what `serve` does in the background when they are missing): for images
     /// built with the model, and hosts that will run offline.
@@ -128,6 +157,15 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
+        // Their logs go to stderr, with the progress: stdout is the summary alone.
+        Command::Import { core, limits, tenant, file } => {
+            telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
+            import_file(core, limits, tenant, &file).await
+        }
+        Command::Export { core, tenant, file } => {
+            telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
+            export_file(core, tenant, &file).await
+        }
         Command::Models(Models::Fetch { data_dir, files }) => fetch_models(&data_dir, files.validated()).await,
         Command::Token { grant, agent_id, external_ref, ttl } => {
             let bound = agent_id.zip(external_ref).map(|(agent, user)| Binding { agent, user });
@@ -180,5 +218,113 @@ async fn migrate(core: &CoreConfig) -> anyhow::Result<()> {
     store.migrate().await?;
     tracing::info!(backend = store.backend(), "migrations applied");
     store.close().await;
+    Ok(())
+}
+
+/// Opens the configured database with its migrations applied: an import may start from
+/// an empty one.
+async fn open_store(core: CoreConfig) -> anyhow::Result<Store> {
+    let core = core.validated()?;
+    let store = Store::connect(&core.database_url(), 2, Duration::from_secs(3600)).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+/// Chunks read from a file by a blocking thread, a few at a time (a bounded channel), as
+/// the stream the import reads.
+struct FileChunks(tokio::sync::mpsc::Receiver<std::io::Result<axum::body::Bytes>>);
+
+impl futures_core::Stream for FileChunks {
+    type Item = std::io::Result<axum::body::Bytes>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// Reads `file` on a blocking thread, counting the bytes read into `read`.
+fn file_chunks(mut file: std::fs::File, read: std::sync::Arc<std::sync::atomic::AtomicU64>) -> FileChunks {
+    use std::io::Read;
+    let (sender, receiver) = tokio::sync::mpsc::channel(4);
+    std::thread::spawn(move || {
+        loop {
+            let mut chunk = vec![0; 64 * 1024];
+            let outcome = match file.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) => {
+                    chunk.truncate(n);
+                    read.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                    Ok(axum::body::Bytes::from(chunk))
+                }
+                Err(e) => Err(e),
+            };
+            let failed = outcome.is_err();
+            if sender.blocking_send(outcome).is_err() || failed {
+                return;
+            }
+        }
+    });
+    FileChunks(receiver)
+}
+
+/// A progress bar on stderr, drawn over itself: `[#####     ]  50%` and what follows.
+fn draw_bar(done: u64, total: u64, what: &str) {
+    const WIDTH: u64 = 30;
+    let filled = (done.min(total) * WIDTH).checked_div(total).unwrap_or(WIDTH);
+    let percent = (done.min(total) * 100).checked_div(total).unwrap_or(100);
+    let bar: String = (0..WIDTH).map(|i| if i < filled { '#' } else { ' ' }).collect();
+    eprint!("\r[{bar}] {percent:>3}% {what}");
+}
+
+async fn import_file(
+    core: CoreConfig,
+    limits: ImportConfig,
+    tenant: String,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    limits.validate()?;
+    let tenant = TenantId::parse(tenant).map_err(anyhow::Error::msg)?;
+    let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let total = file.metadata()?.len();
+    let store = open_store(core).await?;
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let chunks = file_chunks(file, read.clone());
+    let counts = |job: &ImportJob| {
+        let p = &job.progress;
+        format!("{} lines, {} added, {} duplicates, {} bad", p.lines_read, p.added, p.duplicates, p.failed)
+    };
+    let idle = Duration::from_secs(3600);
+    let outcome = import::import(&store, &tenant, chunks, limits, idle, Actor::Admin, |job| {
+        draw_bar(read.load(std::sync::atomic::Ordering::Relaxed), total, &counts(job));
+    })
+    .await;
+    eprintln!();
+    store.close().await;
+    let job = outcome?;
+    for report in &job.progress.errors {
+        eprintln!("line {}: {} ({})", report.line, report.error.code, report.error.message);
+    }
+    if job.progress.failed > i64::try_from(job.progress.errors.len()).unwrap_or(i64::MAX) {
+        eprintln!("… and {} more bad lines", job.progress.failed - job.progress.errors.len() as i64);
+    }
+    println!("{}", serde_json::to_string(&job)?);
+    Ok(())
+}
+
+async fn export_file(core: CoreConfig, tenant: String, path: &std::path::Path) -> anyhow::Result<()> {
+    let tenant = TenantId::parse(tenant).map_err(anyhow::Error::msg)?;
+    let store = open_store(core).await?;
+    let file = std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    // The total is not known before the end: the bar shows the count.
+    let outcome = import::export(&store, &tenant, &mut out, |written| eprint!("\rexported {written} records")).await;
+    eprintln!();
+    store.close().await;
+    let written = outcome?;
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    println!("{written} records written to {}", path.display());
     Ok(())
 }

@@ -97,7 +97,7 @@ pub struct Message {
 }
 
 /// The OpenAPI schema of `content`, which serde sees as any JSON value.
-fn content_schema() -> utoipa::openapi::schema::Schema {
+pub fn content_schema() -> utoipa::openapi::schema::Schema {
     use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
     let part = ObjectBuilder::new()
         .schema_type(Type::Object)

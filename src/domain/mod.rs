@@ -11,6 +11,7 @@ pub mod fact;
 pub mod fact_text;
 pub mod history;
 pub mod ids;
+pub mod import;
 pub mod job;
 pub mod memory_context;
 pub mod message;

@@ -31,6 +31,7 @@ pub mod ctx;
 pub mod events;
 pub mod extractors;
 pub mod facts;
+pub mod import;
 pub mod jobs;
 pub mod mcp;
 pub mod memory_context;
@@ -133,6 +134,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(events::router())
         .merge(jobs::router())
         .merge(facts::router())
+        .merge(import::router())
         .merge(memory_context::router())
         .merge(rgpd::router())
         .merge(tools::router())
@@ -214,8 +216,11 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
     // Past the time limit the handler is dropped (its database work with it: the
     // statement timeout ends what the server would still be doing) and the client
     // learns it may retry.
-    let limit = state.config.request_timeout();
+    // An import streams its body for as long as it is: each of its reads has the time
+    // limit instead (see `http/import.rs`).
+    let limit = (route != import::STREAMED_ROUTE).then(|| state.config.request_timeout());
     let handled = async move {
+        let Some(limit) = limit else { return next.run(request).await };
         match tokio::time::timeout(limit, next.run(request)).await {
             Ok(response) => response,
             Err(_) => ApiError::Unavailable("the request took too long").into_response(),

@@ -18,6 +18,7 @@ pub mod erasure;
 pub mod events;
 pub mod export;
 pub mod facts;
+pub mod import;
 pub mod jobs;
 pub mod memory_context;
 pub mod recall;

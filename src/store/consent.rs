@@ -34,7 +34,23 @@ impl Store {
     ) -> Result<DateTime<Utc>> {
         let now = super::now();
         let mut tx = self.begin_change(actor).await?;
-        with_tx!(tx, tx => {
+        tx.write_consent(tenant, user, consent, now).await?;
+        tx.commit().await?;
+        Ok(now)
+    }
+}
+
+impl super::Tx {
+    /// Stores consent as set at `at`, with its event. A refusal also cancels the user's
+    /// queued and running jobs, in this transaction (see [`Store::set_consent`]).
+    pub(super) async fn write_consent(
+        &mut self,
+        tenant: &TenantId,
+        user: &ExternalRef,
+        consent: bool,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        with_tx!(self, tx => {
             sqlx::query(
                 "INSERT INTO user_consents (tenant_id, external_ref, ai_consent, updated_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (tenant_id, external_ref) DO UPDATE SET ai_consent = $3, updated_at = $4",
@@ -42,7 +58,7 @@ impl Store {
             .bind(tenant.as_str())
             .bind(user.as_str())
             .bind(consent)
-            .bind(now)
+            .bind(at)
             .execute(&mut **tx)
             .await?;
             if !consent {
@@ -53,14 +69,13 @@ impl Store {
                 )
                 .bind(tenant.as_str())
                 .bind(user.as_str())
-                .bind(now)
+                .bind(super::now())
                 .execute(&mut **tx)
                 .await?;
             }
         });
         let data = EventData { consent: Some(consent), ..EventData::default() };
-        tx.record_person(tenant, None, user, EventType::ConsentChanged, data);
-        tx.commit().await?;
-        Ok(now)
+        self.record_person(tenant, None, user, EventType::ConsentChanged, data);
+        Ok(())
     }
 }

@@ -412,14 +412,15 @@ const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = 
 /// Inserts unless the owner already has this fact (by normalised text) or holds the
 /// cap. `$4` id, `$5` text, `$6` normalised text, `$7` tags, `$8` score, `$9` source,
 /// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL),
-/// `$14` when it was said, `$15` when it expires (or NULL). The only unique
+/// `$14` when it was said, `$15` when it expires (or NULL), `$16` when it was first
+/// stored (now, or an imported fact's original time). The only unique
 /// key an insert can meet is the duplicate key (ids are fresh), which PostgreSQL
 /// indexes by the text's MD5 and SQLite by the text. Expired facts do not count towards
 /// the cap: they are gone, if not yet swept.
 const INSERT: &str = concat!(
     "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
        conversation_id, created_at, updated_at, slot, observed_at, expires_at) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15 \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $16, $16, $13, $14, $15 \
      WHERE $12 IS NULL \
         OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
               AND (expires_at IS NULL OR expires_at > $11)) < $12 \
@@ -817,10 +818,25 @@ impl Tx {
         cap: Option<i64>,
     ) -> Result<Remembered> {
         self.lock_owner(owner).await?;
+        self.insert_fact_locked(owner, fact, origin, cap, None).await
+    }
+
+    /// [`Tx::insert_fact`] once the owner is locked ([`Tx::lock_owner`]: an import locks
+    /// each owner of its batch once, not once per fact), of a fact first stored at
+    /// `created_at` (an import keeps the original time; `None` is now).
+    pub(super) async fn insert_fact_locked(
+        &mut self,
+        owner: Owner<'_>,
+        fact: &NewFact,
+        origin: Origin,
+        cap: Option<i64>,
+        created_at: Option<DateTime<Utc>>,
+    ) -> Result<Remembered> {
         let now = super::now();
+        let created_at = created_at.unwrap_or(now);
         let observed_at = fact.observed_at.unwrap_or(now);
         let slot = Slot::of(fact.text.text());
-        let mut inserted = self.insert_row(owner, fact, origin, cap, now).await?;
+        let mut inserted = self.insert_row(owner, fact, origin, cap, now, created_at).await?;
         if inserted.is_none() {
             // The duplicate key, or the cap. An expired fact of the same text is gone: it
             // is deleted (only here, so that a fresh insert costs one statement) and the
@@ -835,7 +851,7 @@ impl Tx {
             });
             if let Some(row) = expired {
                 self.record_deleted(owner, row, Some("expired"))?;
-                inserted = self.insert_row(owner, fact, origin, cap, now).await?;
+                inserted = self.insert_row(owner, fact, origin, cap, now, created_at).await?;
             }
         }
         let (created, row): (bool, Option<FactRow>) = match inserted {
@@ -899,6 +915,7 @@ impl Tx {
         origin: Origin,
         cap: Option<i64>,
         now: DateTime<Utc>,
+        created_at: DateTime<Utc>,
     ) -> Result<Option<FactRow>> {
         Ok(with_tx!(self, tx => {
             sqlx::query_as(INSERT)
@@ -915,6 +932,7 @@ impl Tx {
                 .bind(Slot::of(fact.text.text()).map(Slot::as_str))
                 .bind(fact.observed_at.unwrap_or(now))
                 .bind(fact.expires_at)
+                .bind(created_at)
                 .fetch_optional(&mut **tx)
                 .await?
         }))
@@ -989,7 +1007,7 @@ impl Tx {
     /// [`Tx::insert_fact`]): PostgreSQL's advisory lock of the owner, unless the
     /// transaction took it when it began ([`Store::begin_owner_change`]); SQLite's
     /// `BEGIN IMMEDIATE` serialises every writer already.
-    async fn lock_owner(&mut self, owner: Owner<'_>) -> Result<()> {
+    pub(super) async fn lock_owner(&mut self, owner: Owner<'_>) -> Result<()> {
         match &mut self.0 {
             super::Backend::Postgres(tx) => tx.lock_owner(owner).await,
             super::Backend::Sqlite(_) => Ok(()),

@@ -37,6 +37,7 @@ pub mod extraction_job;
 pub mod facts;
 pub mod forgetting;
 mod ids;
+pub mod import;
 pub mod job_queue;
 pub mod jobs;
 pub mod messages;

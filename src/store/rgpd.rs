@@ -301,14 +301,16 @@ impl Store {
             "DELETE FROM user_consents WHERE tenant_id = $1 AND external_ref = $2 AND ai_consent",
             // Their events, and those events' webhook deliveries and attempts (cascade).
             "DELETE FROM events WHERE tenant_id = $1 AND external_ref = $2",
+            // The client ids their records were imported under.
+            "DELETE FROM import_ids WHERE tenant_id = $1 AND external_ref = $2",
         ];
-        let mut counts = [0u64; 9];
+        let mut counts = [0u64; 10];
         for (count, sql) in counts.iter_mut().zip(steps) {
             *count = with_tx!(tx, tx => {
                 sqlx::query(sql).bind(tenant.as_str()).bind(who).execute(&mut **tx).await?.rows_affected()
             });
         }
-        let [jobs_before, _, jobs_after, facts, working_memories, messages, conversations, _, events] = counts;
+        let [jobs_before, _, jobs_after, facts, working_memories, messages, conversations, _, events, _] = counts;
         let deleted =
             ErasedCounts { facts, conversations, messages, jobs: jobs_before + jobs_after, working_memories, events };
         with_tx!(tx, tx => {

@@ -23,6 +23,7 @@ mod facts_over_time;
 mod forgetting;
 mod foundation;
 mod hardening;
+mod import;
 mod llm_anthropic;
 mod llm_fallback;
 mod llm_openai;

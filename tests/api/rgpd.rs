@@ -93,6 +93,13 @@ async fn erasure_leaves_nothing_and_spares_bystanders(backend: Backend) {
         }
     }
     app.put(&format!("/api/users/{}/consent", enc(SUBJECT)), &agent("acme"), json!({"ai_consent": true})).await;
+    // An imported fact: the client id it came with is kept with the person's external ref.
+    let line = json!({"type": "fact", "id": "Zorblax-note-1", "agent_id": "concierge", "external_ref": SUBJECT,
+        "fact": "Zorblax keeps an imported note"});
+    let imported =
+        app.client.post(format!("{}/api/import", app.base)).bearer_auth(admin("acme")).body(format!("{line}\n"));
+    let imported: Value = imported.send().await.expect("import").json().await.expect("import answer");
+    assert_eq!(imported["added"], 1, "{imported}");
     let mut conversations = Vec::new();
     for agent_id in ["concierge", "sales"] {
         conversations.push(history(&app, "acme", agent_id, SUBJECT, "Zorblax").await);

@@ -297,6 +297,19 @@ export class EngramClient implements OperationMethods {
     return this.call<"retry_job">({ method: "POST", path: `/api/jobs/${seg(id)}/retry` });
   }
 
+  // Import (NDJSON, one record a line: the format of `engram export`)
+  /** Imports the records and answers the finished import with its counts and bad-line reports. */
+  importRecords(ndjson: string) {
+    const raw = { text: ndjson, contentType: "application/x-ndjson" };
+    return this.call<"import_records">({ method: "POST", path: "/api/import", raw });
+  }
+  listImports() {
+    return this.get<"list_imports">("/api/import");
+  }
+  getImport(id: string) {
+    return this.get<"get_import">(`/api/import/${seg(id)}`);
+  }
+
   // Events, fact history and webhooks
   /** The tenant's change feed after `after`; `wait` long-polls for the next event. */
   listEvents(query?: Query<"list_events">) {

@@ -28,6 +28,8 @@ export interface Call {
   path: string;
   query?: Record<string, QueryValue> | undefined;
   body?: unknown;
+  /** A body sent as it is, not as JSON (NDJSON for `POST /api/import`), with its content type. */
+  raw?: { text: string; contentType: string };
   headers?: Record<string, string>;
   /**
    * Statuses besides 2xx that are answers, not errors (a read's 304, a 404 that means
@@ -116,12 +118,13 @@ export class Transport {
       authorization: `Bearer ${await this.bearer()}`,
     };
     if (call.body !== undefined) headers["content-type"] = "application/json";
+    if (call.raw !== undefined) headers["content-type"] = call.raw.contentType;
     const timeoutMs = this.options.timeoutMs ?? 30_000;
     try {
       return await this.fetchImpl(this.url(call.path, call.query), {
         method: call.method,
         headers,
-        body: call.body === undefined ? undefined : JSON.stringify(call.body),
+        body: call.raw?.text ?? (call.body === undefined ? undefined : JSON.stringify(call.body)),
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (cause) {

@@ -22,6 +22,8 @@ class Call:
     path: str
     query: dict[str, Any] | None = None
     body: Any = None
+    # A body sent as it is, not as JSON (NDJSON for an import); its content type goes in headers.
+    content: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     # Statuses besides 2xx that are answers, not errors (a read's 304, a 404 meaning "none
     # yet"), and what makes the answer of (status, headers, body) when they are set.
@@ -264,6 +266,17 @@ class Operations:
 
     def retry_job(self, id: str) -> Any:
         return self._send(Call("POST", f"/api/jobs/{_seg(id)}/retry"))
+
+    # Import (NDJSON, one record a line: the format of `engram export`)
+    def import_records(self, ndjson: str) -> Any:
+        """Imports the records; the finished import with its counts and bad-line reports."""
+        return self._send(Call("POST", "/api/import", content=ndjson, headers={"content-type": "application/x-ndjson"}))
+
+    def list_imports(self) -> Any:
+        return self._get("/api/import")
+
+    def get_import(self, id: str) -> Any:
+        return self._get(f"/api/import/{_seg(id)}")
 
     # Events, fact history and webhooks
     def list_events(self, **query: Any) -> Any:

@@ -64,6 +64,7 @@ class _Settings:
             "url": self.base_url + call.path,
             "params": call.params(),
             "json": call.body,
+            "content": call.content,
             "headers": {"authorization": f"Bearer {token}", "accept": "application/json", **call.headers},
         }
 

@@ -410,6 +410,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's 50 newest imports, newest first (a running one with its counts so far). */
+        get: operations["list_imports"];
+        put?: never;
+        /**
+         * Import NDJSON, one record a line (the format: `openapi/import-record.schema.json`).
+         *     Every good line is written once (a client id imported before adds nothing), every
+         *     bad line reported with its number and code and skipped; the answer is the finished
+         *     import with its counts. Records are written a batch per transaction: after a broken
+         *     upload, send the file again.
+         */
+        post: operations["import_records"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/import/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One import and its progress: lines read, records added, duplicates, bad lines with
+         *     the first 100 reports.
+         */
+        get: operations["get_import"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs": {
         parameters: {
             query?: never;
@@ -1341,6 +1385,22 @@ export interface components {
             /** @description Oldest first. */
             items: components["schemas"]["FactVersion"][];
         };
+        /** @description An import and its progress, as `GET /api/import/{id}` shows it. */
+        ImportJob: components["schemas"]["Progress"] & {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at?: string | null;
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description `running`, `succeeded`, or `failed` (stopped by the database or a broken
+             *     upload: what was committed before stays, and a re-run completes it).
+             */
+            status: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
         /** @description A job, as returned by `/api/jobs`. */
         Job: {
             agent_id: components["schemas"]["AgentId"];
@@ -1377,6 +1437,26 @@ export interface components {
          * @enum {string}
          */
         JobStatus: "queued" | "running" | "succeeded" | "failed" | "dead" | "cancelled";
+        /**
+         * @description Why a line was skipped: its code (stable, for programs) and a message that never
+         *     quotes the line (it holds personal data, and the report is kept).
+         */
+        LineError: {
+            /**
+             * @description `malformed_json`, `invalid_record`, `nul_byte`, `invalid_utf8`, `line_too_long`,
+             *     `tenant_mismatch`, `unknown_conversation`, `key_taken`.
+             */
+            code: string;
+            message: string;
+        };
+        /** @description A bad line: where, and why. */
+        LineReport: components["schemas"]["LineError"] & {
+            /**
+             * Format: int64
+             * @description 1 for the first line.
+             */
+            line: number;
+        };
         /** @description The answer of `GET …/memory-context`. */
         MemoryContext: {
             /**
@@ -1731,6 +1811,31 @@ export interface components {
          * @enum {string}
          */
         ProblemCode: "forged_tool_result" | "unknown_tool_call" | "not_a_prefix" | "modified_message";
+        /** @description An import's counts so far. */
+        Progress: {
+            /**
+             * Format: int64
+             * @description Records written (a fact said before is written as that fact: it counts here).
+             */
+            added: number;
+            /**
+             * Format: int64
+             * @description Records whose client id was imported before: nothing written.
+             */
+            duplicates: number;
+            /** @description The first 100 bad lines' reports. */
+            errors: components["schemas"]["LineReport"][];
+            /**
+             * Format: int64
+             * @description Bad lines, reported and skipped.
+             */
+            failed: number;
+            /**
+             * Format: int64
+             * @description Lines read, blank ones included.
+             */
+            lines_read: number;
+        };
         /** @description Proof that an erasure happened, without the person's identifier. */
         Receipt: {
             /** Format: date-time */
@@ -4937,6 +5042,226 @@ export interface operations {
             };
             /** @description `gone`: events after the cursor were deleted by the retention */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_imports: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJob"][];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    import_records: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description One JSON record a line (`ImportRecord`). */
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJob"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_import: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJob"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,77 @@
+//! `/api/import` (admin): NDJSON import of conversations, facts and consents, and its
+//! progress.
+//!
+//! The import runs in the request, not in a background job: its input is the request
+//! body, which only the request can read, and a job would first have to spool the whole
+//! body somewhere (a file of any size, or the database). The import still has a job
+//! row, created before the first line is read and updated after each batch, so that
+//! another client follows it with `GET /api/import/{id}` (the running import is the
+//! first of `GET /api/import`'s list) and a broken upload leaves a record of how far it
+//! got. The request has no overall time limit (a
+//! large import takes minutes); each read of the body waits at most
+//! `ENGRAM_REQUEST_TIMEOUT_SECS`, and the body is read a chunk at a time, never
+//! whole: `ENGRAM_MAX_BODY_BYTES` does not apply, `ENGRAM_IMPORT_MAX_LINE_BYTES` caps
+//! each line.
+
+use axum::{Json, body::Body};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+use super::ctx::Ctx;
+use super::{CommonErrors, NotFound, extractors::ApiPath};
+use crate::{
+    auth::Admin,
+    domain::{event::Actor, import::ImportJob},
+    error::ApiError,
+    service::{
+        AppState,
+        import::{self, ImportStop},
+    },
+};
+
+/// The route whose request has no overall time limit (see the module doc).
+pub const STREAMED_ROUTE: &str = "/api/import";
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(import_records, list_imports)).routes(routes!(get_import))
+}
+
+/// The tenant's 50 newest imports, newest first (a running one with its counts so far).
+#[utoipa::path(get, path = "/api/import", tag = "import",
+    responses((status = 200, body = Vec<ImportJob>), CommonErrors))]
+async fn list_imports(Ctx { state, caller }: Ctx<Admin>) -> Result<Json<Vec<ImportJob>>, ApiError> {
+    Ok(Json(state.store.list_imports(&caller.tenant, 50).await?))
+}
+
+/// Import NDJSON, one record a line (the format: `openapi/import-record.schema.json`).
+/// Every good line is written once (a client id imported before adds nothing), every
+/// bad line reported with its number and code and skipped; the answer is the finished
+/// import with its counts. Records are written a batch per transaction: after a broken
+/// upload, send the file again.
+#[utoipa::path(post, path = "/api/import", tag = "import",
+    request_body(content = String, content_type = "application/x-ndjson",
+        description = "One JSON record a line (`ImportRecord`)."),
+    responses((status = 200, body = ImportJob), CommonErrors))]
+async fn import_records(Ctx { state, caller }: Ctx<Admin>, body: Body) -> Result<Json<ImportJob>, ApiError> {
+    let limits = state.config.import;
+    let idle = state.config.request_timeout();
+    let job = import::import(&state.store, &caller.tenant, body.into_data_stream(), limits, idle, Actor::Api, |_| {})
+        .await
+        .map_err(|stop| match stop {
+            ImportStop::Input(why) => ApiError::InvalidRequest(format!("the import stopped: {why}")),
+            ImportStop::Api(error) => error,
+        })?;
+    state.facts_changed();
+    Ok(Json(job))
+}
+
+/// One import and its progress: lines read, records added, duplicates, bad lines with
+/// the first 100 reports.
+#[utoipa::path(get, path = "/api/import/{id}", tag = "import", params(("id" = Uuid, Path)),
+    responses((status = 200, body = ImportJob), CommonErrors, NotFound))]
+async fn get_import(
+    Ctx { state, caller }: Ctx<Admin>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<ImportJob>, ApiError> {
+    state.store.get_import(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("import"))
+}

@@ -1,0 +1,299 @@
+//! NDJSON import and export of a tenant's records (`POST /api/import`, `engram import`,
+//! `engram export`): the import reads its input a chunk at a time and writes it a batch
+//! per transaction, so that its memory is bounded by the line cap and the batch whatever
+//! the size of the input; the export pages through one snapshot.
+//!
+//! Each record writes its own event, as the live route would (`fact.added`,
+//! `conversation.created`, `consent.changed`), in its batch's transaction: a webhook
+//! subscriber sees imported memory like any other.
+
+use std::{future::poll_fn, pin::Pin, time::Duration};
+
+use axum::body::Bytes;
+use futures_core::Stream;
+
+use crate::{
+    config::ImportConfig,
+    domain::{
+        event::Actor,
+        ids::TenantId,
+        import::{ImportJob, ImportRecord, LineError, ValidRecord, parse_line},
+    },
+    error::ApiError,
+    store::{Store, import::Outcome},
+};
+
+/// Bytes of lines held in one batch at most, whatever the number of records: with the
+/// line cap, what bounds an import's memory.
+const BATCH_BYTES: usize = 8 * 1024 * 1024;
+
+/// Rows read per query of an export.
+const EXPORT_PAGE: i64 = 500;
+
+/// Why an import stopped before the end of its input.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportStop {
+    /// The input failed (a broken upload, an unreadable file) or went silent too long.
+    #[error("reading the input: {0}")]
+    Input(String),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+/// Imports `input`, NDJSON, into `tenant`: every good line written once, every bad line
+/// reported (line number, code) and skipped. Starts the import's progress row first and
+/// saves its counts after each batch (what `GET /api/import/{id}` shows), calling
+/// `progress` too. A read waits at most `idle` for the next chunk. On a stop, the
+/// batches committed before it stay and the row says `failed`: a re-run completes it.
+pub async fn import<S, E>(
+    store: &Store,
+    tenant: &TenantId,
+    input: S,
+    limits: ImportConfig,
+    idle: Duration,
+    actor: Actor,
+    mut progress: impl FnMut(&ImportJob),
+) -> Result<ImportJob, ImportStop>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut job = store.create_import(tenant).await.map_err(ApiError::from)?;
+    let outcome = run(store, tenant, input, limits, idle, actor, &mut job, &mut progress).await;
+    job.status = if outcome.is_ok() { "succeeded" } else { "failed" }.into();
+    // The final counts are saved even after a stop: they say how far it got.
+    let saved = store.update_import(tenant, job.id, &job.status, &job.progress).await;
+    outcome?;
+    saved.map_err(ApiError::from)?;
+    // As saved, with its finishing time.
+    let job = store.get_import(tenant, job.id).await.map_err(ApiError::from)?.unwrap_or(job);
+    progress(&job);
+    Ok(job)
+}
+
+#[allow(clippy::too_many_arguments)] // the arguments of `import`, plus its job
+async fn run<S, E>(
+    store: &Store,
+    tenant: &TenantId,
+    input: S,
+    limits: ImportConfig,
+    idle: Duration,
+    actor: Actor,
+    job: &mut ImportJob,
+    progress: &mut impl FnMut(&ImportJob),
+) -> Result<(), ImportStop>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut lines = Lines::new(input, limits.import_max_line_bytes, idle);
+    let mut batch: Vec<(u64, ValidRecord)> = Vec::new();
+    let mut batch_bytes = 0;
+    let mut number = 0u64;
+    while let Some(line) = lines.next().await? {
+        number += 1;
+        job.progress.lines_read += 1;
+        let record = match line {
+            Line::Text(text) if text.trim_ascii().is_empty() => continue,
+            Line::Text(text) => match std::str::from_utf8(text) {
+                Err(_) => Err(LineError::new("invalid_utf8", "the line is not UTF-8")),
+                Ok(_) if text.contains(&0) => Err(LineError::new("nul_byte", "the line holds a NUL character")),
+                Ok(text) => {
+                    batch_bytes += text.len();
+                    parse_line(text, tenant, crate::store::now())
+                }
+            },
+            Line::TooLong => Err(LineError::new(
+                "line_too_long",
+                format!("the line is over {} bytes (ENGRAM_IMPORT_MAX_LINE_BYTES)", limits.import_max_line_bytes),
+            )),
+        };
+        match record {
+            Ok(record) => batch.push((number, record)),
+            Err(error) => job.progress.fail(number, error),
+        }
+        if batch.len() >= limits.import_batch || batch_bytes >= BATCH_BYTES {
+            write_batch(store, tenant, &mut batch, actor, job).await?;
+            batch_bytes = 0;
+            progress(job);
+        }
+    }
+    write_batch(store, tenant, &mut batch, actor, job).await?;
+    Ok(())
+}
+
+/// Writes and empties `batch`, counts its outcomes, and saves the progress.
+async fn write_batch(
+    store: &Store,
+    tenant: &TenantId,
+    batch: &mut Vec<(u64, ValidRecord)>,
+    actor: Actor,
+    job: &mut ImportJob,
+) -> Result<(), ApiError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let (numbers, records): (Vec<u64>, Vec<ValidRecord>) = std::mem::take(batch).into_iter().unzip();
+    let outcomes = store.import_batch(tenant, &records, actor).await?;
+    for (number, outcome) in numbers.into_iter().zip(outcomes) {
+        match outcome {
+            Outcome::Added => job.progress.added += 1,
+            Outcome::Duplicate => job.progress.duplicates += 1,
+            Outcome::Failed(error) => job.progress.fail(number, error),
+        }
+    }
+    store.update_import(tenant, job.id, "running", &job.progress).await?;
+    Ok(())
+}
+
+/// One line of the input, without its `\n` (and `\r`).
+enum Line<'a> {
+    Text(&'a [u8]),
+    /// Over the cap: its bytes were skipped, not kept.
+    TooLong,
+}
+
+/// Splits a stream of chunks into lines, holding at most the line cap (plus one chunk).
+struct Lines<S> {
+    input: S,
+    chunk: Bytes,
+    line: Vec<u8>,
+    too_long: bool,
+    cap: usize,
+    idle: Duration,
+    done: bool,
+}
+
+impl<S, E> Lines<S>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    fn new(input: S, cap: usize, idle: Duration) -> Self {
+        Lines { input, chunk: Bytes::new(), line: Vec::new(), too_long: false, cap, idle, done: false }
+    }
+
+    /// The next line, `None` at the end of the input.
+    async fn next(&mut self) -> Result<Option<Line<'_>>, ImportStop> {
+        self.line.clear();
+        self.too_long = false;
+        loop {
+            if self.chunk.is_empty() {
+                if self.done {
+                    return Ok(None);
+                }
+                let next = tokio::time::timeout(self.idle, poll_fn(|cx| Pin::new(&mut self.input).poll_next(cx)))
+                    .await
+                    .map_err(|_| ImportStop::Input(format!("no data for {} s", self.idle.as_secs())))?;
+                match next {
+                    Some(Ok(chunk)) => self.chunk = chunk,
+                    Some(Err(e)) => return Err(ImportStop::Input(e.to_string())),
+                    None => {
+                        self.done = true;
+                        // The last line may have no newline.
+                        if self.line.is_empty() && !self.too_long {
+                            return Ok(None);
+                        }
+                        return Ok(Some(self.current()));
+                    }
+                }
+                continue;
+            }
+            let end = self.chunk.iter().position(|&b| b == b'\n');
+            let take = end.unwrap_or(self.chunk.len());
+            let part = self.chunk.split_to(take);
+            if !self.too_long {
+                if self.line.len() + part.len() > self.cap {
+                    self.too_long = true;
+                    self.line = Vec::new();
+                } else {
+                    self.line.extend_from_slice(&part);
+                }
+            }
+            if end.is_some() {
+                let _newline = self.chunk.split_to(1);
+                return Ok(Some(self.current()));
+            }
+        }
+    }
+
+    fn current(&self) -> Line<'_> {
+        if self.too_long { Line::TooLong } else { Line::Text(self.line.strip_suffix(b"\r").unwrap_or(&self.line)) }
+    }
+}
+
+/// Writes every record of `tenant` as NDJSON to `out`, one line each, in the order an
+/// import needs (consents, conversations with their messages, facts); calls `progress`
+/// with the records written so far after each page. Memory: one page, and one
+/// conversation's line at a time.
+pub async fn export<W: std::io::Write>(
+    store: &Store,
+    tenant: &TenantId,
+    out: &mut W,
+    mut progress: impl FnMut(u64),
+) -> Result<u64, anyhow::Error> {
+    let mut reader = store.record_reader(tenant).await?;
+    let mut written = 0u64;
+    let line = |out: &mut W, record: &ImportRecord| -> anyhow::Result<()> {
+        serde_json::to_writer(&mut *out, record)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    };
+    let mut after: Option<String> = None;
+    loop {
+        let page = reader.consents(after.as_deref(), EXPORT_PAGE).await?;
+        for record in &page {
+            line(out, record)?;
+        }
+        written += page.len() as u64;
+        progress(written);
+        match page.last() {
+            Some(ImportRecord::Consent(last)) if full(&page) => after = Some(last.external_ref.as_str().to_owned()),
+            _ => break,
+        }
+    }
+    let mut after = None;
+    loop {
+        let page = reader.conversations(after, EXPORT_PAGE).await?;
+        for (id, record) in &page {
+            let mut record = record.clone();
+            let mut after_seq = 0;
+            loop {
+                let messages = reader.messages(*id, after_seq, EXPORT_PAGE).await?;
+                let last = messages.last().map(|(seq, _)| *seq);
+                let more = full(&messages);
+                record.messages.extend(messages.into_iter().map(|(_, m)| m));
+                match last {
+                    Some(seq) if more => after_seq = seq,
+                    _ => break,
+                }
+            }
+            line(out, &ImportRecord::Conversation(record))?;
+        }
+        written += page.len() as u64;
+        progress(written);
+        match page.last() {
+            Some((id, last)) if full(&page) => after = Some((last.created_at, *id)),
+            _ => break,
+        }
+    }
+    let mut after = None;
+    loop {
+        let page = reader.facts(after, EXPORT_PAGE).await?;
+        for (_, record) in &page {
+            line(out, &ImportRecord::Fact(record.clone()))?;
+        }
+        written += page.len() as u64;
+        progress(written);
+        match page.last() {
+            Some((id, _)) if full(&page) => after = Some(*id),
+            _ => break,
+        }
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+fn full<T>(page: &[T]) -> bool {
+    i64::try_from(page.len()).is_ok_and(|n| n == EXPORT_PAGE)
+}

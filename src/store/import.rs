@@ -1,0 +1,594 @@
+//! NDJSON import and export: a batch of checked records written in one transaction with
+//! their client ids (`import_ids`, the idempotency check), the `imports` rows that report
+//! an import's progress, and the snapshot reader an export pages through.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{Result, Store, Tx, facts::Remembered, with_pool, with_tx};
+use crate::domain::{
+    event::{Actor, EventData, EventType},
+    fact::Origin,
+    ids::{AgentId, ConversationKey, ExternalRef, TenantId},
+    import::{
+        ConsentRecord, ConversationRecord, FactRecord, ImportJob, ImportRecord, LineError, MessageRecord, Progress,
+        RecordKind, ValidConversation, ValidFact, ValidRecord,
+    },
+    message::{Role, ToolCall, is_user_turn},
+    owner::Owner,
+};
+
+/// What became of one record of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Added,
+    /// Its client id was imported before: nothing written.
+    Duplicate,
+    /// Refused by what the database holds (an unknown conversation, a key in use).
+    Failed(LineError),
+}
+
+/// Messages per `INSERT`: 11 binds each, far under either database's limit.
+const MESSAGE_ROWS: usize = 500;
+
+/// Serialises the imports of one tenant on PostgreSQL, batch by batch, so that two
+/// imports of one file cannot both find a client id new (SQLite serialises every writer).
+const IMPORT_LOCK_PG: &str = "SELECT pg_advisory_xact_lock(hashtextextended('import/' || $1, 0))";
+
+/// Every column of an `imports` row ([`ImportRow`]).
+macro_rules! import_columns {
+    () => {
+        "id, status, lines_read, added, duplicates, failed, errors, created_at, updated_at, finished_at"
+    };
+}
+
+impl Store {
+    /// Writes a batch in one transaction, each record with its client id, and returns
+    /// what became of each. Client ids imported before (or earlier in the batch) are
+    /// duplicates; a record the database refuses is skipped, the rest written.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "import_batch", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn import_batch(&self, tenant: &TenantId, records: &[ValidRecord], actor: Actor) -> Result<Vec<Outcome>> {
+        let now = super::now();
+        let mut tx = self.begin_change(actor).await?;
+        if let Some(lock) = tx.dialect(Some(IMPORT_LOCK_PG), None) {
+            with_tx!(tx, tx => sqlx::query(lock).bind(tenant.as_str()).execute(&mut **tx).await.map(drop))?;
+        }
+        let mut seen = tx.known_client_ids(tenant, records).await?;
+        // The owners whose writers this transaction has locked (see `Tx::insert_fact`).
+        let mut locked: HashSet<(&AgentId, &ExternalRef)> = HashSet::new();
+        let mut outcomes = Vec::with_capacity(records.len());
+        // (kind, client id, record id, person) of each record written.
+        let mut written: Vec<(RecordKind, &str, Option<Uuid>, &ExternalRef)> = Vec::with_capacity(records.len());
+        for record in records {
+            if !seen.insert((record.kind(), record.client_id().to_owned())) {
+                outcomes.push(Outcome::Duplicate);
+                continue;
+            }
+            let id = match record {
+                ValidRecord::Conversation(c) => tx.import_conversation(tenant, c).await?,
+                ValidRecord::Fact(f) => tx.import_fact(tenant, f, &written, &mut locked).await?,
+                ValidRecord::Consent(c) => {
+                    tx.write_consent(tenant, &c.external_ref, c.ai_consent, c.updated_at).await?;
+                    Ok(None)
+                }
+            };
+            match id {
+                Ok(id) => {
+                    written.push((record.kind(), record.client_id(), id, record.external_ref()));
+                    outcomes.push(Outcome::Added);
+                }
+                Err(error) => outcomes.push(Outcome::Failed(error)),
+            }
+        }
+        for chunk in written.chunks(MESSAGE_ROWS) {
+            with_tx!(tx, tx => {
+                let mut insert = sqlx::QueryBuilder::new(
+                    "INSERT INTO import_ids (tenant_id, kind, client_id, record_id, external_ref, created_at) ",
+                );
+                insert.push_values(chunk, |mut values, (kind, client_id, id, user)| {
+                    values
+                        .push_bind(tenant.as_str())
+                        .push_bind(kind.as_str())
+                        .push_bind(*client_id)
+                        .push_bind(*id)
+                        .push_bind(user.as_str())
+                        .push_bind(now);
+                });
+                insert.build().execute(&mut **tx).await?;
+            });
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    /// Starts the progress row of an import.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "create_import", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn create_import(&self, tenant: &TenantId) -> Result<ImportJob> {
+        let now = super::now();
+        let id = Uuid::now_v7();
+        with_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO imports (id, tenant_id, status, errors, created_at, updated_at) \
+                 VALUES ($1, $2, 'running', $3, $4, $4)",
+            )
+            .bind(id)
+            .bind(tenant.as_str())
+            .bind(Json(Vec::<()>::new()))
+            .bind(now)
+            .execute(pool)
+            .await?;
+        });
+        Ok(ImportJob {
+            id,
+            status: "running".into(),
+            progress: Progress::default(),
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+        })
+    }
+
+    /// Saves an import's progress; `status` other than `running` finishes it.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "update_import", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn update_import(&self, tenant: &TenantId, id: Uuid, status: &str, progress: &Progress) -> Result<()> {
+        let now = super::now();
+        let finished = (status != "running").then_some(now);
+        with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE imports SET status = $3, lines_read = $4, added = $5, duplicates = $6, failed = $7, \
+                 errors = $8, updated_at = $9, finished_at = $10 WHERE id = $1 AND tenant_id = $2",
+            )
+            .bind(id)
+            .bind(tenant.as_str())
+            .bind(status)
+            .bind(progress.lines_read)
+            .bind(progress.added)
+            .bind(progress.duplicates)
+            .bind(progress.failed)
+            .bind(Json(&progress.errors))
+            .bind(now)
+            .bind(finished)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_import", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn get_import(&self, tenant: &TenantId, id: Uuid) -> Result<Option<ImportJob>> {
+        let row: Option<ImportRow> = with_pool!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", import_columns!(), " FROM imports WHERE id = $1 AND tenant_id = $2"))
+            .bind(id)
+            .bind(tenant.as_str())
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row.map(ImportJob::from))
+    }
+
+    /// The tenant's `limit` newest imports, newest first (`imports_tenant_id`).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_imports", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn list_imports(&self, tenant: &TenantId, limit: i64) -> Result<Vec<ImportJob>> {
+        let rows: Vec<ImportRow> = with_pool!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", import_columns!(), " FROM imports WHERE tenant_id = $1 ORDER BY id DESC LIMIT $2"))
+                .bind(tenant.as_str())
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        super::counted(&rows);
+        Ok(rows.into_iter().map(ImportJob::from).collect())
+    }
+
+    /// Opens a reader of every record of the tenant in the import format, in one
+    /// snapshot, page by page.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "record_reader", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn record_reader(&self, tenant: &TenantId) -> Result<RecordReader> {
+        Ok(RecordReader { tx: self.begin_snapshot().await?, tenant: tenant.clone() })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct ImportRow {
+    id: Uuid,
+    status: String,
+    lines_read: i64,
+    added: i64,
+    duplicates: i64,
+    failed: i64,
+    errors: Json<Vec<crate::domain::import::LineReport>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<ImportRow> for ImportJob {
+    fn from(row: ImportRow) -> ImportJob {
+        ImportJob {
+            id: row.id,
+            status: row.status,
+            progress: Progress {
+                lines_read: row.lines_read,
+                added: row.added,
+                duplicates: row.duplicates,
+                failed: row.failed,
+                errors: row.errors.0,
+            },
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            finished_at: row.finished_at,
+        }
+    }
+}
+
+impl Tx {
+    /// The client ids of `records` imported before (one statement per kind present).
+    async fn known_client_ids(
+        &mut self,
+        tenant: &TenantId,
+        records: &[ValidRecord],
+    ) -> Result<HashSet<(RecordKind, String)>> {
+        let mut known = HashSet::new();
+        for kind in [RecordKind::Conversation, RecordKind::Fact, RecordKind::Consent] {
+            let ids: Vec<&str> = records.iter().filter(|r| r.kind() == kind).map(ValidRecord::client_id).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let found: Vec<String> = with_tx!(self, tx => {
+                let mut select = sqlx::QueryBuilder::new("SELECT client_id FROM import_ids WHERE tenant_id = ");
+                select.push_bind(tenant.as_str()).push(" AND kind = ").push_bind(kind.as_str()).push(" AND client_id IN (");
+                let mut list = select.separated(", ");
+                for id in &ids {
+                    list.push_bind(*id);
+                }
+                select.push(")");
+                select.build_query_scalar().fetch_all(&mut **tx).await?
+            });
+            known.extend(found.into_iter().map(|id| (kind, id)));
+        }
+        Ok(known)
+    }
+
+    /// Writes a conversation and its messages as they were; `key_taken` when the agent
+    /// already has a conversation with its key.
+    async fn import_conversation(
+        &mut self,
+        tenant: &TenantId,
+        c: &ValidConversation,
+    ) -> Result<std::result::Result<Option<Uuid>, LineError>> {
+        let id = Uuid::now_v7();
+        let count = i64::try_from(c.messages.len()).unwrap_or(i64::MAX);
+        let user_turns: Vec<i64> =
+            (1..).zip(&c.messages).filter(|(_, (m, _))| is_user_turn(m.role, &m.content)).map(|(seq, _)| seq).collect();
+        let status = if c.ended_at.is_some() { "ended" } else { "open" };
+        // Imported history counts as extracted: only messages appended after the import
+        // are new to the live extraction rules.
+        let inserted: Option<Uuid> = with_tx!(self, tx => {
+            sqlx::query_scalar(
+                "INSERT INTO conversations (id, tenant_id, agent_id, external_ref, key, title, metadata, memory, status, \
+                 message_count, user_turns, last_seq, last_user_seq, extracted_through_seq, queued_through_seq, \
+                 created_at, updated_at, ended_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10, $12, $10, $10, $13, $14, $15) \
+                 ON CONFLICT (tenant_id, agent_id, key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
+            )
+            .bind(id)
+            .bind(tenant.as_str())
+            .bind(c.new.agent_id.as_str())
+            .bind(c.new.external_ref.as_str())
+            .bind(c.new.key.as_ref().map(ConversationKey::as_str))
+            .bind(c.new.title.as_deref())
+            .bind(Json(c.new.metadata_or_empty()))
+            .bind(c.new.memory.unwrap_or(true))
+            .bind(status)
+            .bind(count)
+            .bind(i64::try_from(user_turns.len()).unwrap_or(i64::MAX))
+            .bind(user_turns.last().copied().unwrap_or(0))
+            .bind(c.created_at)
+            .bind(c.updated_at)
+            .bind(c.ended_at)
+            .fetch_optional(&mut **tx)
+            .await?
+        });
+        if inserted.is_none() {
+            return Ok(Err(LineError::new("key_taken", "the agent has another conversation with this key")));
+        }
+        let rows: Vec<(i64, &(crate::domain::message::NewMessage, DateTime<Utc>))> = (1..).zip(&c.messages).collect();
+        for chunk in rows.chunks(MESSAGE_ROWS) {
+            with_tx!(self, tx => {
+                let mut insert = sqlx::QueryBuilder::new(concat!(
+                    "INSERT INTO messages (",
+                    super::messages::message_columns!(),
+                    ", tenant_id) "
+                ));
+                insert.push_values(chunk, |mut values, (seq, (m, at))| {
+                    values
+                        .push_bind(Uuid::now_v7())
+                        .push_bind(id)
+                        .push_bind(*seq)
+                        .push_bind(m.role.as_str())
+                        .push_bind(Json(&m.content))
+                        .push_bind(m.name.as_deref())
+                        .push_bind(m.tool_calls.as_ref().map(Json))
+                        .push_bind(m.tool_call_id.as_deref())
+                        .push_bind(m.metadata.as_ref().map(Json))
+                        .push_bind(*at)
+                        .push_bind(tenant.as_str());
+                });
+                insert.build().execute(&mut **tx).await?;
+            });
+        }
+        self.record_person(
+            tenant,
+            Some(c.new.agent_id.as_str()),
+            &c.new.external_ref,
+            EventType::ConversationCreated,
+            EventData { conversation_id: Some(id), ..EventData::default() },
+        );
+        Ok(Ok(Some(id)))
+    }
+
+    /// Writes a fact with its original times by the live duplicate and slot rules; an
+    /// extracted fact's conversation is found by its client id (`unknown_conversation`
+    /// when it was never imported). `written`: the records this batch wrote so far.
+    async fn import_fact<'a>(
+        &mut self,
+        tenant: &TenantId,
+        f: &'a ValidFact,
+        written: &[(RecordKind, &str, Option<Uuid>, &ExternalRef)],
+        locked: &mut HashSet<(&'a AgentId, &'a ExternalRef)>,
+    ) -> Result<std::result::Result<Option<Uuid>, LineError>> {
+        let conversation = match &f.conversation {
+            None => None,
+            Some(client_id) => {
+                let in_batch = written
+                    .iter()
+                    .find(|(kind, id, _, _)| *kind == RecordKind::Conversation && id == client_id)
+                    .and_then(|(_, _, id, _)| *id);
+                let found = match in_batch {
+                    Some(id) => Some(id),
+                    None => with_tx!(self, tx => {
+                        sqlx::query_scalar(
+                            "SELECT record_id FROM import_ids WHERE tenant_id = $1 AND kind = 'conversation' \
+                             AND client_id = $2",
+                        )
+                        .bind(tenant.as_str())
+                        .bind(client_id)
+                        .fetch_optional(&mut **tx)
+                        .await?
+                    })
+                    .flatten(),
+                };
+                match found {
+                    Some(id) => Some(id),
+                    None => {
+                        return Ok(Err(LineError::new(
+                            "unknown_conversation",
+                            "conversation_id names no imported conversation",
+                        )));
+                    }
+                }
+            }
+        };
+        let origin = match (f.source, conversation) {
+            (crate::domain::fact::Source::Manual, _) => Origin::Manual,
+            (crate::domain::fact::Source::Agent, _) => Origin::Agent,
+            (crate::domain::fact::Source::Extracted, Some(conversation_id)) => Origin::Extracted { conversation_id },
+            (crate::domain::fact::Source::BuiltinFallback, Some(conversation_id)) => {
+                Origin::Fallback { conversation_id }
+            }
+            // Validation requires the conversation of these sources.
+            (_, None) => Origin::Manual,
+        };
+        let owner = Owner::new(tenant, &f.agent_id, &f.external_ref);
+        if locked.insert((&f.agent_id, &f.external_ref)) {
+            self.lock_owner(owner).await?;
+        }
+        let remembered = self.insert_fact_locked(owner, &f.fact, origin, None, Some(f.created_at)).await?;
+        Ok(match remembered {
+            Remembered::Created(fact) | Remembered::Existing(fact) => Ok(Some(fact.id)),
+            // No cap was given.
+            Remembered::Full => Err(LineError::new("full", "the owner holds too many facts")),
+        })
+    }
+}
+
+/// Every record of one tenant, read in one snapshot, a page at a time, in the import
+/// format: consents, conversations (each with its messages), then facts, so that an
+/// import of the file finds each fact's conversation before the fact.
+pub struct RecordReader {
+    tx: Tx,
+    tenant: TenantId,
+}
+
+/// A conversation row and the client id it was imported under (if it was).
+#[derive(sqlx::FromRow)]
+struct ConversationExportRow {
+    id: Uuid,
+    client_id: Option<String>,
+    agent_id: String,
+    external_ref: String,
+    key: Option<String>,
+    title: Option<String>,
+    metadata: Json<serde_json::Value>,
+    memory: bool,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    ended_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct FactExportRow {
+    id: Uuid,
+    client_id: Option<String>,
+    agent_id: AgentId,
+    external_ref: ExternalRef,
+    fact: String,
+    tags: Json<Vec<String>>,
+    score: Option<f64>,
+    source: String,
+    conversation_client_id: Option<String>,
+    conversation_id: Option<Uuid>,
+    created_at: DateTime<Utc>,
+    observed_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct MessageExportRow {
+    seq: i64,
+    role: String,
+    content: Json<serde_json::Value>,
+    name: Option<String>,
+    tool_calls: Option<Json<Vec<ToolCall>>>,
+    tool_call_id: Option<String>,
+    metadata: Option<Json<serde_json::Value>>,
+    created_at: DateTime<Utc>,
+}
+
+fn decode(e: String) -> sqlx::Error {
+    sqlx::Error::Decode(e.into())
+}
+
+impl RecordReader {
+    /// Consents after external ref `after`, by external ref.
+    pub async fn consents(&mut self, after: Option<&str>, limit: i64) -> Result<Vec<ImportRecord>> {
+        // Binds: tenant, after (or NULL), limit. Uses the primary key.
+        let sql = "SELECT c.external_ref, c.ai_consent, c.updated_at, \
+                     (SELECT min(i.client_id) FROM import_ids i WHERE i.tenant_id = c.tenant_id \
+                        AND i.kind = 'consent' AND i.external_ref = c.external_ref) \
+                   FROM user_consents c WHERE c.tenant_id = $1 AND ($2 IS NULL OR c.external_ref > $2) \
+                   ORDER BY c.external_ref LIMIT $3";
+        let rows: Vec<(String, bool, DateTime<Utc>, Option<String>)> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(self.tenant.as_str()).bind(after).bind(limit).fetch_all(&mut **tx).await?
+        });
+        super::counted(&rows);
+        rows.into_iter()
+            .map(|(external_ref, ai_consent, updated_at, client_id)| {
+                Ok(ImportRecord::Consent(ConsentRecord {
+                    id: client_id.unwrap_or_else(|| format!("consent:{external_ref}")),
+                    tenant: None,
+                    external_ref: ExternalRef::parse(external_ref).map_err(decode)?,
+                    ai_consent,
+                    updated_at: Some(updated_at),
+                }))
+            })
+            .collect()
+    }
+
+    /// Conversations after `(created_at, id)`, oldest first, without their messages
+    /// (see [`RecordReader::messages`]); each with its id.
+    pub async fn conversations(
+        &mut self,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, ConversationRecord)>> {
+        let (after_at, after_id) = after.unzip();
+        // Binds: tenant, after created_at (or NULL), after id, limit.
+        let sql = "SELECT c.id, (SELECT i.client_id FROM import_ids i WHERE i.tenant_id = c.tenant_id \
+                      AND i.kind = 'conversation' AND i.record_id = c.id) AS client_id, \
+                     c.agent_id, c.external_ref, c.key, c.title, c.metadata, c.memory, c.created_at, c.updated_at, \
+                     c.ended_at \
+                   FROM conversations c WHERE c.tenant_id = $1 \
+                     AND ($2 IS NULL OR c.created_at > $2 OR (c.created_at = $2 AND c.id > $3)) \
+                   ORDER BY c.created_at, c.id LIMIT $4";
+        let rows: Vec<ConversationExportRow> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(self.tenant.as_str()).bind(after_at).bind(after_id).bind(limit).fetch_all(&mut **tx).await?
+        });
+        super::counted(&rows);
+        rows.into_iter()
+            .map(|row| {
+                let record = ConversationRecord {
+                    id: row.client_id.unwrap_or_else(|| row.id.to_string()),
+                    tenant: None,
+                    agent_id: AgentId::parse(row.agent_id).map_err(decode)?,
+                    external_ref: ExternalRef::parse(row.external_ref).map_err(decode)?,
+                    key: row.key.map(ConversationKey::parse).transpose().map_err(decode)?,
+                    title: row.title,
+                    metadata: Some(row.metadata.0),
+                    memory: row.memory,
+                    created_at: row.created_at,
+                    updated_at: Some(row.updated_at),
+                    ended_at: row.ended_at,
+                    messages: Vec::new(),
+                };
+                Ok((row.id, record))
+            })
+            .collect()
+    }
+
+    /// A conversation's messages after `after_seq`, oldest first, with their seq.
+    pub async fn messages(
+        &mut self,
+        conversation_id: Uuid,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, MessageRecord)>> {
+        // Binds: conversation, tenant, after seq, limit. Uses messages' (conversation_id, seq).
+        let sql = "SELECT seq, role, content, name, tool_calls, tool_call_id, metadata, created_at FROM messages \
+                   WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 ORDER BY seq LIMIT $4";
+        let rows: Vec<MessageExportRow> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(conversation_id).bind(self.tenant.as_str()).bind(after_seq).bind(limit).fetch_all(&mut **tx).await?
+        });
+        super::counted(&rows);
+        rows.into_iter()
+            .map(|row| {
+                let role = Role::parse(&row.role).ok_or_else(|| decode(format!("unknown role {:?}", row.role)))?;
+                Ok((
+                    row.seq,
+                    MessageRecord {
+                        role,
+                        content: row.content.0,
+                        name: row.name,
+                        tool_calls: row.tool_calls.map(|calls| calls.0),
+                        tool_call_id: row.tool_call_id,
+                        metadata: row.metadata.map(|m| m.0),
+                        created_at: row.created_at,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Facts after id `after`, oldest first (ids are time-ordered), expired ones left out.
+    pub async fn facts(&mut self, after: Option<Uuid>, limit: i64) -> Result<Vec<(Uuid, FactRecord)>> {
+        // Binds: tenant, after id (or NULL), limit, now.
+        let sql = "SELECT f.id, (SELECT min(i.client_id) FROM import_ids i WHERE i.tenant_id = f.tenant_id \
+                      AND i.kind = 'fact' AND i.record_id = f.id) AS client_id, \
+                     f.agent_id, f.external_ref, f.fact, f.tags, f.score, f.source, \
+                     (SELECT i.client_id FROM import_ids i WHERE i.tenant_id = f.tenant_id \
+                      AND i.kind = 'conversation' AND i.record_id = f.conversation_id) AS conversation_client_id, \
+                     f.conversation_id, f.created_at, f.observed_at, f.expires_at \
+                   FROM facts f WHERE f.tenant_id = $1 AND ($2 IS NULL OR f.id > $2) \
+                     AND (f.expires_at IS NULL OR f.expires_at > $4) \
+                   ORDER BY f.id LIMIT $3";
+        let rows: Vec<FactExportRow> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(self.tenant.as_str()).bind(after).bind(limit).bind(super::now()).fetch_all(&mut **tx).await?
+        });
+        super::counted(&rows);
+        rows.into_iter()
+            .map(|row| {
+                let record = FactRecord {
+                    id: row.client_id.unwrap_or_else(|| row.id.to_string()),
+                    tenant: None,
+                    agent_id: row.agent_id,
+                    external_ref: row.external_ref,
+                    fact: row.fact,
+                    tags: row.tags.0,
+                    score: row.score,
+                    source: crate::domain::fact::Source::parse(&row.source).map_err(decode)?,
+                    conversation_id: row
+                        .conversation_client_id
+                        .or_else(|| row.conversation_id.map(|id| id.to_string())),
+                    created_at: Some(row.created_at),
+                    observed_at: Some(row.observed_at),
+                    expires_at: row.expires_at,
+                    ttl_seconds: None,
+                };
+                Ok((row.id, record))
+            })
+            .collect()
+    }
+}
