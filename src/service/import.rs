@@ -58,8 +58,14 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
+    // An input without a byte is a client's mistake (a request sent without its body),
+    // refused before an import is recorded.
+    let mut lines = Lines::new(input, limits.import_max_line_bytes, idle);
+    if lines.is_empty().await? {
+        return Err(ImportStop::Input("the input is empty: send one record a line (NDJSON)".into()));
+    }
     let mut job = store.create_import(tenant).await.map_err(ApiError::from)?;
-    let outcome = run(store, tenant, input, limits, idle, actor, &mut job, &mut progress).await;
+    let outcome = run(store, tenant, lines, limits, actor, &mut job, &mut progress).await;
     job.status = if outcome.is_ok() { "succeeded" } else { "failed" }.into();
     // The final counts are saved even after a stop: they say how far it got.
     let saved = store.update_import(tenant, job.id, &job.status, &job.progress).await;
@@ -71,13 +77,11 @@ where
     Ok(job)
 }
 
-#[allow(clippy::too_many_arguments)] // the arguments of `import`, plus its job
 async fn run<S, E>(
     store: &Store,
     tenant: &TenantId,
-    input: S,
+    mut lines: Lines<S>,
     limits: ImportConfig,
-    idle: Duration,
     actor: Actor,
     job: &mut ImportJob,
     progress: &mut impl FnMut(&ImportJob),
@@ -86,7 +90,6 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut lines = Lines::new(input, limits.import_max_line_bytes, idle);
     let mut batch: Vec<(u64, ValidRecord)> = Vec::new();
     let mut batch_bytes = 0;
     let mut number = 0u64;
@@ -182,20 +185,12 @@ where
                 if self.done {
                     return Ok(None);
                 }
-                let next = tokio::time::timeout(self.idle, poll_fn(|cx| Pin::new(&mut self.input).poll_next(cx)))
-                    .await
-                    .map_err(|_| ImportStop::Input(format!("no data for {} s", self.idle.as_secs())))?;
-                match next {
-                    Some(Ok(chunk)) => self.chunk = chunk,
-                    Some(Err(e)) => return Err(ImportStop::Input(e.to_string())),
-                    None => {
-                        self.done = true;
-                        // The last line may have no newline.
-                        if self.line.is_empty() && !self.too_long {
-                            return Ok(None);
-                        }
-                        return Ok(Some(self.current()));
+                if !self.fill().await? {
+                    // The last line may have no newline.
+                    if self.line.is_empty() && !self.too_long {
+                        return Ok(None);
                     }
+                    return Ok(Some(self.current()));
                 }
                 continue;
             }
@@ -215,6 +210,33 @@ where
                 return Ok(Some(self.current()));
             }
         }
+    }
+
+    /// Reads the next chunk of the input; `false` at its end.
+    async fn fill(&mut self) -> Result<bool, ImportStop> {
+        let next = tokio::time::timeout(self.idle, poll_fn(|cx| Pin::new(&mut self.input).poll_next(cx)))
+            .await
+            .map_err(|_| ImportStop::Input(format!("no data for {} s", self.idle.as_secs())))?;
+        match next {
+            Some(Ok(chunk)) => {
+                self.chunk = chunk;
+                Ok(true)
+            }
+            Some(Err(e)) => Err(ImportStop::Input(e.to_string())),
+            None => {
+                self.done = true;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Whether the input holds nothing at all: waits for its first bytes, which stay
+    /// for [`Lines::next`].
+    async fn is_empty(&mut self) -> Result<bool, ImportStop> {
+        while self.chunk.is_empty() && !self.done {
+            self.fill().await?;
+        }
+        Ok(self.chunk.is_empty())
     }
 
     fn current(&self) -> Line<'_> {

@@ -221,9 +221,7 @@ async fn hold_owner_lock(url: &str, tenant: &str, agent_id: &str, user: &str) ->
         .expect("lock");
         Lock::Postgres { _held: conn }
     } else {
-        let mut conn = sqlx::SqliteConnection::connect(url).await.expect("connect");
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.expect("lock");
-        Lock::Sqlite { _held: conn }
+        hold_sqlite_file(url).await
     }
 }
 
@@ -255,9 +253,7 @@ async fn hold_write_lock(url: &str, conversation: &str) -> Lock {
             .expect("lock");
         Lock::Postgres { _held: conn }
     } else {
-        let mut conn = sqlx::SqliteConnection::connect(url).await.expect("connect");
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.expect("lock");
-        Lock::Sqlite { _held: conn }
+        hold_sqlite_file(url).await
     }
 }
 
@@ -481,4 +477,11 @@ async fn a_large_export_streams_every_page(backend: Backend) {
         conversations[0]["messages"].as_array().expect("messages").iter().filter_map(|m| m["seq"].as_i64()).collect();
     assert_eq!(seqs, (1..=300).collect::<Vec<_>>());
     assert_eq!(conversations[1]["messages"], json!([]));
+}
+
+/// SQLite's write lock on the whole file.
+async fn hold_sqlite_file(url: &str) -> Lock {
+    let mut conn = sqlx::SqliteConnection::connect(url).await.expect("connect");
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.expect("lock");
+    Lock::Sqlite { _held: conn }
 }

@@ -62,6 +62,11 @@ async fn count(db: &TestDb, sql: &'static str) -> i64 {
 
 async fn bad_lines_are_reported_and_skipped_while_good_lines_land(backend: Backend) {
     let app = TestApp::spawn_with(backend, &["--import-max-line-bytes", "2048"]).await;
+    // No body at all is a client's mistake, refused before an import is recorded.
+    let (status, error) = import(&app, &admin("acme"), "").await;
+    assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
+    let (_, imports) = app.get("/api/import", &admin("acme")).await;
+    assert_eq!(imports, json!([]), "an empty body recorded an import");
     let conversation = json!({"type": "conversation", "id": "talk-1", "agent_id": "concierge", "external_ref": "ann",
         "created_at": "2024-02-01T09:00:00Z", "ended_at": "2024-02-01T09:05:00Z", "messages": [
             {"role": "user", "content": "I restore old sailing dinghies", "created_at": "2024-02-01T09:00:10Z"},
