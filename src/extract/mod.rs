@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn grounding_counts_what_it_drops_so_an_answer_of_invented_facts_is_told_from_an_empty_one() {
-        let request = request("I keep bees in my garden.".into());
+        let request = request("I carve spoons in my shed.".into());
         let answer = |facts: &[&str]| Extraction {
             facts: facts.iter().map(|f| ExtractedFact { fact: (*f).to_owned(), score: 0.9, tags: vec![] }).collect(),
             changes: vec![],
@@ -271,7 +271,7 @@ mod tests {
         let invented = ground(answer(&["Name is <statement>", "Likes jazz"]), &request);
         assert_eq!((invented.facts.len(), invented.ungrounded), (0, 2));
         assert!(invented.nothing_grounded());
-        let partly = ground(answer(&["Keeps bees", "Likes jazz"]), &request);
+        let partly = ground(answer(&["Carves spoons", "Likes jazz"]), &request);
         assert_eq!((partly.facts.len(), partly.ungrounded), (1, 1));
         assert!(!partly.nothing_grounded());
         assert!(!ground(answer(&[]), &request).nothing_grounded(), "finding nothing is no failure");

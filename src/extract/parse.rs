@@ -322,9 +322,9 @@ mod tests {
     #[test]
     fn a_cut_answer_keeps_the_operations_complete_before_the_cut() {
         let known = known();
-        let whole = r#"{"operations": [{"op": "add", "id": null, "fact": "Keeps bees", "score": 0.9, "tags": ["hobby"]}, {"op": "delete", "id": "f2", "fact": null, "score": null, "tags": []}, {"op": "add", "id": null, "fact": "Sells honey at the market", "score": 0.8, "tags": []}]}"#;
+        let whole = r#"{"operations": [{"op": "add", "id": null, "fact": "Carves spoons", "score": 0.9, "tags": ["hobby"]}, {"op": "delete", "id": "f2", "fact": null, "score": null, "tags": []}, {"op": "add", "id": null, "fact": "Sells spoons at the market", "score": 0.8, "tags": []}]}"#;
         let second_ends = whole.find(r#"[]}, {"op": "add""#).expect("second entry") + 3;
-        let third = vec![fact("Keeps bees", 0.9, &["hobby"])];
+        let third = vec![fact("Carves spoons", 0.9, &["hobby"])];
         for (cut_at, facts, changes) in [
             // Inside the third entry's fact: its first half is never stored.
             (whole.find("at the market").expect("third fact"), third.clone(), 1),
@@ -336,7 +336,7 @@ mod tests {
             // Whole but for the closing brackets.
             (
                 whole.len() - 2,
-                vec![fact("Keeps bees", 0.9, &["hobby"]), fact("Sells honey at the market", 0.8, &[])],
+                vec![fact("Carves spoons", 0.9, &["hobby"]), fact("Sells spoons at the market", 0.8, &[])],
                 1,
             ),
         ] {

@@ -479,7 +479,7 @@ async fn a_summary_is_two_events_by_its_job(backend: Backend) {
     let (_, conversation) =
         app.post("/api/conversations", &agent("acme"), json!({"agent_id": AGENT, "external_ref": PERSON})).await;
     let id = conversation["id"].as_str().unwrap();
-    let messages: Vec<Value> = ["I keep bees.", "Lovely!", "And goats too."]
+    let messages: Vec<Value> = ["I carve spoons.", "Lovely!", "And goats too."]
         .iter()
         .enumerate()
         .map(|(i, text)| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": text}))
@@ -518,7 +518,7 @@ async fn a_dead_job_is_one_event(backend: Backend) {
     ];
     let app = TestApp::spawn_with(backend, &flags).await;
     app.enable_memory("acme", "concierge").await;
-    let (_, ended) = converse(&app, "concierge", "ann", &["I live in Oslo.", "I like tea.", "I keep bees."]).await;
+    let (_, ended) = converse(&app, "concierge", "ann", &["I live in Oslo.", "I like tea.", "I carve spoons."]).await;
     let job = job_id(&ended);
     job_reaching(&app, &job, &["dead"], Duration::from_secs(20)).await;
     let events = events_after(&app, 0).await;
