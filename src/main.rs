@@ -15,7 +15,7 @@ use engram::{
     domain::{
         event::Actor,
         ids::{AgentId, ExternalRef, TenantId},
-        import::ImportJob,
+        import::{ImportJob, ImportOptions},
     },
     embed::fetch,
     service::import,
@@ -47,6 +47,14 @@ enum Command {
         limits: ImportConfig,
         #[arg(long)]
         tenant: String,
+        /// Queue the imported conversations for extraction, as `POST /api/import?extract=true`
+        /// does (a running `engram serve` on the same database does the work).
+        #[arg(long)]
+        extract: bool,
+        /// Consent of a user who never said (`ai_consent`), read by `--extract`: set it as
+        /// the server's.
+        #[arg(long, env = "ENGRAM_DEFAULT_AI_CONSENT", default_value_t = true, action = clap::ArgAction::Set)]
+        default_ai_consent: bool,
         /// The NDJSON file.
         file: std::path::PathBuf,
     },
@@ -158,9 +166,10 @@ async fn main() -> ExitCode {
             }
         }
         // Their logs go to stderr, with the progress: stdout is the summary alone.
-        Command::Import { core, limits, tenant, file } => {
+        Command::Import { core, limits, tenant, extract, default_ai_consent, file } => {
             telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
-            import_file(core, limits, tenant, &file).await
+            let options = ImportOptions { actor: Actor::Admin, extract, default_consent: default_ai_consent };
+            import_file(core, limits, tenant, options, &file).await
         }
         Command::Export { core, tenant, file } => {
             telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
@@ -283,6 +292,7 @@ async fn import_file(
     core: CoreConfig,
     limits: ImportConfig,
     tenant: String,
+    options: ImportOptions,
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
     limits.validate()?;
@@ -294,10 +304,13 @@ async fn import_file(
     let chunks = file_chunks(file, read.clone());
     let counts = |job: &ImportJob| {
         let p = &job.progress;
-        format!("{} lines, {} added, {} duplicates, {} bad", p.lines_read, p.added, p.duplicates, p.failed)
+        format!(
+            "{} lines, {} added, {} duplicates, {} bad, {} queued for extraction",
+            p.lines_read, p.added, p.duplicates, p.failed, p.queued_for_extraction
+        )
     };
     let idle = Duration::from_secs(3600);
-    let outcome = import::import(&store, &tenant, chunks, limits, idle, Actor::Admin, |job| {
+    let outcome = import::import(&store, &tenant, chunks, limits, idle, options, |job| {
         draw_bar(read.load(std::sync::atomic::Ordering::Relaxed), total, &counts(job));
     })
     .await;

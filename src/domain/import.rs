@@ -220,6 +220,9 @@ pub struct Progress {
     pub duplicates: i64,
     /// Bad lines, reported and skipped.
     pub failed: i64,
+    /// Conversations written that were queued for extraction (`extract=true`: ended,
+    /// and meeting the agent's rules as a live conversation's end would).
+    pub queued_for_extraction: i64,
     /// The first 100 bad lines' reports.
     pub errors: Vec<LineReport>,
 }
@@ -232,6 +235,30 @@ impl Progress {
             self.errors.push(LineReport { line, error });
         }
     }
+}
+
+/// How an import writes: who its events name, whether its conversations go to
+/// extraction (`extract=true`), and the consent of a person who never said
+/// (`ENGRAM_DEFAULT_AI_CONSENT`), which that decision reads as a live conversation's end
+/// does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportOptions {
+    pub actor: super::event::Actor,
+    pub extract: bool,
+    pub default_consent: bool,
+}
+
+/// A client id one of the person's records was imported under, as their GDPR export
+/// holds it (the id is the client's, and names the person's record).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ImportedId {
+    /// `conversation`, `fact` or `consent`.
+    pub kind: String,
+    pub client_id: String,
+    /// The record it became: null for a consent (the person's own row).
+    pub record_id: Option<uuid::Uuid>,
+    /// When it was imported.
+    pub created_at: DateTime<Utc>,
 }
 
 /// An import and its progress, as `GET /api/import/{id}` shows it.

@@ -14,14 +14,22 @@
 //! each line.
 
 use axum::{Json, body::Body};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
-use super::{CommonErrors, NotFound, extractors::ApiPath};
+use super::{
+    CommonErrors, NotFound,
+    extractors::{ApiPath, ApiQuery},
+};
 use crate::{
     auth::Admin,
-    domain::{event::Actor, import::ImportJob},
+    domain::{
+        event::Actor,
+        import::{ImportJob, ImportOptions},
+    },
     error::ApiError,
     service::{
         AppState,
@@ -43,19 +51,38 @@ async fn list_imports(Ctx { state, caller }: Ctx<Admin>) -> Result<Json<Vec<Impo
     Ok(Json(state.store.list_imports(&caller.tenant, 50).await?))
 }
 
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ImportQuery {
+    /// Queue the imported conversations for extraction: an ended one when it meets the
+    /// rules a live end checks (the agent's `memory_enabled` and `min_user_turns`, the
+    /// conversation's `memory`, the person's consent), an open one whole when it ends.
+    /// Without it, imported messages count as extracted. Default false.
+    extract: Option<bool>,
+}
+
 /// Import NDJSON, one record a line (the format: `openapi/import-record.schema.json`).
 /// Every good line is written once (a client id imported before adds nothing), every
 /// bad line reported with its number and code and skipped; the answer is the finished
 /// import with its counts. Records are written a batch per transaction: after a broken
 /// upload, send the file again.
-#[utoipa::path(post, path = "/api/import", tag = "import",
+#[utoipa::path(post, path = "/api/import", tag = "import", params(ImportQuery),
     request_body(content = String, content_type = "application/x-ndjson",
         description = "One JSON record a line (`ImportRecord`)."),
     responses((status = 200, body = ImportJob), CommonErrors))]
-async fn import_records(Ctx { state, caller }: Ctx<Admin>, body: Body) -> Result<Json<ImportJob>, ApiError> {
+async fn import_records(
+    Ctx { state, caller }: Ctx<Admin>,
+    ApiQuery(query): ApiQuery<ImportQuery>,
+    body: Body,
+) -> Result<Json<ImportJob>, ApiError> {
     let limits = state.config.import;
     let idle = state.config.request_timeout();
-    let job = import::import(&state.store, &caller.tenant, body.into_data_stream(), limits, idle, Actor::Api, |_| {})
+    let options = ImportOptions {
+        actor: Actor::Api,
+        extract: query.extract.unwrap_or(false),
+        default_consent: state.config.default_ai_consent,
+    };
+    let job = import::import(&state.store, &caller.tenant, body.into_data_stream(), limits, idle, options, |_| {})
         .await
         .map_err(|stop| match stop {
             ImportStop::Input(why) => ApiError::InvalidRequest(format!("the import stopped: {why}")),

@@ -18,6 +18,7 @@ use crate::{
         event::{Actor, Event, ExportedVersion},
         fact::Fact,
         ids::ExternalRef,
+        import::ImportedId,
         message::Message,
         policy::Consent,
         webhook::ExportedDelivery,
@@ -97,6 +98,8 @@ pub struct Export {
     pub events: Vec<Event>,
     /// The webhook deliveries of those events.
     pub webhook_deliveries: Vec<ExportedDelivery>,
+    /// The client ids the person's records were imported under (`POST /api/import`).
+    pub imported_ids: Vec<ImportedId>,
 }
 
 /// Everything held about an end user in the tenant, across agents, machine-readable:

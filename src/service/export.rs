@@ -3,7 +3,8 @@
 //! the server bounded memory. The body is the `Export` document of the API (consent,
 //! conversations each with its summary, working memory and messages, facts, the person's
 //! working memory documents, every version of their facts, their events and those events'
-//! webhook deliveries), built from the same types.
+//! webhook deliveries, and the client ids their records were imported under), built from
+//! the same types.
 
 use std::{
     pin::Pin,
@@ -171,6 +172,21 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
         out.flush_if_full().await?;
         match page.last() {
             Some(last) if is_full(&page) => after = Some((last.event_id, last.subscription_id)),
+            _ => break,
+        }
+    }
+    out.raw(b"],\"imported_ids\":[");
+    let (mut after, mut first) = (None, true);
+    loop {
+        let page =
+            reader.imported_ids(after.as_ref().map(|(k, c): &(String, String)| (k.as_str(), c.as_str())), PAGE).await?;
+        for id in &page {
+            out.separator(&mut first);
+            out.json(id)?;
+        }
+        out.flush_if_full().await?;
+        match page.last() {
+            Some(last) if is_full(&page) => after = Some((last.kind.clone(), last.client_id.clone())),
             _ => break,
         }
     }

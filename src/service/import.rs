@@ -15,9 +15,8 @@ use futures_core::Stream;
 use crate::{
     config::ImportConfig,
     domain::{
-        event::Actor,
         ids::TenantId,
-        import::{ImportJob, ImportRecord, LineError, ValidRecord, parse_line},
+        import::{ImportJob, ImportOptions, ImportRecord, LineError, ValidRecord, parse_line},
     },
     error::ApiError,
     store::{Store, import::Outcome},
@@ -45,13 +44,15 @@ pub enum ImportStop {
 /// saves its counts after each batch (what `GET /api/import/{id}` shows), calling
 /// `progress` too. A read waits at most `idle` for the next chunk. On a stop, the
 /// batches committed before it stay and the row says `failed`: a re-run completes it.
+/// `options.extract` queues the imported conversations that meet the extraction rules
+/// (see `Store::import_batch`).
 pub async fn import<S, E>(
     store: &Store,
     tenant: &TenantId,
     input: S,
     limits: ImportConfig,
     idle: Duration,
-    actor: Actor,
+    options: ImportOptions,
     mut progress: impl FnMut(&ImportJob),
 ) -> Result<ImportJob, ImportStop>
 where
@@ -65,7 +66,7 @@ where
         return Err(ImportStop::Input("the input is empty: send one record a line (NDJSON)".into()));
     }
     let mut job = store.create_import(tenant).await.map_err(ApiError::from)?;
-    let outcome = run(store, tenant, lines, limits, actor, &mut job, &mut progress).await;
+    let outcome = run(store, tenant, lines, limits, options, &mut job, &mut progress).await;
     job.status = if outcome.is_ok() { "succeeded" } else { "failed" }.into();
     // The final counts are saved even after a stop: they say how far it got.
     let saved = store.update_import(tenant, job.id, &job.status, &job.progress).await;
@@ -82,7 +83,7 @@ async fn run<S, E>(
     tenant: &TenantId,
     mut lines: Lines<S>,
     limits: ImportConfig,
-    actor: Actor,
+    options: ImportOptions,
     job: &mut ImportJob,
     progress: &mut impl FnMut(&ImportJob),
 ) -> Result<(), ImportStop>
@@ -116,12 +117,12 @@ where
             Err(error) => job.progress.fail(number, error),
         }
         if batch.len() >= limits.import_batch || batch_bytes >= BATCH_BYTES {
-            write_batch(store, tenant, &mut batch, actor, job).await?;
+            write_batch(store, tenant, &mut batch, options, job).await?;
             batch_bytes = 0;
             progress(job);
         }
     }
-    write_batch(store, tenant, &mut batch, actor, job).await?;
+    write_batch(store, tenant, &mut batch, options, job).await?;
     Ok(())
 }
 
@@ -130,17 +131,20 @@ async fn write_batch(
     store: &Store,
     tenant: &TenantId,
     batch: &mut Vec<(u64, ValidRecord)>,
-    actor: Actor,
+    options: ImportOptions,
     job: &mut ImportJob,
 ) -> Result<(), ApiError> {
     if batch.is_empty() {
         return Ok(());
     }
     let (numbers, records): (Vec<u64>, Vec<ValidRecord>) = std::mem::take(batch).into_iter().unzip();
-    let outcomes = store.import_batch(tenant, &records, actor).await?;
+    let outcomes = store.import_batch(tenant, &records, options).await?;
     for (number, outcome) in numbers.into_iter().zip(outcomes) {
         match outcome {
-            Outcome::Added => job.progress.added += 1,
+            Outcome::Added { queued } => {
+                job.progress.added += 1;
+                job.progress.queued_for_extraction += i64::from(queued);
+            }
             Outcome::Duplicate => job.progress.duplicates += 1,
             Outcome::Failed(error) => job.progress.fail(number, error),
         }

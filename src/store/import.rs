@@ -8,23 +8,33 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Result, Store, Tx, facts::Remembered, with_pool, with_tx};
+use super::{
+    Result, Store, Tx,
+    facts::Remembered,
+    jobs::NewJob,
+    policy::{POLICY_SQL, PolicyRow},
+    with_pool, with_tx,
+};
 use crate::domain::{
-    event::{Actor, EventData, EventType},
+    conversation::{ExtractionInputs, extraction_decision},
+    event::{EventData, EventType},
     fact::Origin,
     ids::{AgentId, ConversationKey, ExternalRef, TenantId},
     import::{
-        ConsentRecord, ConversationRecord, FactRecord, ImportJob, ImportRecord, LineError, MessageRecord, Progress,
-        RecordKind, ValidConversation, ValidFact, ValidRecord,
+        ConsentRecord, ConversationRecord, FactRecord, ImportJob, ImportOptions, ImportRecord, LineError,
+        MessageRecord, Progress, RecordKind, ValidConversation, ValidFact, ValidRecord,
     },
+    job::JobKind,
     message::{Role, ToolCall, is_user_turn},
     owner::Owner,
+    policy::Policy,
 };
 
 /// What became of one record of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Added,
+    /// Written; `queued` when it is a conversation queued for extraction.
+    Added { queued: bool },
     /// Its client id was imported before: nothing written.
     Duplicate,
     /// Refused by what the database holds (an unknown conversation, a key in use).
@@ -41,18 +51,25 @@ const IMPORT_LOCK_PG: &str = "SELECT pg_advisory_xact_lock(hashtextextended('imp
 /// Every column of an `imports` row ([`ImportRow`]).
 macro_rules! import_columns {
     () => {
-        "id, status, lines_read, added, duplicates, failed, errors, created_at, updated_at, finished_at"
+        "id, status, lines_read, added, duplicates, failed, queued_for_extraction, errors, created_at, updated_at, finished_at"
     };
 }
 
 impl Store {
     /// Writes a batch in one transaction, each record with its client id, and returns
     /// what became of each. Client ids imported before (or earlier in the batch) are
-    /// duplicates; a record the database refuses is skipped, the rest written.
+    /// duplicates; a record the database refuses is skipped, the rest written. With
+    /// `options.extract`, conversations go to extraction as described at
+    /// [`Tx::import_conversation`].
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "import_batch", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn import_batch(&self, tenant: &TenantId, records: &[ValidRecord], actor: Actor) -> Result<Vec<Outcome>> {
+    pub async fn import_batch(
+        &self,
+        tenant: &TenantId,
+        records: &[ValidRecord],
+        options: ImportOptions,
+    ) -> Result<Vec<Outcome>> {
         let now = super::now();
-        let mut tx = self.begin_change(actor).await?;
+        let mut tx = self.begin_change(options.actor).await?;
         if let Some(lock) = tx.dialect(Some(IMPORT_LOCK_PG), None) {
             with_tx!(tx, tx => sqlx::query(lock).bind(tenant.as_str()).execute(&mut **tx).await.map(drop))?;
         }
@@ -67,18 +84,21 @@ impl Store {
                 outcomes.push(Outcome::Duplicate);
                 continue;
             }
-            let id = match record {
-                ValidRecord::Conversation(c) => tx.import_conversation(tenant, c).await?,
-                ValidRecord::Fact(f) => tx.import_fact(tenant, f, &written, &mut locked).await?,
+            let (id, queued) = match record {
+                ValidRecord::Conversation(c) => match tx.import_conversation(tenant, c, options, now).await? {
+                    Ok((id, queued)) => (Ok(Some(id)), queued),
+                    Err(error) => (Err(error), false),
+                },
+                ValidRecord::Fact(f) => (tx.import_fact(tenant, f, &written, &mut locked).await?, false),
                 ValidRecord::Consent(c) => {
                     tx.write_consent(tenant, &c.external_ref, c.ai_consent, c.updated_at).await?;
-                    Ok(None)
+                    (Ok(None), false)
                 }
             };
             match id {
                 Ok(id) => {
                     written.push((record.kind(), record.client_id(), id, record.external_ref()));
-                    outcomes.push(Outcome::Added);
+                    outcomes.push(Outcome::Added { queued });
                 }
                 Err(error) => outcomes.push(Outcome::Failed(error)),
             }
@@ -139,7 +159,8 @@ impl Store {
         with_pool!(self, pool => {
             sqlx::query(
                 "UPDATE imports SET status = $3, lines_read = $4, added = $5, duplicates = $6, failed = $7, \
-                 errors = $8, updated_at = $9, finished_at = $10 WHERE id = $1 AND tenant_id = $2",
+                 errors = $8, updated_at = $9, finished_at = $10, queued_for_extraction = $11 \
+                 WHERE id = $1 AND tenant_id = $2",
             )
             .bind(id)
             .bind(tenant.as_str())
@@ -151,6 +172,7 @@ impl Store {
             .bind(Json(&progress.errors))
             .bind(now)
             .bind(finished)
+            .bind(progress.queued_for_extraction)
             .execute(pool)
             .await?;
         });
@@ -199,6 +221,7 @@ struct ImportRow {
     added: i64,
     duplicates: i64,
     failed: i64,
+    queued_for_extraction: i64,
     errors: Json<Vec<crate::domain::import::LineReport>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -215,6 +238,7 @@ impl From<ImportRow> for ImportJob {
                 added: row.added,
                 duplicates: row.duplicates,
                 failed: row.failed,
+                queued_for_extraction: row.queued_for_extraction,
                 errors: row.errors.0,
             },
             created_at: row.created_at,
@@ -252,26 +276,59 @@ impl Tx {
         Ok(known)
     }
 
-    /// Writes a conversation and its messages as they were; `key_taken` when the agent
-    /// already has a conversation with its key.
+    /// Writes a conversation and its messages as they were, and returns its id and
+    /// whether it was queued for extraction; `key_taken` when the agent already has a
+    /// conversation with its key.
+    ///
+    /// Without `options.extract`, imported history counts as extracted: only messages
+    /// appended after the import are new to the live extraction rules. With it, none of
+    /// it does: an ended conversation is queued for extraction in this transaction when
+    /// it meets the rules a live end checks (the agent's memory switch and minimum user
+    /// turns, the conversation's `memory`, the person's consent as this batch leaves
+    /// it), and an open one is extracted whole when it ends.
     async fn import_conversation(
         &mut self,
         tenant: &TenantId,
         c: &ValidConversation,
-    ) -> Result<std::result::Result<Option<Uuid>, LineError>> {
+        options: ImportOptions,
+        now: DateTime<Utc>,
+    ) -> Result<std::result::Result<(Uuid, bool), LineError>> {
         let id = Uuid::now_v7();
         let count = i64::try_from(c.messages.len()).unwrap_or(i64::MAX);
         let user_turns: Vec<i64> =
             (1..).zip(&c.messages).filter(|(_, (m, _))| is_user_turn(m.role, &m.content)).map(|(seq, _)| seq).collect();
         let status = if c.ended_at.is_some() { "ended" } else { "open" };
-        // Imported history counts as extracted: only messages appended after the import
-        // are new to the live extraction rules.
+        let extracted_through = if options.extract { 0 } else { count };
+        let queue = options.extract && c.ended_at.is_some() && {
+            let policy: PolicyRow = with_tx!(self, tx => {
+                sqlx::query_as(POLICY_SQL)
+                    .bind(tenant.as_str())
+                    .bind(c.new.agent_id.as_str())
+                    .bind(c.new.external_ref.as_str())
+                    .fetch_one(&mut **tx)
+                    .await?
+            });
+            let policy = Policy::from(policy);
+            let settings = policy.settings();
+            extraction_decision(&ExtractionInputs {
+                memory_enabled: settings.memory_enabled,
+                conversation_memory: c.new.memory.unwrap_or(true),
+                min_user_turns: settings.min_user_turns.into(),
+                consent: policy.consent(options.default_consent),
+                user_turns: i64::try_from(user_turns.len()).unwrap_or(i64::MAX),
+                last_user_seq: user_turns.last().copied().unwrap_or(0),
+                extracted_through_seq: 0,
+                queued_through_seq: 0,
+            })
+            .is_ok()
+        };
+        let queued_through = if queue { count } else { extracted_through };
         let inserted: Option<Uuid> = with_tx!(self, tx => {
             sqlx::query_scalar(
                 "INSERT INTO conversations (id, tenant_id, agent_id, external_ref, key, title, metadata, memory, status, \
                  message_count, user_turns, last_seq, last_user_seq, extracted_through_seq, queued_through_seq, \
                  created_at, updated_at, ended_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10, $12, $10, $10, $13, $14, $15) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10, $12, $16, $17, $13, $14, $15) \
                  ON CONFLICT (tenant_id, agent_id, key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
             )
             .bind(id)
@@ -289,6 +346,8 @@ impl Tx {
             .bind(c.created_at)
             .bind(c.updated_at)
             .bind(c.ended_at)
+            .bind(extracted_through)
+            .bind(queued_through)
             .fetch_optional(&mut **tx)
             .await?
         });
@@ -327,7 +386,19 @@ impl Tx {
             EventType::ConversationCreated,
             EventData { conversation_id: Some(id), ..EventData::default() },
         );
-        Ok(Ok(Some(id)))
+        if queue {
+            let job = NewJob {
+                kind: JobKind::ExtractFacts,
+                tenant,
+                agent_id: c.new.agent_id.as_str(),
+                external_ref: c.new.external_ref.as_str(),
+                conversation_id: id,
+                through_seq: count,
+            };
+            // A new conversation has no job yet: this one is always queued.
+            self.queue_job(&job, now).await?;
+        }
+        Ok(Ok((id, queue)))
     }
 
     /// Writes a fact with its original times by the live duplicate and slot rules; an

@@ -37,6 +37,7 @@ use crate::domain::{
     event::{Actor, ActorView, Event, EventData, EventType, ExportedVersion, FactVersion, NewEvent},
     fact::Fact,
     ids::{ExternalRef, TenantId},
+    import::ImportedId,
     message::Message,
     webhook::ExportedDelivery,
     working_memory::{AgentWorkingMemory, WorkingMemory},
@@ -221,6 +222,25 @@ impl ExportReader {
                     fact: fact.0,
                 },
             })
+            .collect())
+    }
+
+    /// Up to `limit` of the client ids the person's records were imported under, by kind
+    /// and client id, after `after` (`import_ids_person`).
+    pub async fn imported_ids(&mut self, after: Option<(&str, &str)>, limit: i64) -> Result<Vec<ImportedId>> {
+        let sql = "SELECT kind, client_id, record_id, created_at FROM import_ids \
+                   WHERE tenant_id = $1 AND external_ref = $2 \
+                     AND ($3 IS NULL OR kind > $3 OR (kind = $3 AND client_id > $4)) \
+                   ORDER BY kind, client_id LIMIT $5";
+        let (tenant, user) = (self.tenant.as_str(), self.user.as_str());
+        let (kind, client_id) = after.unzip();
+        type Row = (String, String, Option<Uuid>, DateTime<Utc>);
+        let rows: Vec<Row> = with_tx!(self.tx, tx => {
+            sqlx::query_as(sql).bind(tenant).bind(user).bind(kind).bind(client_id).bind(limit).fetch_all(&mut **tx).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(kind, client_id, record_id, created_at)| ImportedId { kind, client_id, record_id, created_at })
             .collect())
     }
 

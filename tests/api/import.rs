@@ -17,6 +17,7 @@ on_both_backends!(
     export_then_import_then_export_is_identical,
     a_large_import_runs_in_bounded_memory_and_resumes_after_a_kill,
     erasure_removes_the_client_ids,
+    extract_queues_the_imported_conversations_the_agents_rules_allow,
 );
 
 const FACTS: &str = "/api/agents/concierge/users/ann/facts";
@@ -401,6 +402,23 @@ async fn erasure_removes_the_client_ids(backend: Backend) {
     let (status, job) = import(&app, &admin("acme"), body.clone()).await;
     assert_eq!((status, job["added"].clone()), (StatusCode::OK, json!(3)), "{job}");
     assert_eq!(count(&app.db, "SELECT count(*) FROM import_ids WHERE external_ref = 'ann'").await, 2);
+    // The person's export says which client ids their records came under, and only theirs.
+    let (status, export) = app.get("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
+    assert_eq!(status, StatusCode::OK, "{export}");
+    let ids: Vec<(&str, &str, bool)> = export["imported_ids"]
+        .as_array()
+        .expect("imported_ids")
+        .iter()
+        .map(|id| {
+            let (kind, client_id) = (id["kind"].as_str().unwrap_or(""), id["client_id"].as_str().unwrap_or(""));
+            (kind, client_id, id["record_id"].is_string())
+        })
+        .collect();
+    assert_eq!(ids, [("consent", "ann-consent", false), ("fact", "ann-1", true)], "{export}");
+    assert_eq!(
+        export["imported_ids"][1]["record_id"], export["facts"][0]["id"],
+        "the client id names the person's fact"
+    );
     let (status, erased) = app.delete("/api/rgpd/users/ann/ai-data", &token("acme", "rgpd")).await;
     assert_eq!(status, StatusCode::OK, "{erased}");
     assert_eq!(count(&app.db, "SELECT count(*) FROM import_ids WHERE external_ref = 'ann'").await, 0);
@@ -430,4 +448,97 @@ fn import_schema_is_committed_and_current() {
         assert!(schema["$defs"].get(kind).is_some() || rendered.contains(kind), "{kind} is in the schema");
     }
     assert!(!rendered.contains("#/components/"), "references point into $defs");
+}
+
+/// `extract=true`: an ended conversation is queued for extraction when the live rules
+/// allow it (memory on, enough user turns, consent, the conversation's own switch), an
+/// open one is extracted whole when it ends; without the flag, imported messages count
+/// as extracted.
+async fn extract_queues_the_imported_conversations_the_agents_rules_allow(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.enable_memory("acme", "concierge").await;
+    let talk = |id: &str, user: &str, ended: bool, turns: &[&str]| {
+        let mut messages = Vec::new();
+        for (i, turn) in turns.iter().enumerate() {
+            messages.push(json!({"role": "user", "content": turn, "created_at": format!("2024-02-01T09:0{i}:00Z")}));
+            messages.push(
+                json!({"role": "assistant", "content": "Noted!", "created_at": format!("2024-02-01T09:0{i}:30Z")}),
+            );
+        }
+        let mut line = json!({"type": "conversation", "id": id, "agent_id": "concierge", "external_ref": user,
+            "created_at": "2024-02-01T09:00:00Z", "messages": messages});
+        if ended {
+            line["ended_at"] = json!("2024-02-01T09:10:00Z");
+        }
+        line
+    };
+    let three = ["Hi! My name is Ines.", "I live in Porto.", "I prefer tea over coffee, honestly."];
+    let mut opted_out = talk("quiet", "ines", true, &three);
+    opted_out["memory"] = json!(false);
+    let body = ndjson(&[
+        json!({"type": "consent", "id": "bo-consent", "external_ref": "bo", "ai_consent": false}),
+        talk("told", "ines", true, &three),
+        talk("refused", "bo", true, &three),
+        talk("short", "cy", true, &three[..1]),
+        opted_out,
+        talk("open", "di", false, &three),
+    ]);
+    let (status, job) = import_with(&app, "?extract=true", body).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!((job["added"].clone(), job["queued_for_extraction"].clone()), (json!(6), json!(1)), "{job}");
+    // The queued conversation's facts come from its messages, observed when they were said.
+    let facts_of = |user: &'static str| {
+        let app = &app;
+        async move {
+            let (_, page) = app.get(&format!("/api/agents/concierge/users/{user}/facts"), &agent("acme")).await;
+            page["items"].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let ines = eventually(Duration::from_secs(30), || async {
+        let facts = facts_of("ines").await;
+        facts.iter().any(|f| f["fact"].as_str().is_some_and(|t| t.contains("Porto"))).then_some(facts)
+    })
+    .await
+    .expect("the imported conversation was extracted");
+    let porto = ines.iter().find(|f| f["fact"].as_str().is_some_and(|t| t.contains("Porto"))).expect("fact");
+    assert_eq!(porto["observed_at"], "2024-02-01T09:01:00Z", "{porto}");
+    let (_, jobs) = app.get("/api/jobs?limit=50", &admin("acme")).await;
+    assert_eq!(jobs["items"].as_array().map(Vec::len), Some(1), "only the allowed conversation: {jobs}");
+    for user in ["bo", "cy", "di"] {
+        assert_eq!(facts_of(user).await, Vec::<Value>::new(), "{user}");
+    }
+    // The open conversation is extracted whole when it ends.
+    let (_, open) = app.get("/api/conversations?external_ref=di", &agent("acme")).await;
+    let open_id = open["items"][0]["id"].as_str().expect("di's conversation").to_owned();
+    let (status, ended) = app.post(&format!("/api/conversations/{open_id}/end"), &agent("acme"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{ended}");
+    let job = job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(30)).await;
+    assert_eq!(job["conversation_id"], open_id.as_str(), "{job}");
+    assert!(facts_of("di").await.iter().any(|f| f["fact"].as_str().is_some_and(|t| t.contains("Porto"))));
+
+    // Without the flag, the same history counts as extracted: its end queues nothing.
+    let (_, job) = import_with(&app, "", ndjson(&[talk("plain", "ed", false, &three)])).await;
+    assert_eq!(job["queued_for_extraction"], 0, "{job}");
+    let (_, plain) = app.get("/api/conversations?external_ref=ed", &agent("acme")).await;
+    let plain_id = plain["items"][0]["id"].as_str().expect("ed's conversation").to_owned();
+    let (_, ended) = app.post(&format!("/api/conversations/{plain_id}/end"), &agent("acme"), json!({})).await;
+    assert_eq!(ended["extraction"], json!({"queued": false, "reason": "nothing_new"}), "{ended}");
+    // The flag is a boolean.
+    let (status, error) =
+        import_with(&app, "?extract=maybe", ndjson(&[fact("x", "Owns a kayak", "2024-01-01T00:00:00Z")])).await;
+    assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
+}
+
+async fn import_with(app: &TestApp, query: &str, body: String) -> (StatusCode, Value) {
+    let response = app
+        .client
+        .post(format!("{}/api/import{query}", app.base))
+        .bearer_auth(admin("acme"))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send()
+        .await
+        .expect("import request");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
 }
