@@ -92,12 +92,12 @@ event_types! {
     FactUpdated => "fact.updated", "A fact's text, tags or score changed, or an extraction heard it again.";
     FactSuperseded => "fact.superseded", "A newer fact of the same slot replaced it.";
     FactRestored => "fact.restored", "A superseded fact was said again and is current once more.";
-    FactDeleted => "fact.deleted", "One fact was deleted (by a caller, an extraction's revision, eviction or expiry).";
+    FactDeleted => "fact.deleted", "One fact was deleted (by a caller, an extraction's revision, eviction, expiry or a forgetting policy).";
     FactsForgotten => "facts.forgotten", "Every fact an agent held about a person was deleted.";
     ConversationCreated => "conversation.created", "A conversation was created.";
     ConversationEnded => "conversation.ended", "A conversation was ended.";
-    ConversationCleared => "conversation.cleared", "A conversation's messages were deleted.";
-    ConversationDeleted => "conversation.deleted", "A conversation was deleted.";
+    ConversationCleared => "conversation.cleared", "A conversation's messages were deleted (all by a caller, or the oldest by the agent's message retention).";
+    ConversationDeleted => "conversation.deleted", "A conversation was deleted (by a caller, or by the agent's retention after it ended).";
     ConversationSummarized => "conversation.summarized", "A conversation's rolling summary was written.";
     JobSucceeded => "job.succeeded", "An extraction or summary job succeeded.";
     JobDead => "job.dead", "An extraction or summary job used its last attempt.";
@@ -163,7 +163,8 @@ pub struct EventData {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Fact>)]
     pub fact: Option<serde_json::Value>,
-    /// How many: facts forgotten, messages cleared, facts an extraction added.
+    /// How many: facts forgotten, messages cleared (or trimmed by retention), facts an
+    /// extraction added.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
     /// The new consent (`consent.changed`).
@@ -171,7 +172,10 @@ pub struct EventData {
     pub consent: Option<bool>,
     /// Why: `evicted` (a deleted fact over the per-user cap), `revised` (an extraction
     /// deleted it), `expired` (past its `expires_at`: deleted by the sweeper, or when the
-    /// same fact was remembered again), `reset` (agent settings back to defaults).
+    /// same fact was remembered again), `max_age`, `unrecalled` and `keep_best` (the
+    /// agent's forgetting policies), `retention` (`conversation.cleared` and
+    /// `conversation.deleted` by the agent's message retention), `reset` (agent settings
+    /// back to defaults).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// The agent's settings after the change (`agent.settings_changed`).

@@ -269,7 +269,10 @@ impl Tx {
                     list.push_bind(*id);
                 }
                 select.push(")");
-                select.build_query_scalar().fetch_all(&mut **tx).await?
+                // Planned afresh with each batch's ids (PostgreSQL's unnamed statement), not
+                // once: a plan cached while `import_ids` was empty scans the whole table
+                // for every batch, which made a large import quadratic.
+                select.build_query_scalar().persistent(false).fetch_all(&mut **tx).await?
             });
             known.extend(found.into_iter().map(|id| (kind, id)));
         }
