@@ -34,9 +34,14 @@ fn ndjson(lines: &[Value]) -> String {
 
 /// `POST /api/import` with `body` as NDJSON.
 async fn import(app: &TestApp, token: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+    import_with(app, token, "", body).await
+}
+
+/// [`import`] with a query string (`?extract=true`).
+async fn import_with(app: &TestApp, token: &str, query: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
     let response = app
         .client
-        .post(format!("{}/api/import", app.base))
+        .post(format!("{}/api/import{query}", app.base))
         .bearer_auth(token)
         .header("content-type", "application/x-ndjson")
         .body(body)
@@ -472,7 +477,7 @@ async fn extract_queues_the_imported_conversations_the_agents_rules_allow(backen
         }
         line
     };
-    let three = ["Hi! My name is Ines.", "I live in Porto.", "I prefer tea over coffee, honestly."];
+    let three = ["Hi! My name is Ines.", "I live in Porto.", "I repair old clocks in my spare time."];
     let mut opted_out = talk("quiet", "ines", true, &three);
     opted_out["memory"] = json!(false);
     let body = ndjson(&[
@@ -483,7 +488,7 @@ async fn extract_queues_the_imported_conversations_the_agents_rules_allow(backen
         opted_out,
         talk("open", "di", false, &three),
     ]);
-    let (status, job) = import_with(&app, "?extract=true", body).await;
+    let (status, job) = import_with(&app, &admin("acme"), "?extract=true", body).await;
     assert_eq!(status, StatusCode::OK, "{job}");
     assert_eq!((job["added"].clone(), job["queued_for_extraction"].clone()), (json!(6), json!(1)), "{job}");
     // The queued conversation's facts come from its messages, observed when they were said.
@@ -517,28 +522,19 @@ async fn extract_queues_the_imported_conversations_the_agents_rules_allow(backen
     assert!(facts_of("di").await.iter().any(|f| f["fact"].as_str().is_some_and(|t| t.contains("Porto"))));
 
     // Without the flag, the same history counts as extracted: its end queues nothing.
-    let (_, job) = import_with(&app, "", ndjson(&[talk("plain", "ed", false, &three)])).await;
+    let (_, job) = import_with(&app, &admin("acme"), "", ndjson(&[talk("plain", "ed", false, &three)])).await;
     assert_eq!(job["queued_for_extraction"], 0, "{job}");
     let (_, plain) = app.get("/api/conversations?external_ref=ed", &agent("acme")).await;
     let plain_id = plain["items"][0]["id"].as_str().expect("ed's conversation").to_owned();
     let (_, ended) = app.post(&format!("/api/conversations/{plain_id}/end"), &agent("acme"), json!({})).await;
     assert_eq!(ended["extraction"], json!({"queued": false, "reason": "nothing_new"}), "{ended}");
     // The flag is a boolean.
-    let (status, error) =
-        import_with(&app, "?extract=maybe", ndjson(&[fact("x", "Owns a kayak", "2024-01-01T00:00:00Z")])).await;
+    let (status, error) = import_with(
+        &app,
+        &admin("acme"),
+        "?extract=maybe",
+        ndjson(&[fact("x", "Owns a kayak", "2024-01-01T00:00:00Z")]),
+    )
+    .await;
     assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
-}
-
-async fn import_with(app: &TestApp, query: &str, body: String) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .post(format!("{}/api/import{query}", app.base))
-        .bearer_auth(admin("acme"))
-        .header("content-type", "application/x-ndjson")
-        .body(body)
-        .send()
-        .await
-        .expect("import request");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
