@@ -1176,6 +1176,8 @@ export interface components {
             /** @description Every version of the person's facts (their history). */
             fact_versions: components["schemas"]["ExportedVersion"][];
             facts: components["schemas"]["Fact"][];
+            /** @description The client ids the person's records were imported under (`POST /api/import`). */
+            imported_ids: components["schemas"]["ImportedId"][];
             /** @description The webhook deliveries of those events. */
             webhook_deliveries: components["schemas"]["ExportedDelivery"][];
             /** @description The person's working memory documents, one per agent that keeps one. */
@@ -1400,6 +1402,25 @@ export interface components {
             status: string;
             /** Format: date-time */
             updated_at: string;
+        };
+        /**
+         * @description A client id one of the person's records was imported under, as their GDPR export
+         *     holds it (the id is the client's, and names the person's record).
+         */
+        ImportedId: {
+            client_id: string;
+            /**
+             * Format: date-time
+             * @description When it was imported.
+             */
+            created_at: string;
+            /** @description `conversation`, `fact` or `consent`. */
+            kind: string;
+            /**
+             * Format: uuid
+             * @description The record it became: null for a consent (the person's own row).
+             */
+            record_id?: string | null;
         };
         /** @description A job, as returned by `/api/jobs`. */
         Job: {
@@ -1835,6 +1856,12 @@ export interface components {
              * @description Lines read, blank ones included.
              */
             lines_read: number;
+            /**
+             * Format: int64
+             * @description Conversations written that were queued for extraction (`extract=true`: ended,
+             *     and meeting the agent's rules as a live conversation's end would).
+             */
+            queued_for_extraction: number;
         };
         /** @description Proof that an erasure happened, without the person's identifier. */
         Receipt: {
@@ -5141,7 +5168,15 @@ export interface operations {
     };
     import_records: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Queue the imported conversations for extraction: an ended one when it meets the
+                 *     rules a live end checks (the agent's `memory_enabled` and `min_user_turns`, the
+                 *     conversation's `memory`, the person's consent), an open one whole when it ends.
+                 *     Without it, imported messages count as extracted. Default false.
+                 */
+                extract?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
