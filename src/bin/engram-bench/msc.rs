@@ -602,14 +602,14 @@ mod tests {
         let dialogue = json!({"dialog": [
             {"id": "bot_0", "text": "Morning, neighbour! Busy week ahead?"},
             {"id": "bot_1", "text": "I grind lenses.", "persona_text": "I grind lenses. I sharpen knives."},
-            {"id": "bot_0", "text": "I row on a lake.", "persona_text": "I row on a lake."},
+            {"id": "bot_0", "text": "I row at dawn.", "persona_text": "I row at dawn."},
             {"id": "bot_1", "text": "Sounds grand.", "persona_text": "i grind lenses."},
         ]});
         let [first, second] = <[Conversation; 2]>::try_from(speakers(3, 0, &dialogue)).ok().expect("two speakers");
         assert_eq!(first.session, 3);
         assert_eq!(first.turns.len(), 4);
         assert!(first.turns[0].0 && !first.turns[1].0);
-        assert_eq!(first.gold, ["I row on a lake."]);
+        assert_eq!(first.gold, ["I row at dawn."]);
         // The second speaker's conversation starts at their first turn; gold repeats once.
         assert_eq!(second.turns.len(), 3);
         assert!(second.turns[0].0 && !second.turns[1].0);
@@ -631,7 +631,7 @@ mod tests {
     fn forms_group_gold_sentences() {
         assert_eq!(form("I don't like opera."), "i do not");
         assert_eq!(form("I’m afraid of wasps."), "i am");
-        assert_eq!(form("I live on a houseboat."), "i live");
+        assert_eq!(form("I live aboard a houseboat."), "i live");
         assert_eq!(form("My kettle whistles."), "my …");
         assert_eq!(form("The bridge was painted green."), "(other subject)");
         let mut forms = Forms::default();
@@ -653,7 +653,7 @@ mod tests {
         jobs.add(&held(&["Grinds lenses"], JobEnd::Extracted, 2), true);
         jobs.add(&held(&[], JobEnd::Extracted, 4), true);
         jobs.add(&held(&[], JobEnd::Extracted, 3), false);
-        jobs.add(&held(&["Rows on a lake"], JobEnd::FellBack, 9), true);
+        jobs.add(&held(&["Rows at dawn"], JobEnd::FellBack, 9), true);
         jobs.add(&held(&[], JobEnd::Dead, 30), true);
         jobs.add(&held(&[], JobEnd::NotQueued, 0), true);
         assert_eq!(
