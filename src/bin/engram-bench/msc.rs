@@ -630,10 +630,10 @@ mod tests {
     #[test]
     fn forms_group_gold_sentences() {
         assert_eq!(form("I don't like opera."), "i do not");
-        assert_eq!(form("I’m afraid of wasps."), "i am");
+        assert_eq!(form("I’m wary of quinces."), "i am");
         assert_eq!(form("I live aboard a houseboat."), "i live");
         assert_eq!(form("My kettle whistles."), "my …");
-        assert_eq!(form("The bridge was painted green."), "(other subject)");
+        assert_eq!(form("Ten lanterns hung crooked."), "(other subject)");
         let mut forms = Forms::default();
         forms.add("i live", false);
         forms.add("i live", true);
