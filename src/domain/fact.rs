@@ -196,7 +196,7 @@ pub const OBSERVED_AT_SKEW_SECONDS: i64 = 60;
 
 /// A time as both databases keep it (PostgreSQL stores microseconds), so that a time a
 /// client gives is the time it reads back.
-fn stored_precision(time: DateTime<Utc>) -> DateTime<Utc> {
+pub fn stored_precision(time: DateTime<Utc>) -> DateTime<Utc> {
     chrono::SubsecRound::trunc_subsecs(time, 6)
 }
 

@@ -41,6 +41,9 @@ pub struct Outbox {
     /// without its actor.
     actor: Option<Actor>,
     pending: Vec<(String, NewEvent)>,
+    /// The events already written by the transaction's own statements (see
+    /// [`Tx::inline_event`]).
+    written: Flushed,
     events_written: Arc<Notify>,
     deliveries_queued: Arc<Notify>,
     /// Whether the store may hold a webhook subscription (see [`Store::note_subscriptions`]).
@@ -86,25 +89,58 @@ fn writes_version(kind: EventType) -> bool {
 /// largest id every JSON client reads exactly (2^53).
 pub const PER_TRANSACTION: usize = 1 << 12;
 
-/// Writes one event: the event (`$1` tenant, `$2` type, `$3` now, `$4` agent, `$5`
-/// person, `$6` actor, `$7` actor's job, `$8` data, `$9` the fact whose version it
-/// writes, `$11` its place in the transaction), the fact's next version when `$9` names
-/// a fact still stored (`$10` the fact), and the deliveries of the tenant's enabled
-/// subscriptions to this type. One round trip, and no lock beyond the rows it inserts.
-static WRITE_PG: LazyLock<String> = LazyLock::new(|| {
-    "WITH ev AS ( \
+/// PostgreSQL's parts of writing one event, as three CTEs: `ev` inserts the event, with
+/// an id from the transaction's id and the event's `{place}` in it; `version` inserts the
+/// fact's `{version}`th version when `{stored}` holds; `delivery` queues one delivery per
+/// enabled subscription of the tenant (`$1`) to the event's type (and returns one row
+/// each). Each `{…}` is an SQL expression filled in by the statement using them, and
+/// `{from}` the rows they are computed over (none: one row). One template for both
+/// statements that write events, so that they cannot drift apart. No lock is taken
+/// beyond the rows inserted.
+pub(super) fn event_ctes(parts: &[(&str, &str)]) -> String {
+    let template = "ev AS ( \
        INSERT INTO events (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data, \
          version_of) \
-       VALUES ($1, pg_current_xact_id()::text::bigint * {per} + $11, $2, $3, $4, $5, $6, $7, $8, $9) \
+       SELECT $1, pg_current_xact_id()::text::bigint * {per} + {place}, {type}, {now}, {agent}, {person}, {actor}, \
+         {job}, {data}, {fact_id} {from} \
        RETURNING id), \
      version AS ( \
        INSERT INTO fact_versions (tenant_id, fact_id, version, change, created_at, actor, actor_job_id, fact) \
-       SELECT $1, $9, (SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = $9), $2, $3, $6, $7, $10 \
-       WHERE EXISTS (SELECT 1 FROM facts WHERE id = $9)) \
-     INSERT INTO webhook_deliveries (subscription_id, tenant_id, event_id, status, run_at, created_at, updated_at) \
-     SELECT s.id, $1, ev.id, 'queued', $3, $3, $3 FROM webhook_subscriptions s CROSS JOIN ev \
-     WHERE s.tenant_id = $1 AND s.enabled AND (s.event_types = '' OR s.event_types LIKE '%,' || $2 || ',%')"
-        .replace("{per}", &PER_TRANSACTION.to_string())
+       SELECT $1, {fact_id}, {version}, {type}, {now}, {actor}, {job}, {fact} {from} WHERE {stored}), \
+     delivery AS ( \
+       INSERT INTO webhook_deliveries (subscription_id, tenant_id, event_id, status, run_at, created_at, updated_at) \
+       SELECT s.id, $1, ev.id, 'queued', {now}, {now}, {now} FROM webhook_subscriptions s CROSS JOIN ev \
+       WHERE s.tenant_id = $1 AND s.enabled AND (s.event_types = '' OR s.event_types LIKE '%,' || {type} || ',%') \
+       RETURNING 1)";
+    let per = PER_TRANSACTION.to_string();
+    parts
+        .iter()
+        .chain(&[("per", per.as_str())])
+        .fold(template.to_owned(), |sql, (name, expression)| sql.replace(&format!("{{{name}}}"), expression))
+}
+
+/// Writes one event and returns how many deliveries it queued: the event (`$1` tenant,
+/// `$2` type, `$3` now, `$4` agent, `$5` person, `$6` actor, `$7` actor's job, `$8` data,
+/// `$9` the fact whose version it writes, `$11` its place in the transaction) and the
+/// fact's next version when `$9` names a fact still stored (`$10` the fact). One round
+/// trip.
+static WRITE_PG: LazyLock<String> = LazyLock::new(|| {
+    let ctes = event_ctes(&[
+        ("place", "$11"),
+        ("type", "$2"),
+        ("now", "$3"),
+        ("agent", "$4"),
+        ("person", "$5"),
+        ("actor", "$6"),
+        ("job", "$7"),
+        ("data", "$8"),
+        ("fact_id", "$9"),
+        ("fact", "$10"),
+        ("version", "(SELECT COALESCE(max(version), 0) + 1 FROM fact_versions WHERE fact_id = $9)"),
+        ("stored", "EXISTS (SELECT 1 FROM facts WHERE id = $9)"),
+        ("from", ""),
+    ]);
+    format!("WITH {ctes} SELECT count(*) FROM delivery")
 });
 
 /// SQLite, the same in one statement: the id is the tenant's counter + 1 (SQLite's
@@ -248,6 +284,7 @@ impl Store {
         Outbox {
             actor: None,
             pending: Vec::new(),
+            written: Flushed::default(),
             events_written: self.events_written.clone(),
             deliveries_queued: self.deliveries_queued.clone(),
             subscriptions: self.subscriptions.clone(),
@@ -395,13 +432,16 @@ impl Tx {
     /// deliveries they queued. On a SQLite write the last event's statement also commits
     /// (`Flushed::committed`): one round trip for both.
     pub(super) async fn flush_events(&mut self) -> Result<Flushed> {
+        let mut flushed = std::mem::take(&mut self.1.written);
         if self.1.pending.is_empty() {
-            return Ok(Flushed::default());
+            return Ok(flushed);
         }
         let Some(actor) = self.1.actor else {
             return Err(sqlx::Error::Protocol("a change recorded events without its actor".into()));
         };
-        if self.1.pending.len() > PER_TRANSACTION {
+        // Events written inline come first in the transaction (see `Tx::inline_event`).
+        let first = flushed.types.len();
+        if first + self.1.pending.len() > PER_TRANSACTION {
             return Err(sqlx::Error::Protocol(format!("a change recorded more than {PER_TRANSACTION} events")));
         }
         let pending = std::mem::take(&mut self.1.pending);
@@ -411,7 +451,6 @@ impl Tx {
         // SQLite's trigger rows are not counted: deliveries may have been queued whenever a
         // subscription exists.
         let maybe_queued = u64::from(self.1.subscriptions.load(Ordering::Relaxed));
-        let mut flushed = Flushed { types: Vec::with_capacity(pending.len()), deliveries: 0, committed: false };
         let last = pending.len() - 1;
         for (place, (tenant, event)) in pending.into_iter().enumerate() {
             let sql = match (postgres, commit_with_last && place == last) {
@@ -422,7 +461,7 @@ impl Tx {
             let fact_id = event.data.fact_id.filter(|_| writes_version(event.kind));
             let fact = fact_id.and(event.data.fact.as_ref()).map(Json);
             let data = Json(&event.data);
-            let affected = with_tx!(self, tx => {
+            let queued: i64 = with_tx!(self, tx => {
                 let query = sqlx::query(sql)
                     .bind(&tenant)
                     .bind(event.kind.as_str())
@@ -434,14 +473,40 @@ impl Tx {
                     .bind(data)
                     .bind(fact_id);
                 // PostgreSQL's statement writes the version itself, from the fact bound here,
-                // and makes the id from the event's place in the transaction.
-                let query = if postgres { query.bind(fact).bind(place as i64) } else { query };
-                query.execute(&mut **tx).await?.rows_affected()
+                // makes the id from the event's place in the transaction, and counts the
+                // deliveries it queued.
+                if postgres {
+                    let row = query.bind(fact).bind((first + place) as i64).fetch_one(&mut **tx).await?;
+                    sqlx::Row::try_get::<i64, _>(&row, 0)?
+                } else {
+                    query.execute(&mut **tx).await?;
+                    0
+                }
             });
-            flushed.deliveries += if postgres { affected } else { maybe_queued };
+            flushed.deliveries += if postgres { queued.unsigned_abs() } else { maybe_queued };
             flushed.types.push(event.kind);
         }
         flushed.committed = commit_with_last;
         Ok(flushed)
+    }
+
+    /// Where the event of the transaction's next change may be written by that change's
+    /// own statement, saving the event's round trip (PostgreSQL statements built with
+    /// [`event_ctes`]): its place in the transaction and the actor. `None` while events
+    /// are pending, which must keep their places before it, and in a transaction without
+    /// an actor.
+    pub(super) fn inline_event(&self) -> Option<(i64, Actor)> {
+        let place = self.1.written.types.len();
+        match self.1.actor {
+            Some(actor) if self.1.pending.is_empty() && place < PER_TRANSACTION => Some((place as i64, actor)),
+            _ => None,
+        }
+    }
+
+    /// Notes an event written at the place [`Tx::inline_event`] gave, and the deliveries
+    /// it queued.
+    pub(super) fn wrote_event(&mut self, kind: EventType, deliveries: i64) {
+        self.1.written.types.push(kind);
+        self.1.written.deliveries += deliveries.unsigned_abs();
     }
 }

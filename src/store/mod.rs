@@ -411,7 +411,7 @@ fn redact(message: &str, url: &str) -> String {
 /// The current time at the precision both databases keep (PostgreSQL stores
 /// microseconds), so a value returned before and after a round trip is the same.
 pub fn now() -> chrono::DateTime<chrono::Utc> {
-    chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6)
+    crate::domain::fact::stored_precision(chrono::Utc::now())
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ on_both_backends!(
     history_shows_lyon_superseded_by_paris_with_the_job,
     bad_feed_queries_are_refused,
     a_fact_said_again_is_restored_once,
+    a_remembered_facts_event_and_first_version_are_the_fact_as_stored,
     a_summary_is_two_events_by_its_job,
     a_dead_job_is_one_event,
 );
@@ -470,6 +471,48 @@ async fn a_fact_said_again_is_restored_once(backend: Backend) {
     let changes: Vec<&str> =
         versions["items"].as_array().unwrap().iter().map(|v| v["change"].as_str().unwrap()).collect();
     assert_eq!(changes, ["fact.added", "fact.superseded", "fact.restored"]);
+}
+
+/// A new fact's event and first version carry the fact exactly as stored, to the
+/// microsecond and the tag (PostgreSQL writes them with the fact's own statement, from
+/// the fact computed before it runs), and a change that writes several events keeps
+/// them in order: a fact said again while expired is one deletion, then one addition.
+async fn a_remembered_facts_event_and_first_version_are_the_fact_as_stored(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = agent("acme");
+    let before = last_id(&app).await;
+    let input = json!({
+        "fact": "Keeps   bees\tin the garden",
+        "tags": ["hobby", "outdoors"],
+        "score": 0.8125,
+        "observed_at": "2025-03-04T05:06:07.1234567Z",
+        "ttl_seconds": 86_400,
+    });
+    let (status, stored) = app.post(&facts_path(PERSON), &token, input).await;
+    assert_eq!(status, StatusCode::CREATED, "{stored}");
+    assert_eq!(stored["observed_at"], "2025-03-04T05:06:07.123456Z", "{stored}");
+    let (_, listed) = app.get(&facts_path(PERSON), &token).await;
+    assert_eq!(listed["items"][0], stored, "the answer is the fact as a later read finds it");
+    let events = events_after(&app, before).await;
+    assert_eq!(types(&events), ["fact.added"], "{events:#?}");
+    assert_eq!(events[0]["data"]["fact_id"], stored["id"]);
+    assert_eq!(events[0]["data"]["fact"], stored);
+    assert_eq!(events[0]["actor"], json!({"kind": "api"}));
+    let history = format!("{}/{}/history", facts_path(PERSON), stored["id"].as_str().unwrap());
+    let (_, versions) = app.get(&history, &token).await;
+    assert_eq!(versions["items"].as_array().map(Vec::len), Some(1), "{versions}");
+    assert_eq!(versions["items"][0]["fact"], stored);
+
+    // Expired, then said again: the old fact's deletion, then the new fact's addition.
+    let (_, short) =
+        app.post(&facts_path(PERSON), &token, json!({"fact": "Waits for a parcel", "ttl_seconds": 1})).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let after = last_id(&app).await;
+    let (status, again) = app.post(&facts_path(PERSON), &token, json!({"fact": "Waits for a parcel"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    let events = events_after(&app, after).await;
+    assert_eq!(types(&events), ["fact.deleted", "fact.added"], "{events:#?}");
+    assert_eq!((&events[0]["data"]["fact_id"], &events[1]["data"]["fact"]), (&short["id"], &again));
 }
 
 async fn a_summary_is_two_events_by_its_job(backend: Backend) {
