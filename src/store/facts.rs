@@ -68,6 +68,71 @@ where
     }
 }
 
+/// A new fact as [`INSERT`] stores it, every column computed here (times at the
+/// precision both databases keep), so that an event written by the same statement (see
+/// [`Tx::insert_unslotted`]) carries the stored fact.
+fn new_row(owner: Owner<'_>, fact: &NewFact, origin: Origin, now: DateTime<Utc>, created_at: DateTime<Utc>) -> Fact {
+    let created_at = stored_precision(created_at);
+    Fact {
+        id: Uuid::now_v7(),
+        agent_id: owner.agent().clone(),
+        external_ref: owner.user().clone(),
+        fact: fact.text.text().to_owned(),
+        tags: fact.tags.clone(),
+        score: fact.score,
+        source: origin.source(),
+        conversation_id: origin.conversation_id(),
+        created_at,
+        updated_at: created_at,
+        superseded_by: None,
+        superseded_at: None,
+        observed_at: stored_precision(fact.observed_at.unwrap_or(now)),
+        valid_until: None,
+        expires_at: fact.expires_at.map(stored_precision),
+        recall_count: 0,
+        last_recalled_at: None,
+    }
+}
+
+/// Binds [`INSERT`]'s `$1`–`$16`: the owner, `stored` (from [`new_row`]) with its
+/// duplicate key `normalized`, now and the cap. The statements built on it add their
+/// own parameters after these.
+fn bind_insert<'q, DB: Database, O>(
+    query: QueryAs<'q, DB, O, <DB as Database>::Arguments>,
+    owner: Owner<'q>,
+    stored: &'q Fact,
+    normalized: &'q str,
+    now: DateTime<Utc>,
+    cap: Option<i64>,
+) -> QueryAs<'q, DB, O, <DB as Database>::Arguments>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    Uuid: Encode<'q, DB> + Type<DB>,
+    Json<&'q Vec<String>>: Encode<'q, DB> + Type<DB>,
+    Option<f64>: Encode<'q, DB> + Type<DB>,
+    Option<i64>: Encode<'q, DB> + Type<DB>,
+    Option<Uuid>: Encode<'q, DB> + Type<DB>,
+    Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    DateTime<Utc>: Encode<'q, DB> + Type<DB>,
+    Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
+{
+    query
+        .bind_owner(owner)
+        .bind(stored.id)
+        .bind(stored.fact.as_str())
+        .bind(normalized)
+        .bind(Json(&stored.tags))
+        .bind(stored.score)
+        .bind::<&'q str>(stored.source.as_str())
+        .bind(stored.conversation_id)
+        .bind(now)
+        .bind(cap)
+        .bind(Slot::of(&stored.fact).map(|slot| -> &'q str { slot.as_str() }))
+        .bind(stored.observed_at)
+        .bind(stored.expires_at)
+        .bind(stored.created_at)
+}
+
 /// What became of a fact sent to be stored.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Remembered {
@@ -955,24 +1020,10 @@ impl Tx {
         now: DateTime<Utc>,
         created_at: DateTime<Utc>,
     ) -> Result<Option<FactRow>> {
+        let stored = new_row(owner, fact, origin, now, created_at);
+        let normalized = fact.text.normalized();
         Ok(with_tx!(self, tx => {
-            sqlx::query_as(INSERT)
-                .bind_owner(owner)
-                .bind(Uuid::now_v7())
-                .bind(fact.text.text())
-                .bind(fact.text.normalized())
-                .bind(Json(&fact.tags))
-                .bind(fact.score)
-                .bind(origin.source().as_str())
-                .bind(origin.conversation_id())
-                .bind(now)
-                .bind(cap)
-                .bind(Slot::of(fact.text.text()).map(Slot::as_str))
-                .bind(fact.observed_at.unwrap_or(now))
-                .bind(fact.expires_at)
-                .bind(created_at)
-                .fetch_optional(&mut **tx)
-                .await?
+            bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap).fetch_optional(&mut **tx).await?
         }))
     }
 
@@ -980,8 +1031,8 @@ impl Tx {
     /// when the duplicate key or the cap stopped it. On PostgreSQL, when the event may
     /// be written inline ([`Tx::inline_event`]), one statement writes both
     /// ([`INSERT_WITH_EVENT_PG`]; a remember's round trips go from four to three), and
-    /// the event carries the fact as that statement stores it, computed here beforehand
-    /// from the values it binds. Otherwise the event is recorded for the commit.
+    /// the event carries the fact as that statement stores it ([`new_row`]). Otherwise
+    /// the event is recorded for the commit.
     async fn insert_unslotted(
         &mut self,
         owner: Owner<'_>,
@@ -992,48 +1043,23 @@ impl Tx {
         created_at: DateTime<Utc>,
     ) -> Result<Option<Fact>> {
         if let (Some((place, actor)), super::Backend::Postgres(tx)) = (self.inline_event(), &mut self.0) {
-            let stored = Fact {
-                id: Uuid::now_v7(),
-                agent_id: owner.agent().clone(),
-                external_ref: owner.user().clone(),
-                fact: fact.text.text().to_owned(),
-                tags: fact.tags.clone(),
-                score: fact.score,
-                source: origin.source(),
-                conversation_id: origin.conversation_id(),
-                created_at: stored_precision(created_at),
-                updated_at: stored_precision(created_at),
-                superseded_by: None,
-                superseded_at: None,
-                observed_at: stored_precision(fact.observed_at.unwrap_or(now)),
-                valid_until: None,
-                expires_at: fact.expires_at.map(stored_precision),
-                recall_count: 0,
-                last_recalled_at: None,
-            };
+            let stored = new_row(owner, fact, origin, now, created_at);
             let data = EventData::fact(&stored);
-            let row: Option<InsertedRow> = sqlx::query_as(INSERT_WITH_EVENT_PG.as_str())
-                .bind_owner(owner)
-                .bind(stored.id)
-                .bind(&stored.fact)
-                .bind(fact.text.normalized())
-                .bind(Json(&stored.tags))
-                .bind(stored.score)
-                .bind(stored.source.as_str())
-                .bind(stored.conversation_id)
-                .bind(now)
-                .bind(cap)
-                .bind(None::<&str>)
-                .bind(stored.observed_at)
-                .bind(stored.expires_at)
-                .bind(stored.created_at)
-                .bind(place)
-                .bind(actor.kind())
-                .bind(actor.job_id())
-                .bind(Json(&data))
-                .bind(data.fact.as_ref().map(Json))
-                .fetch_optional(&mut **tx)
-                .await?;
+            let row: Option<InsertedRow> = bind_insert(
+                sqlx::query_as(INSERT_WITH_EVENT_PG.as_str()),
+                owner,
+                &stored,
+                fact.text.normalized(),
+                now,
+                cap,
+            )
+            .bind(place)
+            .bind(actor.kind())
+            .bind(actor.job_id())
+            .bind(Json(&data))
+            .bind(data.fact.as_ref().map(Json))
+            .fetch_optional(&mut **tx)
+            .await?;
             let Some(row) = row else { return Ok(None) };
             self.wrote_event(EventType::FactAdded, row.deliveries);
             return Ok(Some(row.fact.try_into()?));
