@@ -629,7 +629,7 @@ mod tests {
 
     #[test]
     fn forms_group_gold_sentences() {
-        assert_eq!(form("I don't like opera."), "i do not");
+        assert_eq!(form("I don't knit scarves."), "i do not");
         assert_eq!(form("I’m wary of quinces."), "i am");
         assert_eq!(form("I live aboard a houseboat."), "i live");
         assert_eq!(form("My kettle whistles."), "my …");
