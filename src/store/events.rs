@@ -6,8 +6,9 @@
 //!
 //! Ids only grow, and a reader paging `id > cursor` must never pass an event that commits
 //! later. Each dialect gets there its own way:
-//! - SQLite serialises its writers, so an id is the tenant's counter (`event_counters`)
-//!   plus one, moved by the event's own statement.
+//! - SQLite serialises its writers, so an id is the tenant's highest plus one, read by
+//!   the event's own statement from `events`' key (or from `event_counters`, where a
+//!   delete took the tenant's newest ids: migration 0018).
 //! - PostgreSQL commits concurrently, and a counter row locked until commit would
 //!   serialise every commit of a tenant (it halved `remember` in `engram-bench load`).
 //!   An id is instead the transaction's id times [`PER_TRANSACTION`] plus the event's
@@ -143,12 +144,15 @@ static WRITE_PG: LazyLock<String> = LazyLock::new(|| {
     format!("WITH {ctes} SELECT count(*) FROM delivery")
 });
 
-/// SQLite, the same in one statement: the id is the tenant's counter + 1 (SQLite's
-/// writers are serialised), and the migration's triggers move the counter, write the
-/// fact's version and queue the deliveries. `$1` tenant, then as [`WRITE_PG`]'s `$2`–`$9`.
+/// SQLite, the same in one statement: the id is the tenant's highest + 1 (SQLite's
+/// writers are serialised), the highest being its newest event's or, when deletes took
+/// the newest, the one they left in `event_counters` (read, not written: a page less per
+/// change, see migration 0018); the migration's triggers write the fact's version and
+/// queue the deliveries. `$1` tenant, then as [`WRITE_PG`]'s `$2`–`$9`.
 const WRITE_SQLITE: &str = "INSERT INTO events \
      (tenant_id, id, type, created_at, agent_id, external_ref, actor, actor_job_id, data, version_of) \
-     VALUES ($1, COALESCE((SELECT last_id FROM event_counters WHERE tenant_id = $1), 0) + 1, \
+     VALUES ($1, max(COALESCE((SELECT max(id) FROM events WHERE tenant_id = $1), 0), \
+                     COALESCE((SELECT last_id FROM event_counters WHERE tenant_id = $1), 0)) + 1, \
              $2, $3, $4, $5, $6, $7, $8, $9)";
 /// [`WRITE_SQLITE`] for a write transaction's last event, and its commit: one round trip
 /// to the connection's thread for both (see `store::writer`).
@@ -180,11 +184,12 @@ static LIST_PG: LazyLock<String> = LazyLock::new(|| {
 });
 static LIST_SQLITE: LazyLock<String> = LazyLock::new(|| LIST.replace("{horizon}", "NULL"));
 
-/// Remembers the highest id the retention deletes (`$1` the cutoff). SQLite's counter
-/// row exists wherever an event does; PostgreSQL's is made by the first prune.
-const MARK_PRUNED_SQLITE: &str = "UPDATE event_counters SET pruned_through = MAX(pruned_through, \
-       (SELECT max(id) FROM events e WHERE e.tenant_id = event_counters.tenant_id AND e.created_at < $1)) \
-     WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = event_counters.tenant_id AND e.created_at < $1)";
+/// Remembers the highest id the retention deletes (`$1` the cutoff), in a counter row
+/// made by the first prune. SQLite's row also holds the highest id given (`last_id`),
+/// which the delete's trigger raises when the prune takes the tenant's newest events.
+const MARK_PRUNED_SQLITE: &str = "INSERT INTO event_counters (tenant_id, last_id, pruned_through) \
+     SELECT tenant_id, max(id), max(id) FROM events WHERE created_at < $1 GROUP BY tenant_id \
+     ON CONFLICT (tenant_id) DO UPDATE SET pruned_through = max(pruned_through, excluded.pruned_through)";
 const MARK_PRUNED_PG: &str = "INSERT INTO event_counters AS c (tenant_id, pruned_through) \
      SELECT tenant_id, max(id) FROM events WHERE created_at < $1 GROUP BY tenant_id \
      ON CONFLICT (tenant_id) DO UPDATE SET pruned_through = GREATEST(c.pruned_through, excluded.pruned_through)";
