@@ -122,6 +122,23 @@ const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
 /// past this the answer is "unavailable, retry".
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// SQLite's WAL as a checkpoint left it: the frames it holds and how many of them are
+/// copied into the main file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wal {
+    frames: i64,
+    copied: i64,
+}
+
+impl Wal {
+    /// Nothing was committed since `before` and every frame is copied: the next
+    /// checkpoint has nothing to do until a write comes. (A write grows the WAL, or
+    /// starts it over from its first frame, and either changes the figures.)
+    pub fn unchanged_since(self, before: Option<Wal>) -> bool {
+        before == Some(self) && self.copied == self.frames
+    }
+}
+
 /// The database: PostgreSQL or the embedded SQLite file, chosen by the URL at start.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -385,11 +402,13 @@ impl Store {
     /// over once every page is copied. Left to SQLite, the checkpoint runs inside the
     /// commit that fills the WAL, and every writer queued behind it waits (see
     /// `worker::checkpoint`). Nothing to do on PostgreSQL.
-    pub async fn checkpoint_wal(&self) -> Result<()> {
-        if let Backend::Sqlite(pool) = &self.backend {
-            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(pool).await?;
-        }
-        Ok(())
+    /// Returns the WAL's state after it (`None` on PostgreSQL), from which the
+    /// checkpointer tells a busy database from an idle one ([`Wal::unchanged_since`]).
+    pub async fn checkpoint_wal(&self) -> Result<Option<Wal>> {
+        let Backend::Sqlite(pool) = &self.backend else { return Ok(None) };
+        let (_busy, frames, copied): (i64, i64, i64) =
+            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?;
+        Ok(Some(Wal { frames, copied }))
     }
 
     pub async fn close(&self) {
@@ -439,6 +458,25 @@ mod tests {
 
     /// The flags of `.cargo/config.toml` reached the bundled SQLite: no page cache shared
     /// by every connection behind one mutex, no allocation statistics behind another.
+    #[tokio::test]
+    async fn a_checkpoint_tells_a_wal_with_new_commits_from_an_idle_one() {
+        let path = std::env::temp_dir().join(format!("engram-wal-{}.db", uuid::Uuid::now_v7()));
+        let url = format!("sqlite://{}", path.display());
+        let store = Store::connect(&url, 2, Duration::from_secs(5)).await.expect("SQLite file");
+        let start = store.checkpoint_wal().await.expect("checkpoint");
+        let mut tx = store.begin_write().await.expect("begin");
+        with_tx!(tx, tx => sqlx::query("CREATE TABLE t (x)").execute(&mut **tx).await.map(drop).expect("write"));
+        tx.commit().await.expect("commit");
+        let written = store.checkpoint_wal().await.expect("checkpoint").expect("a WAL");
+        assert!(!written.unchanged_since(start), "a commit since: {start:?} -> {written:?}");
+        let idle = store.checkpoint_wal().await.expect("checkpoint").expect("a WAL");
+        assert!(idle.unchanged_since(Some(written)), "nothing since: {written:?} -> {idle:?}");
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
     #[tokio::test]
     async fn sqlite_is_built_without_global_locks() {
         let store = Store::connect("sqlite::memory:", 2, Duration::from_secs(5)).await.expect("in-memory SQLite");

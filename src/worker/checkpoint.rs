@@ -17,12 +17,26 @@ use crate::store::Store;
 /// 45–48 ms at 1 s, 23–24 at 200 ms and 17–19 at 50 ms, at the same throughput.
 const EVERY: Duration = Duration::from_millis(50);
 
+/// How long the checkpointer waits after finding nothing committed since its last look:
+/// an idle server wakes 20 times a second at [`EVERY`] (0.7 % of a core here, against
+/// 0.3 % at 200 ms), and the first commit after a pause is at most this far from a
+/// checkpoint.
+const IDLE: Duration = Duration::from_secs(1);
+
 /// Checkpoints until `stop` turns true (SQLite only).
 pub async fn run(store: Store, mut stop: watch::Receiver<bool>) {
     let mut ticks = super::every(EVERY);
+    let mut last = None;
     while super::tick(&mut ticks, &mut stop).await {
-        if let Err(error) = store.checkpoint_wal().await {
-            tracing::warn!(error = %error, "WAL checkpoint failed; retrying");
+        match store.checkpoint_wal().await {
+            Ok(Some(wal)) => {
+                if wal.unchanged_since(last) {
+                    ticks.reset_after(IDLE);
+                }
+                last = Some(wal);
+            }
+            Ok(None) => return,
+            Err(error) => tracing::warn!(error = %error, "WAL checkpoint failed; retrying"),
         }
     }
 }
