@@ -28,7 +28,7 @@ use sqlx::types::Json;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::{Result, Store, Tx, with_pool, with_tx};
+use super::{Result, Store, Tx, with_pool, with_tx, writer::Ending};
 use crate::domain::{
     event::{Actor, ActorView, Event, EventType, FactVersion, NewEvent},
     ids::{ExternalRef, TenantId},
@@ -56,8 +56,8 @@ pub struct Outbox {
 pub(super) struct Flushed {
     types: Vec<EventType>,
     deliveries: u64,
-    /// The last event's statement also committed the transaction (SQLite writes).
-    pub(super) committed: bool,
+    /// How the last event's statement also ended the writer's part (SQLite writes).
+    pub(super) ended: Option<Ending>,
 }
 
 impl Outbox {
@@ -156,7 +156,10 @@ const WRITE_SQLITE: &str = "INSERT INTO events \
              $2, $3, $4, $5, $6, $7, $8, $9)";
 /// [`WRITE_SQLITE`] for a write transaction's last event, and its commit: one round trip
 /// to the connection's thread for both (see `store::writer`).
-static WRITE_SQLITE_AND_COMMIT: LazyLock<String> = LazyLock::new(|| format!("{WRITE_SQLITE}; COMMIT"));
+static WRITE_SQLITE_AND_COMMIT: LazyLock<String> =
+    LazyLock::new(|| format!("{WRITE_SQLITE}; {}", Ending::Commit.sql()));
+static WRITE_SQLITE_AND_RELEASE: LazyLock<String> =
+    LazyLock::new(|| format!("{WRITE_SQLITE}; {}", Ending::Release.sql()));
 
 /// A page of the feed: `$1` tenant, `$2` after, `$3` agent (or NULL), `$4` person (or
 /// NULL), `$5` types (`types_key` form, '' for all), `$6` limit; each row with the
@@ -434,8 +437,8 @@ impl Tx {
     }
 
     /// Writes the pending events (see the module docs); returns their types and the
-    /// deliveries they queued. On a SQLite write the last event's statement also commits
-    /// (`Flushed::committed`): one round trip for both.
+    /// deliveries they queued. On a SQLite write the last event's statement also ends the
+    /// writer's part (`Flushed::ended`): one round trip for both.
     pub(super) async fn flush_events(&mut self) -> Result<Flushed> {
         let mut flushed = std::mem::take(&mut self.1.written);
         if self.1.pending.is_empty() {
@@ -452,16 +455,17 @@ impl Tx {
         let pending = std::mem::take(&mut self.1.pending);
         let now = super::now();
         let postgres = self.dialect(true, false);
-        let commit_with_last = self.commits_in_statement();
+        let ending = self.statement_ending();
         // SQLite's trigger rows are not counted: deliveries may have been queued whenever a
         // subscription exists.
         let maybe_queued = u64::from(self.1.subscriptions.load(Ordering::Relaxed));
         let last = pending.len() - 1;
         for (place, (tenant, event)) in pending.into_iter().enumerate() {
-            let sql = match (postgres, commit_with_last && place == last) {
+            let sql = match (postgres, ending.filter(|_| place == last)) {
                 (true, _) => WRITE_PG.as_str(),
-                (false, false) => WRITE_SQLITE,
-                (false, true) => WRITE_SQLITE_AND_COMMIT.as_str(),
+                (false, None) => WRITE_SQLITE,
+                (false, Some(Ending::Commit)) => WRITE_SQLITE_AND_COMMIT.as_str(),
+                (false, Some(Ending::Release)) => WRITE_SQLITE_AND_RELEASE.as_str(),
             };
             let fact_id = event.data.fact_id.filter(|_| writes_version(event.kind));
             let fact = fact_id.and(event.data.fact.as_ref()).map(Json);
@@ -491,7 +495,7 @@ impl Tx {
             flushed.deliveries += if postgres { queued.unsigned_abs() } else { maybe_queued };
             flushed.types.push(event.kind);
         }
-        flushed.committed = commit_with_last;
+        flushed.ended = ending;
         Ok(flushed)
     }
 

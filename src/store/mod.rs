@@ -179,7 +179,7 @@ impl Tx {
         let Tx(tx, outbox) = self;
         match tx {
             Backend::Postgres(tx) => tx.commit().await?,
-            Backend::Sqlite(tx) => tx.commit(written.committed).await?,
+            Backend::Sqlite(tx) => tx.commit(written.ended).await?,
         }
         outbox.committed(written);
         Ok(())
@@ -190,10 +190,14 @@ impl Tx {
         self.0.pick(postgres, sqlite)
     }
 
-    /// Whether a statement may end with the transaction's `COMMIT`: SQLite writes, whose
-    /// `COMMIT` is a statement of their own (see [`writer`]), not sqlx's.
-    fn commits_in_statement(&self) -> bool {
-        matches!(&self.0, Backend::Sqlite(tx) if tx.is_write())
+    /// How a statement may end the transaction's part of its group (`COMMIT`, or the
+    /// release of its savepoint): SQLite writes, whose ends are statements of their own
+    /// (see [`writer`]), not sqlx's.
+    fn statement_ending(&self) -> Option<writer::Ending> {
+        match &self.0 {
+            Backend::Sqlite(tx) => tx.ending(),
+            Backend::Postgres(_) => None,
+        }
     }
 
     /// Tells idle workers of every replica that a job was queued. PostgreSQL delivers
@@ -475,6 +479,122 @@ mod tests {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
+    }
+
+    /// A store on a new SQLite file with one table, `t (x)`, and the file's path.
+    async fn store_with_a_table() -> (Store, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("engram-group-{}.db", uuid::Uuid::now_v7()));
+        let store = Store::connect(&format!("sqlite://{}", path.display()), 2, Duration::from_secs(5))
+            .await
+            .expect("SQLite file");
+        let mut tx = store.begin_write().await.expect("begin");
+        with_tx!(tx, tx => sqlx::query("CREATE TABLE t (x)").execute(&mut **tx).await.map(drop).expect("create"));
+        tx.commit().await.expect("commit");
+        (store, path)
+    }
+
+    async fn insert(tx: &mut Tx, x: i64) {
+        with_tx!(tx, tx => sqlx::query("INSERT INTO t VALUES (?)").bind(x).execute(&mut **tx).await.map(drop))
+            .expect("insert");
+    }
+
+    /// What another connection sees committed in `t`.
+    async fn committed(store: &Store) -> Vec<i64> {
+        let Backend::Sqlite(pool) = &store.backend else { panic!("a SQLite store") };
+        sqlx::query_scalar("SELECT x FROM t ORDER BY x").fetch_all(pool).await.expect("read")
+    }
+
+    async fn remove(store: Store, path: std::path::PathBuf) {
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    /// Starts a writer that inserts `x` and commits once `go` fires (or at once).
+    fn writer(
+        store: &Store,
+        x: i64,
+        go: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> tokio::task::JoinHandle<Result<()>> {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut tx = store.begin_write().await?;
+            insert(&mut tx, x).await;
+            if let Some(go) = go {
+                let _ = go.await;
+            }
+            tx.commit().await
+        })
+    }
+
+    /// A writer that finishes while another waits in line does not commit alone: its
+    /// commit returns, and its row is seen, only when the group it leaves open for the
+    /// next writer commits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_in_line_commit_as_one_group() {
+        let (store, path) = store_with_a_table().await;
+        let mut first = store.begin_write().await.expect("begin");
+        insert(&mut first, 1).await;
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let second = writer(&store, 2, Some(wait));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let first = tokio::spawn(first.commit());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!first.is_finished(), "the first writer's commit waits for its group");
+        assert_eq!(committed(&store).await, Vec::<i64>::new(), "nothing is committed before the group");
+        go.send(()).expect("the second writer waits");
+        first.await.expect("first").expect("the first writer's commit");
+        second.await.expect("second").expect("the second writer's commit");
+        assert_eq!(committed(&store).await, [1, 2]);
+        remove(store, path).await;
+    }
+
+    /// A writer that fails inside a group takes its own changes with it and nobody
+    /// else's: the writers before and after it in the group commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_that_fails_in_a_group_takes_only_its_own_changes() {
+        let (store, path) = store_with_a_table().await;
+        let mut first = store.begin_write().await.expect("begin");
+        insert(&mut first, 1).await;
+        let failing = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let mut tx = store.begin_write().await.expect("begin");
+                insert(&mut tx, 2).await;
+                // Dropped without its commit, as a request whose next statement failed.
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let third = writer(&store, 3, None);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        first.commit().await.expect("the first writer's commit");
+        failing.await.expect("the failing writer");
+        third.await.expect("third").expect("the third writer's commit");
+        assert_eq!(committed(&store).await, [1, 3]);
+        remove(store, path).await;
+    }
+
+    /// A writer whose request is cancelled after its part, while it waits for the group,
+    /// is committed with the group, and the write lock is free after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_cancelled_while_its_group_ends_is_committed_with_it() {
+        let (store, path) = store_with_a_table().await;
+        let mut first = store.begin_write().await.expect("begin");
+        insert(&mut first, 1).await;
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let second = writer(&store, 2, Some(wait));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let first = tokio::spawn(first.commit());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        first.abort();
+        go.send(()).expect("the second writer waits");
+        second.await.expect("second").expect("the second writer's commit");
+        assert_eq!(committed(&store).await, [1, 2]);
+        let next = tokio::time::timeout(Duration::from_secs(2), writer(&store, 3, None)).await;
+        assert!(matches!(next, Ok(Ok(Ok(())))), "a writer after them: {next:?}");
+        assert_eq!(committed(&store).await, [1, 2, 3]);
+        remove(store, path).await;
     }
 
     #[tokio::test]
