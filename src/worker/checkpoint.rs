@@ -13,8 +13,9 @@ use crate::store::Store;
 /// How often the WAL is checkpointed: at a few thousand commits a second the WAL stays
 /// well under the backstop of SQLite's own checkpoint. Each checkpoint syncs the files
 /// and writers stall behind that sync for a time that grows with the pages it copies, so
-/// small and frequent beats large and rare: in `engram-bench load`, remember's p99 was
-/// 45–48 ms at 1 s, 23–24 at 200 ms and 17–19 at 50 ms, at the same throughput.
+/// small and frequent beats large and rare. In `engram-bench load`, each pair run in one
+/// session, at the same throughput: remember's p99 went from 30–34 ms at 200 ms to 45–48
+/// at 1 s, and, in a later and faster session, from 23–24 ms at 200 ms to 17–19 at 50.
 const EVERY: Duration = Duration::from_millis(50);
 
 /// How long the checkpointer waits after finding nothing committed since its last look:
