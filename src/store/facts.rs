@@ -24,7 +24,7 @@
 //! extraction has is the cap minus the owner's curated facts; when curated facts alone
 //! fill the cap, an extraction stores nothing and evicts nothing.
 
-use std::sync::LazyLock;
+use std::{collections::HashMap, sync::LazyLock};
 
 use chrono::{DateTime, Utc};
 use sqlx::{
@@ -34,7 +34,7 @@ use sqlx::{
 };
 use uuid::Uuid;
 
-use super::{Result, Store, Tx, with_pool, with_tx};
+use super::{Result, Store, Tx, ranking, with_pool, with_tx};
 use crate::domain::{
     event::{Actor, EventData, EventType, NewEvent},
     fact::{Fact, FactChanges, NewFact, Origin, Source, stored_precision},
@@ -249,6 +249,7 @@ impl TryFrom<FactRow> for Fact {
     }
 }
 
+/// A PostgreSQL search's row: a fact and its score.
 #[derive(sqlx::FromRow)]
 struct ScoredRow {
     #[sqlx(flatten)]
@@ -263,10 +264,23 @@ struct ScoredRow {
 impl TryFrom<ScoredRow> for Hit {
     type Error = sqlx::Error;
     fn try_from(row: ScoredRow) -> Result<Hit> {
-        // Word counts are tiny: the conversion is exact.
-        let relevance = if row.total > 0 { row.matched as f64 / row.total as f64 } else { 0.0 };
-        Ok(Hit { fact: row.fact.try_into()?, relevance, rarity: row.rarity })
+        Ok(Hit { relevance: relevance(row.matched, row.total), fact: row.fact.try_into()?, rarity: row.rarity })
     }
+}
+
+/// The share of the query's `total` words that a fact holds.
+fn relevance(matched: i64, total: i64) -> f64 {
+    // Word counts are tiny: the conversions are exact.
+    if total > 0 { matched as f64 / total as f64 } else { 0.0 }
+}
+
+/// A row of SQLite's memory context candidates: a fact and which part it belongs to.
+#[derive(sqlx::FromRow)]
+struct PartRow {
+    #[sqlx(flatten)]
+    fact: FactRow,
+    /// 0: a match of the query; 1: one of the newest facts.
+    part: i64,
 }
 
 fn facts(rows: Vec<FactRow>) -> Result<Vec<Fact>> {
@@ -293,149 +307,194 @@ const LIST: &str = "SELECT {columns} FROM facts \
        AND ($5 IS NULL OR {has_tag}) AND {current} \
      ORDER BY id DESC LIMIT $6";
 
-/// The owner's facts with tag `$5` (or all when NULL) that match query `$4`, scored,
-/// and the `$6` best of them: `pairs` holds one row per (fact, query word it contains),
-/// found through the full-text index in one pass per query word over that word's
-/// postings, never one test per word per fact; `df` is how many of those facts hold each
-/// word; `scored` gives each fact the number of query words it `matched` and their
-/// `rarity`, the sum of 1/df over them (an IDF that needs no logarithm, which SQLite
-/// lacks), counted in billionths and rounded to a whole number of them, so that sums the
-/// two backends add in different orders tie alike; `best` keeps the `$6` first by most
-/// words, then rarest words, then newest. SQLite's `round(x, 9)` printed each sum as
-/// decimal text and read it back (5 % of a 20-word search's CPU in a profile), where
-/// `round(x)` is one addition.
+// Full-text search ranks an owner's facts by the query words they hold, most first, then
+// by how rare those words are among the owner's matching facts, then newest. PostgreSQL
+// scores in the statement that finds the words (`SCORED`): one round trip, and its
+// aggregation is cheap. SQLite's was not: its `GROUP BY`s go through sorters, and when
+// every query word is common among the owner's facts the scoring was most of a 20-word
+// search's time (~2.8 of ~4.5 ms for 3 585 (fact, word) pairs). So SQLite's statement
+// only lists each word's facts (`POSTINGS`), [`super::ranking`] ranks them by the same
+// rule, and the best rows are read by id after. The API tests hold both backends to the
+// same order.
+
+/// PostgreSQL: the owner's facts with tag `$5` (or all when NULL) that match query `$4`,
+/// scored, and the `$6` best of them: `pairs` holds one row per (fact, query word it
+/// contains), found through the full-text index in one pass per query word over that
+/// word's postings, never one test per word per fact; `df` is how many of those facts
+/// hold each word; `scored` gives each fact the number of query words it `matched` and
+/// their `rarity`, the sum of 1/df over them (an IDF that needs no logarithm), counted in
+/// billionths and rounded to a whole number of them, as [`super::ranking`] counts them;
+/// `best` keeps the `$6` first by most words, then rarest words, then newest.
 ///
 /// Only ids and words go through the scoring: the full rows of the `best` few are read
 /// last, by key, so a query whose words are in nearly all of the owner's (up to the cap)
 /// facts sorts small rows and reads `$6` facts, rather than every matching fact's text and
 /// tags before `ORDER BY … LIMIT`.
 ///
-/// The search and context statements' `LIMIT`s are `$6 + 0`, not `$6`: SQLite reads a
-/// bare parameter's bound value when it plans a `LIMIT`, so every new bind marked the
-/// plan stale and each run planned the whole statement again (6 % of a 20-word search's
-/// time in a profile).
-const SCORED: &str = "WITH {words}pairs AS MATERIALIZED ({pairs}), \
+/// `$4` is the query's words as quoted tsquery text ([`SearchQuery::tsquery_terms`]),
+/// the same words FTS5 gets; read as a document it gives their lexemes (`q`). Each
+/// lexeme, prefixed with the owner's key, is one term of the owner-keyed GIN index
+/// `facts_owned_search` (migration 0008), whose posting list is exactly this owner's
+/// facts holding that word: `keys` makes each a single-term tsquery (quoting is enough:
+/// the key is hex, and the words letters and digits), and `pairs` takes each word's
+/// postings with one index lookup, so a word costs its own matches, not a test of every
+/// one of the owner's facts against every query word, as the owner-less index made it
+/// (two to three times as long for 20 words). `OFFSET 0` keeps the owner's columns out
+/// of the lookup: left in, the planner also read the owner's whole entry of another index
+/// for every word, to intersect the two. The owner is tested on each row after, as two
+/// owners' keys may collide.
+const SCORED: &str = "WITH q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words), \
+     keys AS MATERIALIZED (SELECT word, CAST('''' || engram_owner_key($1, $2, $3) || word || '''' AS tsquery) AS query \
+       FROM q, unnest(q.words) AS word), \
+     pairs AS MATERIALIZED (SELECT hits.id AS fact_id, keys.word FROM keys CROSS JOIN LATERAL \
+         (SELECT id, tenant_id, agent_id, external_ref, tags, superseded_by, observed_at, valid_until, expires_at \
+          FROM facts WHERE owned_search @@ keys.query OFFSET 0) AS hits \
+       WHERE hits.tenant_id = $1 AND hits.agent_id = $2 AND hits.external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
+         AND {current}), \
      df AS (SELECT word, count(*) AS n FROM pairs GROUP BY word), \
      scored AS (SELECT pairs.fact_id, count(*) AS matched, round(sum(CAST(1 AS DOUBLE PRECISION) / df.n) * 1000000000) AS rarity \
        FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id), \
-     best AS (SELECT fact_id, matched, rarity FROM scored ORDER BY matched DESC, rarity DESC, fact_id DESC LIMIT $6 + 0) ";
+     best AS (SELECT fact_id, matched, rarity FROM scored ORDER BY matched DESC, rarity DESC, fact_id DESC LIMIT $6) ";
 
-/// The rows of the `best` matches with their scores, in no order (the owner filter
-/// again: every read of `facts` names its owner). `CROSS JOIN` makes SQLite read `best`
-/// first and look each fact up by owner and id; left to choose, it read every one of the
-/// owner's facts to probe `best` in the memory context's statement.
-const BEST_ROWS: &str = "SELECT {columns}, matched, {total} AS total, rarity / 1000000000 AS rarity \
+/// PostgreSQL: the rows of the `best` matches with their scores, in no order (the owner
+/// filter again: every read of `facts` names its owner).
+const BEST_ROWS: &str = "SELECT {columns}, matched, (SELECT cardinality(words)::bigint FROM q) AS total, \
+       rarity / 1000000000 AS rarity \
      FROM best CROSS JOIN facts \
      WHERE facts.id = best.fact_id AND facts.tenant_id = $1 AND facts.agent_id = $2 AND facts.external_ref = $3";
 
-/// The `$6` best matches: most query words first, then rarest words, then newest.
+/// PostgreSQL: the `$6` best matches: most query words first, then rarest words, then
+/// newest. Superseded facts too when `$7`, the facts current at `$8` when it is not NULL,
+/// unexpired at horizon `$9`.
 const SEARCH: &str = "{scored}{best_rows} ORDER BY matched DESC, rarity DESC, id DESC";
 
-/// The memory context's candidates in one round trip: the `$6` best matches (`$5` is
-/// NULL: no tag filter), then the `$6` newest facts, which may repeat a match (the
-/// caller drops repeats). Both parts current at `$8` (or now), `$7` false.
-const CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS hits \
+/// PostgreSQL: the memory context's candidates in one round trip: the `$6` best matches
+/// (`$5` is NULL: no tag filter), then the `$6` newest facts, which may repeat a match
+/// (the caller drops repeats). Both parts current at `$8` (or now), `$7` false.
+const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS hits \
      UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, CAST(0 AS DOUBLE PRECISION), 1 FROM facts \
        WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {current} \
-       ORDER BY id DESC LIMIT $6 + 0) AS recent \
+       ORDER BY id DESC LIMIT $6) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";
+
+/// SQLite: for each of query `$4`'s words, the owner's facts with tag `$5` (or all when
+/// NULL) that hold it: one row per word, in no order, its facts' ids in hex (a 16-byte
+/// BLOB cannot be joined as text) joined by commas, each fact once per word. Superseded
+/// facts are taken when `$6`, the facts current at `$7` when it is not NULL, and only the
+/// unexpired at horizon `$8`.
+///
+/// `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]); each term
+/// is one `MATCH` against `facts_fts` of the owner's token (column `fts_owner`, see
+/// migration 0004) AND the term, so a word costs a walk of the owner's postings, skipping
+/// through the word's. Each hit's row is read by rowid for the owner, tag and superseded
+/// tests. FTS5 looks each term up in every segment of its index through statements of its
+/// own: with `ANALYZE`'s STAT4 samples of its shadow tables, SQLite plans those again at
+/// every lookup, which doubled the time of a 20-word search (see
+/// [`Store::refresh_statistics`]). FTS5's own `bm25()` would weigh words by their
+/// frequency across every owner's facts, which PostgreSQL has no way to reproduce, so
+/// both count per owner instead.
+const POSTINGS: &str = "SELECT (SELECT group_concat(hex(facts.id)) FROM facts_fts CROSS JOIN facts \
+       WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
+         AND facts.rowid = facts_fts.rowid \
+         AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+         AND ($5 IS NULL OR {has_tag}) AND {current}) AS ids \
+     FROM json_each($4) AS terms";
+
+/// SQLite: the memory context's candidates: the owner's facts whose ids are in `$4` (the
+/// ranked matches, see `{ids}` in [`Dialect`]; part 0) and the `$6` newest facts (part 1),
+/// which may repeat a match (the caller drops repeats), both current at `$7` (or now) and
+/// unexpired at horizon `$5`; newest first within a part. Its `LIMIT` is `$6 + 0`, not
+/// `$6`: SQLite reads a bare parameter's bound value when it plans a `LIMIT`, so every
+/// new bind marked the plan stale and each run planned the whole statement again.
+const CONTEXT: &str = "SELECT {columns}, 0 AS part FROM facts \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {ids} \
+       AND (expires_at IS NULL OR expires_at > $5) \
+     UNION ALL SELECT * FROM (SELECT {columns}, 1 FROM facts \
+       WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {current} \
+       ORDER BY id DESC LIMIT $6 + 0) AS recent \
+     ORDER BY part, id DESC";
 
 /// The owner's facts whose ids are in `$4` (see `{ids}` in [`Dialect`]), in no order,
 /// unless they expired by `$5` (now).
 const BY_ID: &str = "SELECT {columns} FROM facts \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id IN ({ids}) \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {ids} \
        AND (expires_at IS NULL OR expires_at > $5)";
 
 /// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
-/// PostgreSQL, a scan of the JSON array on SQLite), the query's words and the
-/// (fact, word) pairs. Both read the owner's facts that `$5` and `$7` take, and only
-/// their ids and words.
-///
-/// PostgreSQL: `$4` is the query's words as quoted tsquery text
-/// ([`SearchQuery::tsquery_terms`]), the same words FTS5 gets; read as a document it
-/// gives their lexemes (`q`). Each lexeme, prefixed with the owner's key, is one term of
-/// the owner-keyed GIN index `facts_owned_search` (migration 0008), whose posting list is
-/// exactly this owner's facts holding that word: `keys` makes each a single-term tsquery
-/// (quoting is enough: the key is hex, and the words letters and digits), and `pairs` takes
-/// each word's postings with one index lookup, so a word costs its own matches, not a
-/// test of every one of the owner's facts against every query word, as the owner-less
-/// index made it (two to three times as long for 20 words). `OFFSET 0` keeps the owner's
-/// columns out of the lookup: left in, the planner also read the owner's whole entry of
-/// another index for every word, to intersect the two. The owner is tested on each row
-/// after, as two owners' keys may collide.
-///
-/// SQLite: `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]);
-/// each term is one `MATCH` against `facts_fts` of the owner's token (column
-/// `fts_owner`, see migration 0004) AND the term, so a word costs a walk of the owner's
-/// postings, skipping through the word's, and the word is identified by its position in
-/// the array. Each hit's row is read by rowid for the owner, tag and superseded tests.
-/// FTS5 looks each term up in every segment of its index through statements of its own:
-/// with `ANALYZE`'s STAT4 samples of its shadow tables, SQLite plans those again at every
-/// lookup, which doubled the time of a 20-word search (see [`Store::refresh_statistics`]).
-/// FTS5's own `bm25()` would weigh words by their frequency across every owner's facts,
-/// which PostgreSQL has no way to reproduce, so both count per owner instead.
-///
-/// Both: `{ids}` reads the ids of `$4`, a JSON array of hyphenated ids, as the column
-/// stores them (`uuid` on PostgreSQL, 16-byte BLOB on SQLite), so a read of a few facts by
-/// id is one statement whatever their number.
+/// PostgreSQL, a scan of the JSON array on SQLite) and the test of an id being in `$4`,
+/// a JSON array of hyphenated ids, read as the column stores them (`uuid` on PostgreSQL,
+/// 16-byte BLOB on SQLite), so a read of a few facts by id is one statement whatever
+/// their number.
 struct Dialect {
     has_tag: &'static str,
     ids: &'static str,
-    words: &'static str,
-    pairs: &'static str,
-    total: &'static str,
 }
 
 const POSTGRES: Dialect = Dialect {
     has_tag: "tags ? $5",
-    ids: "SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json))",
-    words: "q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words), \
-       keys AS MATERIALIZED (SELECT word, CAST('''' || engram_owner_key($1, $2, $3) || word || '''' AS tsquery) AS query \
-         FROM q, unnest(q.words) AS word), ",
-    pairs: "SELECT hits.id AS fact_id, keys.word FROM keys CROSS JOIN LATERAL \
-         (SELECT id, tenant_id, agent_id, external_ref, tags, superseded_by, observed_at, valid_until, expires_at \
-          FROM facts WHERE owned_search @@ keys.query OFFSET 0) AS hits \
-       WHERE hits.tenant_id = $1 AND hits.agent_id = $2 AND hits.external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
-         AND {current}",
-    total: "(SELECT cardinality(words)::bigint FROM q)",
+    ids: "id IN (SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json)))",
 };
 
 const SQLITE: Dialect = Dialect {
     has_tag: "EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5)",
-    ids: "SELECT unhex(value, '-') FROM json_each($4)",
-    words: "",
-    pairs: "SELECT facts.id AS fact_id, terms.key AS word FROM json_each($4) AS terms \
-       CROSS JOIN facts_fts CROSS JOIN facts \
-       WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
-         AND facts.rowid = facts_fts.rowid \
-         AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-         AND ($5 IS NULL OR {has_tag}) AND {current}",
-    total: "json_array_length($4)",
+    ids: "id IN (SELECT unhex(value, '-') FROM json_each($4))",
 };
 
 /// The fact reads with their holes filled for one dialect, built once.
 struct Reads {
     list: String,
-    search: String,
-    context: String,
     by_id: String,
+    search: Search,
+}
+
+/// How a dialect's full-text search is read (see `SCORED` and `POSTINGS`).
+enum Search {
+    /// PostgreSQL: the search and the memory context, each ranked in its statement.
+    Scored { search: String, context: String },
+    /// SQLite: each word's facts, ranked in [`super::ranking`]; then the memory
+    /// context's rows.
+    Postings { postings: String, context: String },
 }
 
 impl Reads {
-    fn new(dialect: &Dialect) -> Reads {
-        let fill = |template: &str| {
+    fn new(dialect: &Dialect, search: impl Fn(&dyn Fn(&str, String) -> String) -> Search) -> Reads {
+        let fill = |template: &str, current: String| {
             template
                 .replace("{scored}", SCORED)
                 .replace("{best_rows}", BEST_ROWS)
-                .replace("{words}", dialect.words)
-                .replace("{pairs}", dialect.pairs)
                 .replace("{columns}", fact_columns!())
                 .replace("{has_tag}", dialect.has_tag)
-                .replace("{current}", &current_test("$7", "$8", "$9"))
-                .replace("{total}", dialect.total)
+                .replace("{current}", &current)
                 .replace("{ids}", dialect.ids)
         };
-        Reads { list: fill(LIST), search: fill(SEARCH), context: fill(CONTEXT), by_id: fill(BY_ID) }
+        Reads {
+            list: fill(LIST, current_test("$7", "$8", "$9")),
+            by_id: fill(BY_ID, String::new()),
+            search: search(&fill),
+        }
+    }
+
+    fn postgres() -> Reads {
+        Reads::new(&POSTGRES, |fill| Search::Scored {
+            search: fill(SEARCH, current_test("$7", "$8", "$9")),
+            context: fill(SCORED_CONTEXT, current_test("$7", "$8", "$9")),
+        })
+    }
+
+    fn sqlite() -> Reads {
+        Reads::new(&SQLITE, |fill| Search::Postings {
+            postings: fill(POSTINGS, current_test("$6", "$7", "$8")),
+            context: fill(CONTEXT, current_test("FALSE", "$7", "$5")),
+        })
+    }
+
+    #[cfg(test)]
+    fn all(&self) -> [&str; 4] {
+        match &self.search {
+            Search::Scored { search, context } | Search::Postings { postings: search, context } => {
+                [&self.list, &self.by_id, search, context]
+            }
+        }
     }
 }
 
@@ -446,8 +505,8 @@ pub(super) fn with_tag_test(template: &str) -> (String, String) {
     (template.replace("{has_tag}", POSTGRES.has_tag), template.replace("{has_tag}", SQLITE.has_tag))
 }
 
-static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES));
-static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE));
+static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(Reads::postgres);
+static SQLITE_READS: LazyLock<Reads> = LazyLock::new(Reads::sqlite);
 
 /// `$4` id, `$5` new text (or NULL), `$6` its normalised form, `$7` tags (or NULL),
 /// `$8` whether the score changes, `$9` the new score, `$10` now, `$11` the new text's
@@ -683,7 +742,8 @@ impl Store {
     }
 
     /// The `limit` facts matching most words of `query` (then rarest words, then
-    /// newest) that `filter` takes.
+    /// newest) that `filter` takes. SQLite: the words' postings, ranked here, then the
+    /// rows of the best by id (see `SCORED`).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "search_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn search_facts(
         &self,
@@ -692,8 +752,12 @@ impl Store {
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
+        let search = match &self.reads().search {
+            Search::Scored { search, .. } => search,
+            Search::Postings { .. } => return self.search_by_postings(owner, query, filter, limit).await,
+        };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-            sqlx::query_as(self.reads().search.as_str())
+            sqlx::query_as(search.as_str())
                 .bind_owner(owner)
                 .bind(self.search_param(query))
                 .bind(filter.tag)
@@ -706,6 +770,71 @@ impl Store {
         });
         super::counted(&rows);
         rows.into_iter().map(Hit::try_from).collect()
+    }
+
+    /// [`Store::search_facts`] on SQLite.
+    async fn search_by_postings(
+        &self,
+        owner: Owner<'_>,
+        query: &SearchQuery,
+        filter: FactFilter<'_>,
+        limit: i64,
+    ) -> Result<Vec<Hit>> {
+        let (ranked, words) = self.rank_matches(owner, query, filter, limit).await?;
+        if ranked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let facts = self.facts_by_id(owner, &ranked.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
+        let mut by_id: HashMap<Uuid, Fact> = facts.into_iter().map(|fact| (fact.id, fact)).collect();
+        // A fact deleted between the two statements is left out.
+        Ok(ranked
+            .iter()
+            .filter_map(|r| {
+                let relevance = relevance(r.matched, words);
+                by_id.remove(&r.id).map(|fact| Hit { fact, relevance, rarity: r.rarity() })
+            })
+            .collect())
+    }
+
+    /// SQLite: the `limit` best matches of `query` among the owner's facts that `filter`
+    /// takes, best first (see [`super::ranking`]), and the number of the query's
+    /// distinct words.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_postings", backend = self.backend(), rows = tracing::field::Empty))]
+    async fn rank_matches(
+        &self,
+        owner: Owner<'_>,
+        query: &SearchQuery,
+        filter: FactFilter<'_>,
+        limit: i64,
+    ) -> Result<(Vec<ranking::Ranked>, i64)> {
+        let Search::Postings { postings, .. } = &self.reads().search else {
+            return Err(sqlx::Error::Protocol("postings are SQLite's".into()));
+        };
+        let rows: Vec<(Option<String>,)> = with_pool!(self, pool => {
+            sqlx::query_as(postings.as_str())
+                .bind_owner(owner)
+                .bind(self.search_param(query))
+                .bind(filter.tag)
+                .bind(filter.superseded)
+                .bind(filter.as_of)
+                .bind(filter.horizon())
+                .fetch_all(pool)
+                .await?
+        });
+        super::counted(&rows);
+        let postings = rows
+            .iter()
+            .map(|(ids,)| {
+                ids.as_deref()
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter(|id| !id.is_empty())
+                    .map(|id| Uuid::try_parse(id).map_err(|e| sqlx::Error::Decode(Box::new(e))))
+                    .collect::<Result<Vec<Uuid>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let words = i64::try_from(postings.len()).unwrap_or(i64::MAX);
+        Ok((ranking::rank(&postings, usize::try_from(limit).unwrap_or(0)), words))
     }
 
     /// The owner's facts among `ids` (another owner's are not found), in no order.
@@ -721,7 +850,8 @@ impl Store {
         facts(rows)
     }
 
-    /// The database's plan for [`Store::search_facts`] (10 hits, no tag), one line per
+    /// The database's plan for [`Store::search_facts`] (10 hits, no tag; SQLite: its
+    /// postings), one line per
     /// step: SQLite's `EXPLAIN QUERY PLAN` details; PostgreSQL's `EXPLAIN (ANALYZE,
     /// BUFFERS, SETTINGS)`, which runs the search, counts the pages it read and names the
     /// planner settings the connection changed. Tests check with it that search walks
@@ -729,13 +859,20 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "explain_search", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn explain_search(&self, owner: Owner<'_>, query: &SearchQuery) -> Result<Vec<String>> {
         let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
-        let sql = format!("{prefix}{}", self.reads().search);
+        let (statement, limit) = match &self.reads().search {
+            Search::Scored { search, .. } => (search, Some(10_i64)),
+            Search::Postings { postings, .. } => (postings, None),
+        };
+        let sql = format!("{prefix}{statement}");
         with_pool!(self, pool => {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            let query = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind_owner(owner)
                 .bind(self.search_param(query))
-                .bind(None::<&str>)
-                .bind(10_i64)
+                .bind(None::<&str>);
+            match limit {
+                Some(limit) => query.bind(limit),
+                None => query,
+            }
                 .bind(false)
                 .bind(None::<DateTime<Utc>>)
                 .bind(super::now())
@@ -838,9 +975,11 @@ impl Store {
         tx.commit_swept(rows, "expired").await
     }
 
-    /// The memory context's candidates, in one query: without `query` the `limit`
-    /// newest facts; with it the `limit` best matches, then the `limit` newest (the
-    /// same fact may appear in both parts); current at `as_of`, or now.
+    /// The memory context's candidates: without `query` the `limit` newest facts; with
+    /// it the `limit` best matches, then the `limit` newest (the same fact may appear in
+    /// both parts); current at `as_of`, or now. With a query, PostgreSQL reads them in
+    /// one statement; SQLite ranks the words' postings, then reads the best and the
+    /// newest in a second (see `SCORED`).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "context_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn context_facts(
         &self,
@@ -853,8 +992,14 @@ impl Store {
         let Some(query) = query else {
             return self.list_facts(owner, filter, None, limit).await;
         };
+        let context = match &self.reads().search {
+            Search::Scored { context, .. } => context,
+            Search::Postings { context, .. } => {
+                return self.context_by_postings(context, owner, query, filter, limit).await;
+            }
+        };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-            sqlx::query_as(self.reads().context.as_str())
+            sqlx::query_as(context.as_str())
                 .bind_owner(owner)
                 .bind(self.search_param(query))
                 .bind(None::<&str>)
@@ -867,6 +1012,41 @@ impl Store {
         });
         super::counted(&rows);
         rows.into_iter().map(|row| Fact::try_from(row.fact)).collect()
+    }
+
+    /// [`Store::context_facts`] with a query on SQLite: `context` is its second statement.
+    async fn context_by_postings(
+        &self,
+        context: &'static str,
+        owner: Owner<'_>,
+        query: &SearchQuery,
+        filter: FactFilter<'_>,
+        limit: i64,
+    ) -> Result<Vec<Fact>> {
+        let (ranked, _) = self.rank_matches(owner, query, filter, limit).await?;
+        let ids = serde_json::Value::from(ranked.iter().map(|r| r.id.to_string()).collect::<Vec<_>>()).to_string();
+        let rows: Vec<PartRow> = with_pool!(self, pool => {
+            sqlx::query_as(context)
+                .bind_owner(owner)
+                .bind(ids)
+                .bind(filter.horizon())
+                .bind(limit)
+                .bind(filter.as_of)
+                .fetch_all(pool)
+                .await?
+        });
+        super::counted(&rows);
+        let split = rows.iter().position(|row| row.part != 0).unwrap_or(rows.len());
+        let mut newest = rows;
+        let mut matches: HashMap<Uuid, FactRow> = newest.drain(..split).map(|row| (row.fact.id, row.fact)).collect();
+        // The matches in their ranking's order (a fact gone between the statements is
+        // left out), then the newest.
+        ranked
+            .iter()
+            .filter_map(|r| matches.remove(&r.id))
+            .chain(newest.into_iter().map(|row| row.fact))
+            .map(Fact::try_from)
+            .collect()
     }
 }
 
@@ -1200,8 +1380,8 @@ mod tests {
 
     #[test]
     fn every_hole_of_the_reads_is_filled() {
-        for reads in [Reads::new(&POSTGRES), Reads::new(&SQLITE)] {
-            for sql in [&reads.list, &reads.search, &reads.context, &reads.by_id] {
+        for reads in [Reads::postgres(), Reads::sqlite()] {
+            for sql in reads.all() {
                 assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
             }
         }

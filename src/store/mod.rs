@@ -43,6 +43,7 @@ pub mod jobs;
 pub mod messages;
 mod pg_tx;
 pub mod policy;
+mod ranking;
 pub mod rgpd;
 pub mod summaries;
 pub mod vectors;
