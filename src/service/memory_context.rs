@@ -1,7 +1,8 @@
 //! The memory context: the facts and prompt block an agent puts into its system prompt.
 //! The REST route and the `memory_context` tool come here. The hot path: two database
-//! round trips (the agent's switch with the user's consent, then the facts), one when
-//! memory is off; with `working_memory=true` the document is read beside the facts.
+//! round trips (the agent's switch with the user's consent, then the facts; on SQLite a
+//! query's facts take two, see `store::facts`), one when memory is off; with
+//! `working_memory=true` the document is read beside the facts.
 
 use super::{AppState, working_memory};
 use crate::{
