@@ -549,14 +549,21 @@ pub(crate) fn load(dir: &Path, limit: Option<usize>) -> anyhow::Result<Vec<Conve
     Ok(conversations)
 }
 
+/// The fields of a dialogue line that the benchmark reads (the format is described in
+/// `../shared/data/README.md`): its turns, and each turn's speaker, text and annotation.
+const TURNS: &str = "dialog";
+const SPEAKER: &str = "id";
+const TEXT: &str = "text";
+const ANNOTATION: &str = "persona_text";
+
 /// The conversations of one dialogue, one per speaker who spoke in it.
 fn speakers(session: u32, index: usize, dialogue: &Value) -> Vec<Conversation> {
-    let turns: Vec<(&str, &str, &str)> = dialogue["dialog"]
+    let turns: Vec<(&str, &str, &str)> = dialogue[TURNS]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|turn| {
-            Some((turn["id"].as_str()?, turn["text"].as_str()?, turn["persona_text"].as_str().unwrap_or_default()))
+            Some((turn[SPEAKER].as_str()?, turn[TEXT].as_str()?, turn[ANNOTATION].as_str().unwrap_or_default()))
         })
         .collect();
     let mut names: Vec<&str> = Vec::new();
@@ -597,14 +604,29 @@ fn sentences(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A made-up dialogue line: (speaker, text, annotation) per turn.
+    fn dialogue(turns: &[(&str, &str, Option<&str>)]) -> Value {
+        let turns: Vec<Value> = turns
+            .iter()
+            .map(|(speaker, text, annotation)| {
+                let mut turn = json!({SPEAKER: speaker, TEXT: text});
+                if let Some(annotation) = annotation {
+                    turn[ANNOTATION] = json!(annotation);
+                }
+                turn
+            })
+            .collect();
+        json!({TURNS: turns})
+    }
+
     #[test]
     fn a_dialogue_is_one_conversation_per_speaker_from_their_first_turn() {
-        let dialogue = json!({"dialog": [
-            {"id": "bot_0", "text": "Morning, neighbour! Busy week ahead?"},
-            {"id": "bot_1", "text": "I grind lenses.", "persona_text": "I grind lenses. I sharpen knives."},
-            {"id": "bot_0", "text": "I row at dawn.", "persona_text": "I row at dawn."},
-            {"id": "bot_1", "text": "Sounds grand.", "persona_text": "i grind lenses."},
-        ]});
+        let dialogue = dialogue(&[
+            ("ann", "Morning, neighbour! Busy week ahead?", None),
+            ("bo", "I grind lenses.", Some("I grind lenses. I sharpen knives.")),
+            ("ann", "I row at dawn.", Some("I row at dawn.")),
+            ("bo", "Sounds grand.", Some("i grind lenses.")),
+        ]);
         let [first, second] = <[Conversation; 2]>::try_from(speakers(3, 0, &dialogue)).ok().expect("two speakers");
         assert_eq!(first.session, 3);
         assert_eq!(first.turns.len(), 4);
@@ -679,10 +701,7 @@ mod tests {
     fn sessions_load_in_order_with_a_limit() {
         let dir = std::env::temp_dir().join(format!("engram-msc-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let line = |text: &str| {
-            json!({"dialog": [{"id": "bot_0", "text": text, "persona_text": text}, {"id": "bot_1", "text": "ok"}]})
-                .to_string()
-        };
+        let line = |text: &str| dialogue(&[("ann", text, Some(text)), ("bo", "ok", None)]).to_string();
         std::fs::write(dir.join("session_10.jsonl"), line("I mend kites.")).expect("write");
         std::fs::write(
             dir.join("session_2.jsonl"),
