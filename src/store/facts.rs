@@ -754,7 +754,9 @@ impl Store {
     ) -> Result<Vec<Hit>> {
         let search = match &self.reads().search {
             Search::Scored { search, .. } => search,
-            Search::Postings { .. } => return self.search_by_postings(owner, query, filter, limit).await,
+            Search::Postings { postings, .. } => {
+                return self.search_by_postings(postings, owner, query, filter, limit).await;
+            }
         };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
             sqlx::query_as(search.as_str())
@@ -772,15 +774,16 @@ impl Store {
         rows.into_iter().map(Hit::try_from).collect()
     }
 
-    /// [`Store::search_facts`] on SQLite.
+    /// [`Store::search_facts`] on SQLite: `postings` is its first statement.
     async fn search_by_postings(
         &self,
+        postings: &'static str,
         owner: Owner<'_>,
         query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let (ranked, words) = self.rank_matches(owner, query, filter, limit).await?;
+        let (ranked, words) = self.rank_matches(postings, owner, query, filter, limit).await?;
         if ranked.is_empty() {
             return Ok(Vec::new());
         }
@@ -798,20 +801,18 @@ impl Store {
 
     /// SQLite: the `limit` best matches of `query` among the owner's facts that `filter`
     /// takes, best first (see [`super::ranking`]), and the number of the query's
-    /// distinct words.
+    /// distinct words; `postings` is the statement that lists each word's facts.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_postings", backend = self.backend(), rows = tracing::field::Empty))]
     async fn rank_matches(
         &self,
+        postings: &'static str,
         owner: Owner<'_>,
         query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<(Vec<ranking::Ranked>, i64)> {
-        let Search::Postings { postings, .. } = &self.reads().search else {
-            return Err(sqlx::Error::Protocol("postings are SQLite's".into()));
-        };
         let rows: Vec<(Option<String>,)> = with_pool!(self, pool => {
-            sqlx::query_as(postings.as_str())
+            sqlx::query_as(postings)
                 .bind_owner(owner)
                 .bind(self.search_param(query))
                 .bind(filter.tag)
@@ -994,8 +995,8 @@ impl Store {
         };
         let context = match &self.reads().search {
             Search::Scored { context, .. } => context,
-            Search::Postings { context, .. } => {
-                return self.context_by_postings(context, owner, query, filter, limit).await;
+            Search::Postings { postings, context } => {
+                return self.context_by_postings((postings, context), owner, query, filter, limit).await;
             }
         };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
@@ -1014,16 +1015,16 @@ impl Store {
         rows.into_iter().map(|row| Fact::try_from(row.fact)).collect()
     }
 
-    /// [`Store::context_facts`] with a query on SQLite: `context` is its second statement.
+    /// [`Store::context_facts`] with a query on SQLite, in its two statements.
     async fn context_by_postings(
         &self,
-        context: &'static str,
+        (postings, context): (&'static str, &'static str),
         owner: Owner<'_>,
         query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
-        let (ranked, _) = self.rank_matches(owner, query, filter, limit).await?;
+        let (ranked, _) = self.rank_matches(postings, owner, query, filter, limit).await?;
         let ids = serde_json::Value::from(ranked.iter().map(|r| r.id.to_string()).collect::<Vec<_>>()).to_string();
         let rows: Vec<PartRow> = with_pool!(self, pool => {
             sqlx::query_as(context)

@@ -529,18 +529,27 @@ mod tests {
         })
     }
 
+    /// A first writer that inserts 1 and commits (the task returned first) while a second
+    /// one, in line behind it, inserts 2 and holds the connection until `go` fires.
+    async fn a_group_of_two(
+        store: &Store,
+    ) -> (tokio::task::JoinHandle<Result<()>>, tokio::task::JoinHandle<Result<()>>, tokio::sync::oneshot::Sender<()>)
+    {
+        let mut first = store.begin_write().await.expect("begin");
+        insert(&mut first, 1).await;
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let second = writer(store, 2, Some(wait));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (tokio::spawn(first.commit()), second, go)
+    }
+
     /// A writer that finishes while another waits in line does not commit alone: its
     /// commit returns, and its row is seen, only when the group it leaves open for the
     /// next writer commits.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writers_in_line_commit_as_one_group() {
         let (store, path) = store_with_a_table().await;
-        let mut first = store.begin_write().await.expect("begin");
-        insert(&mut first, 1).await;
-        let (go, wait) = tokio::sync::oneshot::channel();
-        let second = writer(&store, 2, Some(wait));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let first = tokio::spawn(first.commit());
+        let (first, second, go) = a_group_of_two(&store).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!first.is_finished(), "the first writer's commit waits for its group");
         assert_eq!(committed(&store).await, Vec::<i64>::new(), "nothing is committed before the group");
@@ -581,12 +590,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_writer_cancelled_while_its_group_ends_is_committed_with_it() {
         let (store, path) = store_with_a_table().await;
-        let mut first = store.begin_write().await.expect("begin");
-        insert(&mut first, 1).await;
-        let (go, wait) = tokio::sync::oneshot::channel();
-        let second = writer(&store, 2, Some(wait));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let first = tokio::spawn(first.commit());
+        let (first, second, go) = a_group_of_two(&store).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         first.abort();
         go.send(()).expect("the second writer waits");

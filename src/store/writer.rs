@@ -45,7 +45,7 @@ use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, watch};
 
 use super::Result;
 
-/// The write connection and whether a transaction is open on it.
+/// The write connection, the writers in line for it, and the group open on it.
 #[derive(Debug)]
 pub(super) struct Writer {
     /// `None` once the store is closed.
@@ -91,10 +91,6 @@ impl Group {
 
     fn end(&self, outcome: std::result::Result<(), Arc<str>>) {
         self.0.send_replace(Some(outcome));
-    }
-
-    fn has_ended(&self) -> bool {
-        self.0.borrow().is_some()
     }
 
     /// What a writer of the group waits on (see [`group_end`]).
@@ -314,8 +310,9 @@ async fn end_group_at_turn(line: Line, state: Arc<State>, group: Arc<Group>) {
         guard = line.lock_owned() => guard,
     };
     let Some(slot) = guard.as_mut() else { return };
+    // Still open on the connection means not ended: every end takes the group out of
+    // the slot first.
     if slot.group.as_ref().is_some_and(|open| Arc::ptr_eq(open, &group))
-        && !group.has_ended()
         && let Err(error) = slot.settle(&state).await
     {
         tracing::warn!(%error, "committing a group of SQLite writes failed");
