@@ -14,6 +14,37 @@ pub(super) const ADVERBS: &[&str] = &[
     "originally", "pretty", "very", "too",
 ];
 
+/// Verbs that end in "-ly": after "I", any other "-ly" word is an adverb ("I completely
+/// agree", "I naturally moved on"), whether or not [`ADVERBS`] lists it.
+#[rustfmt::skip]
+const LY_VERBS: &[&str] = &[
+    "apply", "reply", "supply", "rely", "comply", "imply", "multiply", "fly", "bully", "rally",
+    "tally", "ally", "dally", "sully",
+];
+
+/// Adverbs that all but deny the verb after them ("I rarely eat fish"): the negation rules
+/// read them, and a restatement keeps them.
+pub(super) const SCARCELY: &[&str] = &["rarely", "seldom", "hardly", "barely", "scarcely"];
+
+/// Words between the subject and its verb that hedge or stress it without changing what
+/// is stated: [`ADVERBS`], "sure", "much" and "once" ("I sure do", "I much prefer"), any
+/// "-ly" word of five letters or more that is neither a verb nor one of [`SCARCELY`], and
+/// "sort of" / "kind of" (two words: the count to skip is returned). 0 when `words` does
+/// not open with one. Skipped, they leave the verb where a rule looks for it, rather than
+/// a hedge read as the verb ("Completelies agree").
+pub(super) fn hedge_len(words: &[&str]) -> usize {
+    match words {
+        ["sort" | "kind", "of", ..] => 2,
+        [word, ..] if in_list(ADVERBS, word) || matches!(*word, "sure" | "much" | "once") => 1,
+        [word, ..]
+            if word.len() >= 5 && word.ends_with("ly") && !in_list(LY_VERBS, word) && !in_list(SCARCELY, word) =>
+        {
+            1
+        }
+        _ => 0,
+    }
+}
+
 /// Subordinate openers after which the clause states no fact.
 pub(super) const NON_FACTUAL_OPENERS: &[&str] = &[
     "if", "when", "whenever", "unless", "once", "before", "after", "until", "till", "whether", "imagine", "suppose",
@@ -285,3 +316,21 @@ pub(super) const IRREGULAR_PAST: &[&str] = &[
     "sat", "found", "ate", "drank", "slept", "wore", "spoke", "chose", "paid", "sent", "threw",
     "woke", "held", "fed", "led", "dug", "drew", "hung", "shot", "quit", "hurt", "put", "got",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hedges_are_told_from_verbs() {
+        assert_eq!(hedge_len(&["sort", "of", "knit"]), 2);
+        assert_eq!(hedge_len(&["kind", "of", "adore"]), 2);
+        assert_eq!(hedge_len(&["sure", "do"]), 1);
+        assert_eq!(hedge_len(&["wholeheartedly"]), 1, "an -ly word no list names");
+        assert_eq!(hedge_len(&["supply"]), 0, "a verb in -ly");
+        assert_eq!(hedge_len(&["rarely"]), 0, "a near denial is the negation rules'");
+        assert_eq!(hedge_len(&["fly"]), 0);
+        assert_eq!(hedge_len(&["knit"]), 0);
+        assert_eq!(hedge_len(&[]), 0);
+    }
+}

@@ -204,6 +204,14 @@ mod tests {
     }
 
     #[test]
+    fn hedges_before_the_verb_leave_the_verb_to_the_rules() {
+        // Read as the verb, the hedge was conjugated: "Muches preferred …", "Onces …".
+        assert_eq!(facts("Ulla, I much preferred rye loaves"), ["Preferred rye loaves"]);
+        assert_eq!(facts("Ulla, I once auctioned forty kites"), ["Auctioned forty kites"]);
+        assert_eq!(facts("Ulla, I wholeheartedly agree"), Vec::<String>::new());
+    }
+
+    #[test]
     fn identity() {
         assert_fact("My name is Alice.", "Name is Alice", "identity");
         assert_fact("Hi, I'm Bob!", "Name is Bob", "identity");

@@ -85,10 +85,7 @@ pub(super) fn may_reweigh(c: &[Tok], fact: &str) -> bool {
     {
         return false;
     }
-    let mut k = 1;
-    while w.get(k).is_some_and(|x| in_list(ADVERBS, x)) {
-        k += 1;
-    }
+    let k = verb_at(&w, 1);
     if w.first() != Some(&"i") || k >= w.len() {
         return true;
     }
@@ -100,13 +97,25 @@ pub(super) fn may_reweigh(c: &[Tok], fact: &str) -> bool {
     }
 }
 
+/// Where the verb of a clause is when its subject ends before `at`: past the hedges
+/// ([`hedge_len`]) and [`SCARCELY`]'s adverbs.
+fn verb_at(w: &[&str], mut at: usize) -> usize {
+    loop {
+        let rest = w.get(at..).unwrap_or_default();
+        match hedge_len(rest) {
+            0 if rest.first().is_some_and(|x| in_list(SCARCELY, x)) => at += 1,
+            0 => return at,
+            n => at += n,
+        }
+    }
+}
+
 /// "I [adverbs] verb object": the verb in the third person, the object as the rules cut it.
 fn first_person(c: &[Tok], w: &[&str]) -> Option<String> {
-    let mut k = 1;
-    while w.get(k).is_some_and(|x| in_list(ADVERBS, x)) {
-        k += 1;
-    }
+    let k = verb_at(w, 1);
     let verb = *w.get(k)?;
+    // "I rarely eat fish" says the opposite without its adverb: it is kept.
+    let scarcely = w[1..k].iter().find(|x| in_list(SCARCELY, x));
     if verb == "never" || w.get(k + 1).is_some_and(|x| matches!(*x, "not" | "never")) {
         return negated(c, w, k);
     }
@@ -128,13 +137,18 @@ fn first_person(c: &[Tok], w: &[&str]) -> Option<String> {
         }
         v => third_person(v),
     };
+    let said = match scarcely {
+        Some(adverb) => format!("{adverb} {said}"),
+        None => said,
+    };
     let mut at = k + 1;
     while w.get(at).is_some_and(|x| in_list(ADVERBS, x)) {
         at += 1;
     }
     if object_end(c, at) == at {
         // "I knit", "I'm shy": nothing after the verb but the clause's end.
-        return (!matches!(verb, "am" | "are" | "have") && at == c.len()).then_some(said);
+        // "I sure do" answers; it states nothing alone.
+        return (!matches!(verb, "am" | "are" | "have" | "do") && at == c.len()).then_some(said);
     }
     let object = object(c, at)?;
     // "We have a dog and a cat": which relatives and pets one has, `mentions` says one by one.
@@ -205,10 +219,7 @@ fn negated(c: &[Tok], w: &[&str], k: usize) -> Option<String> {
         return Some(format!("never {} {}", third_person(verb), object(c, k + 2)?));
     }
     let aux = NEGATED.iter().find(|(aux, _)| *aux == w[k])?.1;
-    let mut at = k + 2;
-    while w.get(at).is_some_and(|x| in_list(ADVERBS, x)) {
-        at += 1;
-    }
+    let at = verb_at(w, k + 2);
     let next = *w.get(at)?;
     if denied(next) || object_end(c, at) <= at + 1 {
         return None;
@@ -291,6 +302,19 @@ mod tests {
         assert_eq!(said("I'm pretty handy with engines").as_deref(), Some("is handy with engines"));
         assert_eq!(said("I whittle").as_deref(), Some("whittles"));
         assert_eq!(said("we bought an orchard").as_deref(), Some("bought an orchard"));
+    }
+
+    #[test]
+    fn hedges_before_the_verb_are_not_the_verb() {
+        // An "-ly" word no list names, and "sort of", sit where the verb would.
+        assert_eq!(said("Ramon, I wholeheartedly agree"), None, "a stance behind its hedge");
+        assert_eq!(said("I wholeheartedly detest sprouts").as_deref(), Some("detests sprouts"));
+        assert_eq!(said("we sort of fancy knitting socks").as_deref(), Some("fancies knitting socks"));
+        assert_eq!(said("I eventually adopted three ferrets").as_deref(), Some("adopted three ferrets"));
+        assert_eq!(said("I seldom bake rye loaves").as_deref(), Some("seldom bakes rye loaves"), "a near denial kept");
+        // A verb that ends in "-ly" stays the verb.
+        assert_eq!(said("I supply bakeries with rye").as_deref(), Some("supplies bakeries with rye"));
+        assert_eq!(said("Well, we dutifully do"), None, "an answer alone states nothing");
     }
 
     #[test]

@@ -178,6 +178,11 @@ pub(super) fn tokenize(text: &str) -> Vec<Tok> {
     tokens
 }
 
+/// Auxiliaries whose negation is often written without the apostrophe ("didnt", "isnt");
+/// none is an English word with "nt" after it.
+const UNMARKED_NEGATABLE: &[&str] =
+    &["do", "does", "did", "is", "was", "are", "were", "has", "have", "had", "would", "could", "should"];
+
 fn push_word(tokens: &mut Vec<Tok>, word: &str) {
     let lower = word.to_lowercase();
     let expansion: Option<&[&str]> = match lower.as_str() {
@@ -188,9 +193,9 @@ fn push_word(tokens: &mut Vec<Tok>, word: &str) {
         "can't" | "cant" | "cannot" => Some(&["can", "not"]),
         "won't" => Some(&["will", "not"]),
         "ain't" => Some(&["is", "not"]),
+        "ive" => Some(&["I", "have"]),
         "dont" => Some(&["do", "not"]),
-        "didnt" => Some(&["did", "not"]),
-        "doesnt" => Some(&["does", "not"]),
+        "wont" => Some(&["will", "not"]),
         "it's" => Some(&["it", "is"]),
         "that's" => Some(&["that", "is"]),
         "there's" => Some(&["there", "is"]),
@@ -206,9 +211,20 @@ fn push_word(tokens: &mut Vec<Tok>, word: &str) {
         "they've" => Some(&["they", "have"]),
         _ => None,
     };
+    // "I m", "I ve": a contraction whose apostrophe became a space.
+    let after_i = tokens.last().is_some_and(|t| t.text == "I" || t.text == "i");
+    let split_contraction = match lower.as_str() {
+        "m" if after_i => Some("am"),
+        "ve" if after_i => Some("have"),
+        _ => None,
+    };
+    // "didnt", "wasnt": a negated auxiliary written without its apostrophe.
+    let unmarked_negation = lower.strip_suffix("nt").filter(|stem| UNMARKED_NEGATABLE.contains(stem));
     if let Some(parts) = expansion {
         tokens.extend(parts.iter().map(|p| Tok::word(p)));
-    } else if let Some(stem) = lower.strip_suffix("n't") {
+    } else if let Some(word) = split_contraction {
+        tokens.push(Tok::word(word));
+    } else if let Some(stem) = lower.strip_suffix("n't").or(unmarked_negation) {
         tokens.push(Tok::word(stem));
         tokens.push(Tok::word("not"));
     } else {
@@ -223,6 +239,16 @@ mod tests {
     #[test]
     fn the_longest_abbreviation_is_known() {
         assert_eq!(ABBREVIATIONS.iter().map(|a| a.chars().count()).max(), Some(LONGEST_ABBREVIATION));
+    }
+
+    #[test]
+    fn contractions_written_without_their_apostrophe_are_expanded() {
+        let words = |text: &str| tokenize(text).into_iter().map(|t| t.lower).collect::<Vec<_>>().join(" ");
+        assert_eq!(words("Ulla, I m the welder"), "ulla , i am the welder");
+        assert_eq!(words("i ve got ferrets"), "i have got ferrets");
+        assert_eq!(words("ive got ferrets"), "i have got ferrets");
+        assert_eq!(words("Ulla wasnt born in Oslo, I wont move"), "ulla was not born in oslo , i will not move");
+        assert_eq!(words("Jim m meters isnt"), "jim m meters is not", "a lone m after another word stays");
     }
 
     #[test]

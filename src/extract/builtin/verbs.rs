@@ -19,10 +19,11 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
     let mut k = 1;
     while let Some(word) = w.get(k) {
         let emphatic_do = *word == "do" && w.get(k + 1).is_some_and(|v| is_emphasisable(v));
-        if !in_list(ADVERBS, word) && !emphatic_do {
-            break;
+        match hedge_len(&w[k..]) {
+            0 if emphatic_do => k += 1,
+            0 => break,
+            n => k += n,
         }
-        k += 1;
     }
     let verb = *w.get(k)?;
     if matches!(
