@@ -403,15 +403,13 @@ const POSTINGS: &str = "SELECT (SELECT group_concat(hex(facts.id)) FROM facts_ft
 /// SQLite: the memory context's candidates: the owner's facts whose ids are in `$4` (the
 /// ranked matches, see `{ids}` in [`Dialect`]; part 0) and the `$6` newest facts (part 1),
 /// which may repeat a match (the caller drops repeats), both current at `$7` (or now) and
-/// unexpired at horizon `$5`; newest first within a part. Its `LIMIT` is `$6 + 0`, not
-/// `$6`: SQLite reads a bare parameter's bound value when it plans a `LIMIT`, so every
-/// new bind marked the plan stale and each run planned the whole statement again.
+/// unexpired at horizon `$5`; newest first within a part.
 const CONTEXT: &str = "SELECT {columns}, 0 AS part FROM facts \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {ids} \
        AND (expires_at IS NULL OR expires_at > $5) \
      UNION ALL SELECT * FROM (SELECT {columns}, 1 FROM facts \
        WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {current} \
-       ORDER BY id DESC LIMIT $6 + 0) AS recent \
+       ORDER BY id DESC LIMIT $6) AS recent \
      ORDER BY part, id DESC";
 
 /// The owner's facts whose ids are in `$4` (see `{ids}` in [`Dialect`]), in no order,

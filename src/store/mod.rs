@@ -603,12 +603,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn sqlite_is_built_without_global_locks() {
+    async fn sqlite_is_built_with_the_flags_of_cargo_config() {
         let store = Store::connect("sqlite::memory:", 2, Duration::from_secs(5)).await.expect("in-memory SQLite");
         let Backend::Sqlite(pool) = &store.backend else { panic!("sqlite::memory: opened {}", store.backend()) };
         let options: Vec<String> =
             sqlx::query_scalar("PRAGMA compile_options").fetch_all(pool).await.expect("compile options");
         assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
         assert!(!options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"), "{options:?}");
+        assert!(options.iter().any(|o| o == "ENABLE_QPSG"), "{options:?}");
     }
 }
