@@ -16,7 +16,7 @@ use crate::{
     embed::Embedder,
     extract::Extractor,
     http,
-    service::{AppState, recall_counts::RecallCounts},
+    service::{AppState, Shared, recall_counts::RecallCounts},
     store::Store,
     telemetry,
 };
@@ -78,7 +78,7 @@ impl App {
         };
         let rate_limiter = RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst()).map(Arc::new);
         let guard = Guard { authenticator: Arc::new(auth), rate_limiter };
-        let state = AppState {
+        let state = AppState::new(Shared {
             store,
             guard,
             recall_counts: Arc::new(RecallCounts::new(config.recall_tracking)),
@@ -88,7 +88,7 @@ impl App {
             receipt_key: Arc::new(receipt_key),
             embedder,
             embedding_wakeup: Arc::new(Notify::new()),
-        };
+        });
         Ok(App { state, listener, extractor })
     }
 

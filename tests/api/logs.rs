@@ -134,6 +134,18 @@ async fn scenario() {
 
     let logs = String::from_utf8(captured.0.lock().expect("logs").clone()).expect("utf-8 logs");
     assert!(logs.contains("request completed"), "logs were captured");
+    let completed: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["message"] == "request completed")
+        .collect();
+    assert!(
+        completed.iter().any(|line| line["span"]["status"] == 200
+            && line["span"]["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0)
+            && line["span"]["tenant"] == "acme"
+            && line["span"]["route"].as_str().is_some_and(|route| route.starts_with("/api/"))),
+        "a request's line has its status, latency, tenant and route: {completed:?}"
+    );
     assert!(logs.contains("summary succeeded"), "the summary job ran and logged");
     assert!(logs.contains("/api/agents/{agent_id}/users/{external_ref}/facts"), "route templates are logged");
     for tool in ["remember", "recall", "forget"] {
