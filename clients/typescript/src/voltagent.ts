@@ -91,8 +91,12 @@ export class EngramStorage implements StorageAdapter {
 
   /**
    * Creates the conversation under its key. Engram answers 409 when the key already names
-   * a conversation with other fields: VoltAgent's own "already exists" error, which it
-   * handles (two writers of the same thread race to create it).
+   * a conversation with other fields. Two writers of one thread race to create it (VoltAgent
+   * persists a turn's input and its answer apart, each creating the conversation it did not
+   * find, one with a title and one, through `ensure`, without), and VoltAgent does not retry
+   * a write that failed on "already exists": the message would be lost. So a conversation
+   * of the same user under the key is the one created; another user's is VoltAgent's own
+   * "already exists" error.
    */
   async createConversation(input: CreateConversationInput): Promise<Conversation> {
     let created: EngramConversation;
@@ -105,8 +109,10 @@ export class EngramStorage implements StorageAdapter {
         metadata: input.metadata,
       });
     } catch (error) {
-      if (error instanceof EngramError && error.status === 409) throw new ConversationAlreadyExistsError(input.id);
-      throw error;
+      if (!(error instanceof EngramError && error.status === 409)) throw error;
+      const existing = await this.find(input.id);
+      if (existing?.external_ref !== input.userId) throw new ConversationAlreadyExistsError(input.id);
+      created = existing;
     }
     this.known.set(input.id, created);
     return toConversation(created);

@@ -1,7 +1,7 @@
 // VoltAgent with Engram as its storage: a real Agent, a real Memory, the AI SDK's mock model.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { Agent, Memory } from "@voltagent/core";
+import { Agent, ConversationAlreadyExistsError, Memory } from "@voltagent/core";
 import { MockLanguageModelV3 } from "ai/test";
 import { type EngramClient, EngramError } from "../src/index.js";
 import { EngramStorage } from "../src/voltagent.js";
@@ -116,6 +116,23 @@ describe("VoltAgent StorageAdapter", () => {
     await client.eraseUser("bob");
     assert.equal(await new EngramStorage({ client, agentId }).getConversation("c-1"), null);
     assert.deepEqual(await storage.getMessages("bob", "c-1"), [], "an erased conversation reads as empty");
+  });
+
+  test("a conversation created by the other write of a turn is the one; another user's is already taken", async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    const storage = new EngramStorage({ client, agentId });
+    // The input's write found no conversation and made it, without a title (`ensure`); the
+    // answer's write, which found none either, then creates it with VoltAgent's title.
+    await storage.addMessages([{ id: "m1", role: "user", parts: [{ type: "text", text: "hi" }] }], "carol", "c-race");
+    const input = { id: "c-race", resourceId: agentId, userId: "carol", title: "Conversation", metadata: {} };
+    const created = await new EngramStorage({ client, agentId }).createConversation(input);
+    assert.deepEqual([created.id, created.userId], ["c-race", "carol"]);
+    assert.equal(await storage.countConversations({ userId: "carol" }), 1);
+    await assert.rejects(
+      new EngramStorage({ client, agentId }).createConversation({ ...input, userId: "dave" }),
+      (error: unknown) => error instanceof ConversationAlreadyExistsError,
+    );
   });
 
   test("what Engram has no home for fails loudly, naming it", async () => {
