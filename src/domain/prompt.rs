@@ -26,6 +26,8 @@
 //!
 //! A fact that is empty after this is left out.
 
+use std::borrow::Cow;
+
 use super::fact_text::is_format_char;
 
 const OPEN_TAG: &str = "<user-memory>";
@@ -65,9 +67,7 @@ const DEFAULT_SCORE: f64 = 0.5;
 ///
 /// Lines are joined by `\n`; there is no trailing newline.
 pub fn render(facts: &[PromptFact<'_>]) -> String {
-    let lines: Vec<String> =
-        facts.iter().map(|f| clean_line(f.text)).filter(|t| !t.is_empty()).map(|t| format!("{BULLET}{t}")).collect();
-    fence(OPEN_TAG, &lines, CLOSE_TAG)
+    fence(OPEN_TAG, BULLET, facts.iter().map(|f| clean_line(f.text)), CLOSE_TAG)
 }
 
 /// Renders a thread's rolling summary as a block, each of its lines cleaned as a
@@ -80,7 +80,7 @@ pub fn render(facts: &[PromptFact<'_>]) -> String {
 /// </conversation-summary>
 /// ```
 pub fn render_summary(summary: &str) -> String {
-    fence(SUMMARY_OPEN_TAG, &clean_lines(summary), SUMMARY_CLOSE_TAG)
+    fence(SUMMARY_OPEN_TAG, "", summary.lines().map(clean_line), SUMMARY_CLOSE_TAG)
 }
 
 /// Renders an agent's working memory document as a `<working-memory>` block, cleaned
@@ -88,26 +88,26 @@ pub fn render_summary(summary: &str) -> String {
 /// when nothing is left. Blank lines go; Markdown headings and list items keep their
 /// lines.
 pub fn render_working_memory(document: &str) -> String {
-    fence(WORKING_MEMORY_OPEN_TAG, &clean_lines(document), WORKING_MEMORY_CLOSE_TAG)
+    fence(WORKING_MEMORY_OPEN_TAG, "", document.lines().map(clean_line), WORKING_MEMORY_CLOSE_TAG)
 }
 
-/// The cleaned, non-empty lines of a multi-line text.
-fn clean_lines(text: &str) -> Vec<String> {
-    text.lines().map(clean_line).filter(|t| !t.is_empty()).collect()
-}
-
-/// `lines` between the two tags, one per line, no trailing newline; `""` for none.
-fn fence(open: &str, lines: &[String], close: &str) -> String {
-    if lines.is_empty() {
-        return String::new();
-    }
-    let mut block = String::from(open);
-    for line in lines {
+/// The non-empty `lines`, each after `prefix`, between the two tags, one per line, no
+/// trailing newline; `""` for none. Written into one string as it goes: the memory
+/// context renders a block on every read.
+fn fence<'a>(open: &str, prefix: &str, lines: impl Iterator<Item = Cow<'a, str>>, close: &str) -> String {
+    let mut block = String::new();
+    for line in lines.filter(|line| !line.is_empty()) {
+        if block.is_empty() {
+            block.push_str(open);
+        }
         block.push('\n');
-        block.push_str(line);
+        block.push_str(prefix);
+        block.push_str(&line);
     }
-    block.push('\n');
-    block.push_str(close);
+    if !block.is_empty() {
+        block.push('\n');
+        block.push_str(close);
+    }
     block
 }
 
@@ -171,8 +171,26 @@ fn effective_score(score: Option<f64>) -> f64 {
 }
 
 /// One fact's (or summary line's) text made safe for a single line inside the
-/// fence; see the module docs for the rules.
-fn clean_line(text: &str) -> String {
+/// fence; see the module docs for the rules. A line that already keeps them is
+/// borrowed as it is.
+fn clean_line(text: &str) -> Cow<'_, str> {
+    if is_clean_line(text) { Cow::Borrowed(text) } else { Cow::Owned(clean_line_by_rules(text)) }
+}
+
+/// Whether `text` is already what the rules make of it, decided on its bytes alone:
+/// printable ASCII without angle brackets, no space at either end and none doubled.
+/// Stored facts are mostly such (the store collapses whitespace), and the memory
+/// context renders each of them twice per read, so the rules' per-character table
+/// lookups are skipped where they could change nothing.
+fn is_clean_line(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.first() != Some(&b' ')
+        && bytes.last() != Some(&b' ')
+        && bytes.iter().all(|&b| (b' '..=b'~').contains(&b) && b != b'<' && b != b'>')
+        && !bytes.windows(2).any(|pair| pair == b"  ")
+}
+
+fn clean_line_by_rules(text: &str) -> String {
     let spaced: String = text
         .chars()
         .filter(|c| !ANGLE_BRACKETS.contains(c))
@@ -387,6 +405,15 @@ mod tests {
                     || matches!(c, '\u{2028}' | '\u{2029}');
                 prop_assert!(!line.chars().any(invisible));
             }
+        }
+
+        /// The shortcut for lines already clean gives what the rules give, on any text
+        /// and on plain words with the spaces and brackets that decide it.
+        #[test]
+        fn a_line_taken_as_it_is_is_what_the_rules_make_of_it(
+            text in prop_oneof![fact_text(), "[a-z <>~\t]{0,12}"],
+        ) {
+            prop_assert_eq!(clean_line(&text).into_owned(), clean_line_by_rules(&text));
         }
 
         #[test]
