@@ -21,6 +21,7 @@ use crate::{
 
 pub mod rate_limit;
 mod scoped;
+mod verified;
 
 pub use scoped::{Admin, MemoryRead, MemoryWrite, Requirement, Rgpd, Scoped};
 
@@ -150,6 +151,7 @@ pub struct Authenticator {
     encoding: Option<EncodingKey>,
     algorithm: Algorithm,
     validation: Validation,
+    verified: verified::VerifiedTokens,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -226,12 +228,23 @@ impl Authenticator {
             None => validation.validate_aud = false,
         }
         validation.set_required_spec_claims(&required);
-        Authenticator { decoding, encoding, algorithm, validation }
+        Authenticator { decoding, encoding, algorithm, validation, verified: Default::default() }
     }
 
     /// Checks a bearer token; every failure is the same terse 401 so the answer tells an
     /// attacker nothing about which check failed.
     pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some(caller) = self.verified.get(token, now) {
+            return Ok(caller);
+        }
+        let caller = self.check(token)?;
+        self.verified.insert(token, &caller.0, caller.1, now);
+        Ok(caller.0)
+    }
+
+    /// Every check of a token, and its `exp`.
+    fn check(&self, token: &str) -> Result<(Caller, u64), ApiError> {
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| {
             tracing::debug!(reason = %e, "token rejected");
             ApiError::Unauthorized("invalid or expired token")
@@ -240,7 +253,7 @@ impl Authenticator {
         let bound = claims.binding()?;
         let tenant = TenantId::parse(claims.tenant).map_err(|_| ApiError::Unauthorized("invalid or expired token"))?;
         let scopes = claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
-        Ok(Caller { tenant, sub: claims.sub, scopes, bound })
+        Ok((Caller { tenant, sub: claims.sub, scopes, bound }, claims.exp))
     }
 
     /// Signs a token with the configured secret (HS256 only: with a public key the
@@ -339,5 +352,39 @@ mod tests {
         assert!(parse_ttl("0s").is_err());
         assert!(parse_ttl("1y").is_err());
         assert!(parse_ttl("h").is_err());
+    }
+
+    fn authenticator() -> Authenticator {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            core: CoreConfig,
+        }
+        let secret = "a-secret-long-enough-for-the-checks-here";
+        let config = <Cli as clap::Parser>::try_parse_from(["engram"]).expect("defaults").core;
+        Authenticator::new(
+            DecodingKey::from_secret(secret.as_bytes()),
+            Some(EncodingKey::from_secret(secret.as_bytes())),
+            Algorithm::HS256,
+            &config,
+        )
+    }
+
+    /// A verified token is answered from the cache with its own caller; a refused one
+    /// is never kept, so it stays refused.
+    #[test]
+    fn verified_tokens_are_kept_and_refused_ones_are_not() {
+        let auth = authenticator();
+        let token = auth.sign("acme", "memory:read", None, None, Duration::from_secs(600)).expect("sign");
+        let now = jsonwebtoken::get_current_timestamp();
+        assert!(auth.verified.get(&token, now).is_none());
+        assert_eq!(auth.verify(&token).expect("valid").tenant.as_str(), "acme");
+        assert_eq!(auth.verified.get(&token, now).expect("kept").tenant.as_str(), "acme");
+        assert_eq!(auth.verify(&token).expect("still valid").tenant.as_str(), "acme");
+
+        let forged = format!("{}x", &token[..token.len() - 1]);
+        assert!(auth.verify(&forged).is_err());
+        assert!(auth.verified.get(&forged, now).is_none());
+        assert!(auth.verify(&forged).is_err(), "a refused token stays refused");
     }
 }
