@@ -238,9 +238,9 @@ impl Authenticator {
         if let Some(caller) = self.verified.get(token, now) {
             return Ok(caller);
         }
-        let caller = self.check(token)?;
-        self.verified.insert(token, &caller.0, caller.1, now);
-        Ok(caller.0)
+        let (caller, exp) = self.check(token)?;
+        self.verified.insert(token, &caller, exp, now);
+        Ok(caller)
     }
 
     /// Every check of a token, and its `exp`.
