@@ -428,7 +428,8 @@ fn request_of<'a>(turns: impl Iterator<Item = (bool, &'a str)>) -> ExtractionReq
 
 const FIRST_PERSON: &[&str] = &["i", "i'm", "im", "i've", "i'd", "i'll", "me", "my", "mine", "myself"];
 
-/// The baseline: every sentence of what the speaker `said` that mentions themself,
+/// The baseline: every sentence of what the speaker `said` that mentions themself and
+/// does not ask anything (the "every first-person, non-question sentence"),
 /// verbatim.
 fn first_person_sentences<'a>(said: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut seen = HashSet::new();
@@ -436,6 +437,9 @@ fn first_person_sentences<'a>(said: impl Iterator<Item = &'a str>) -> Vec<String
     for text in said {
         for sentence in text.split_inclusive(['.', '!', '?']) {
             let sentence = sentence.trim();
+            if sentence.ends_with('?') {
+                continue;
+            }
             let first_person = sentence
                 .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '\u{2019}')
                 .any(|w| FIRST_PERSON.contains(&w.replace('\u{2019}', "'").to_lowercase().as_str()));
@@ -721,6 +725,12 @@ mod tests {
         assert_eq!(request.turns[1].seq, 2);
         let said = d.turns.iter().filter(|(who, _)| *who == 0).map(|(_, text)| text.as_str());
         assert_eq!(first_person_sentences(said), ["I like tea."]);
+    }
+
+    #[test]
+    fn the_baseline_keeps_no_question() {
+        let said = ["Do I look tired? I am a nurse. Have you met my dog?", "I play chess!"];
+        assert_eq!(first_person_sentences(said.into_iter()), ["I am a nurse.", "I play chess!"]);
     }
 
     fn parse(args: &[&str]) -> Result<ExtractionArgs, clap::Error> {
