@@ -95,30 +95,34 @@ pub(super) fn implied_subject(tokens: &[Tok], start: usize) -> Option<Vec<Tok>> 
     Some(out)
 }
 
-/// "Do you have pets?" "No.": a bare answer about oneself to a yes-no question, as the
-/// statement it stands for ("I do not have pets"), for the rules to read. The answer is
-/// "yes", "no", "I do" or "I don't" and nothing more; the question is "do you …" with the
-/// listener's words turned to the speaker's.
+/// "Do you have pets?" "No.", "Are you a nurse?" "Yes, I am.", "Have you ever been to
+/// Japan?" "Never!": a bare answer about oneself to a yes-no question, as the statement it
+/// stands for ("I do not have pets", "I am a nurse", "I have never been to Japan"), for the
+/// rules to read. The answer is a yes or a no ("yes", "of course", "nope", "never") or the
+/// question's own verb given back ("I do", "I'm not", "I haven't"), and nothing more; the
+/// question is "do you …", "are you …" or "have you …" with the listener's words turned to
+/// the speaker's.
 pub(super) fn short_answer(question: &[Tok], answer: &[Tok]) -> Option<Vec<Tok>> {
     let (q, _) = skip_lead(question, 0);
-    let asked = question.get(q + 2..).filter(|_| question[q].is("do") && question[q + 1].is("you"))?;
-    let words: Vec<&str> = answer.iter().filter(|t| t.word).map(|t| t.lower.as_str()).collect();
-    let negated = match words.as_slice() {
-        ["yes" | "yeah" | "yep" | "yup" | "sure"] | [.., "i", "do"] | [.., "i", "do", "too"] => false,
-        ["no" | "nope"] | [.., "i", "do", "not"] | [.., "i", "do", "not", "either"] => true,
-        _ => return None,
-    };
-    // Before "I do" only a "yes" or a "no" and the like: "Yes, I do", "Well no, I don't".
-    let core = words.iter().rposition(|w| *w == "i").unwrap_or(0);
-    let fillers = ["yes", "yeah", "yep", "yup", "sure", "no", "nope", "oh", "well", "actually"];
-    let stance = asked.first().is_none_or(|t| in_list(&["think", "mean", "know", "want"], &t.lower));
-    if stance || !words[..core].iter().all(|w| fillers.contains(w)) {
+    let verb = question.get(q).filter(|t| in_list(&["do", "are", "have"], &t.lower))?;
+    let mut asked = question.get(q + 2..).filter(|_| question[q + 1].is("you"))?;
+    let ever = asked.first().is_some_and(|t| t.is("ever"));
+    if ever {
+        asked = &asked[1..];
+    }
+    if asked.first().is_none_or(|t| asks_a_stance(verb, t)) {
         return None;
     }
+    let words: Vec<&str> = answer.iter().filter(|t| t.word).map(|t| t.lower.as_str()).collect();
+    let own = if verb.is("are") { "am" } else { verb.lower.as_str() };
+    let negated = answer_polarity(&words, own)?;
     let word = |text: &str| Tok { text: text.into(), lower: text.to_lowercase(), word: true };
     let mut out = vec![word("I")];
-    if negated {
-        out.extend([word("do"), word("not")]);
+    match (own, negated) {
+        ("do", false) => {}
+        ("have", true) if ever => out.extend([word("have"), word("never")]),
+        (_, false) => out.push(word(own)),
+        (_, true) => out.extend([word(own), word("not")]),
     }
     out.extend(asked.iter().map(|t| match t.lower.as_str() {
         "your" => word("my"),
@@ -127,6 +131,54 @@ pub(super) fn short_answer(question: &[Tok], answer: &[Tok]) -> Option<Vec<Tok>>
         _ => t.clone(),
     }));
     Some(out)
+}
+
+/// Whether "do/are/have you" followed by `first` asks for an opinion, a plan or a state of
+/// the moment rather than a lasting fact ("Do you think so?", "Are you sure?", "Are you
+/// going to the fair?", "Have you eaten?"): a "yes" to it states nothing to keep.
+fn asks_a_stance(verb: &Tok, first: &Tok) -> bool {
+    let word = first.lower.as_str();
+    if verb.is("do") {
+        return in_list(&["think", "mean", "know", "want", "remember", "agree", "mind", "need"], word);
+    }
+    if verb.is("are") {
+        return word.ends_with("ing")
+            || in_list(
+                &[
+                    "sure", "serious", "ok", "okay", "alright", "there", "still", "ready", "able", "free", "busy",
+                    "home", "back",
+                ],
+                word,
+            );
+    }
+    in_list(&["had", "heard", "thought", "decided", "eaten", "finished", "done", "seen", "tried"], word)
+}
+
+/// Whether a bare answer says no (`Some(true)`), yes (`Some(false)`), or is more than a
+/// yes or a no (`None`). `own` is the question's verb as the speaker says it ("do", "am",
+/// "have"): "I do", "I am not", "I have never" give it back.
+fn answer_polarity(words: &[&str], own: &str) -> Option<bool> {
+    const YES: &[&str] = &["yes", "yeah", "yep", "yup", "yea", "ya", "sure", "absolutely", "definitely", "certainly"];
+    const NO: &[&str] = &["no", "nope", "nah", "never"];
+    const FILLERS: &[&str] = &["oh", "well", "actually", "indeed", "of", "course", "too", "either", "haha", "lol"];
+    let core = words.iter().rposition(|w| *w == "i");
+    let (lead, tail) = match core {
+        Some(i) => (&words[..i], &words[i + 1..]),
+        None => (words, &[][..]),
+    };
+    if !lead.iter().all(|w| YES.contains(w) || NO.contains(w) || FILLERS.contains(w)) {
+        return None;
+    }
+    let tail: Vec<&str> = tail.iter().copied().filter(|w| !FILLERS.contains(w)).collect();
+    let said_no = lead.iter().any(|w| NO.contains(w));
+    let said_yes = lead.iter().any(|w| YES.contains(w)) || lead.ends_with(&["of", "course"]);
+    match (core.is_some(), tail.as_slice()) {
+        (true, [verb]) if *verb == own => Some(false).filter(|_| !said_no),
+        (true, [verb, "not" | "never"]) if *verb == own => Some(true).filter(|_| !said_yes),
+        (true, _) => None,
+        (false, _) if said_no != said_yes => Some(said_no),
+        (false, _) => None,
+    }
 }
 
 /// "I have a cat, do you?", "I love my new boots, will you come shopping?": where the

@@ -735,6 +735,39 @@ mod tests {
     }
 
     #[test]
+    fn short_answers_to_be_and_have_questions() {
+        let asked = |question: &str, answer: &str| -> Vec<String> {
+            let turns = [(Role::Assistant, question), (Role::User, answer)];
+            extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
+        };
+        assert_eq!(asked("Are you a teacher?", "Yes, I am."), ["Is a teacher"]);
+        assert_eq!(asked("Are you afraid of spiders?", "Yeah."), ["Is afraid of spiders"]);
+        // "I am not …" stays the rules' call, which keeps no such negation.
+        assert!(asked("Are you a teacher?", "I'm not.").is_empty());
+        assert_eq!(asked("Have you been to Japan?", "I haven't."), ["Has not been to Japan"]);
+        assert_eq!(asked("Have you ever been to Japan?", "No never!"), ["Has never been to Japan"]);
+        assert_eq!(asked("Have you been to Japan?", "Of course!"), ["Has been to Japan"]);
+        // Plans, moods and the moment are no lasting fact, whatever the answer.
+        assert!(asked("Are you going to the fair?", "Yes!").is_empty());
+        assert!(asked("Are you sure?", "Absolutely.").is_empty());
+        assert!(asked("Have you eaten?", "Yes.").is_empty());
+        // An answer that says more than yes or no is read as it is said.
+        assert!(asked("Are you a teacher?", "Yes, sort of.").is_empty());
+    }
+
+    #[test]
+    fn more_ways_to_say_yes_and_no() {
+        let asked = |question: &str, answer: &str| -> Vec<String> {
+            let turns = [(Role::Assistant, question), (Role::User, answer)];
+            extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
+        };
+        assert_eq!(asked("Do you play the guitar?", "Absolutely!"), ["Plays the guitar"]);
+        assert_eq!(asked("Do you smoke?", "Nah."), ["Does not smoke"]);
+        assert_eq!(asked("Do you ever go hiking?", "Yes indeed."), ["Goes hiking"]);
+        assert!(asked("Do you play the guitar?", "Yes and no.").is_empty());
+    }
+
+    #[test]
     fn a_subjectless_sentence_after_a_first_person_one_is_the_speakers() {
         assert_eq!(
             facts("I live in the mountains. Just drive my old van and listen to jazz."),
