@@ -719,12 +719,14 @@ mod tests {
         assert!(facts("I used to breed rabbits").is_empty());
     }
 
+    /// The facts of the user's `answer` to the agent's `question`.
+    fn asked(question: &str, answer: &str) -> Vec<String> {
+        let turns = [(Role::Assistant, question), (Role::User, answer)];
+        extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
+    }
+
     #[test]
     fn short_answers_to_yes_no_questions() {
-        let asked = |question: &str, answer: &str| -> Vec<String> {
-            let turns = [(Role::Assistant, question), (Role::User, answer)];
-            extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
-        };
         assert_eq!(asked("Cool. Do you have any pets?", "No, I don't. I travel a lot."), ["Has no pets", "Travels"]);
         assert_eq!(asked("Do you play the guitar?", "Yes! Every day."), ["Plays the guitar"]);
         assert_eq!(facts("Do you like opera? I don't."), ["Dislikes opera"]);
@@ -736,10 +738,6 @@ mod tests {
 
     #[test]
     fn short_answers_to_be_and_have_questions() {
-        let asked = |question: &str, answer: &str| -> Vec<String> {
-            let turns = [(Role::Assistant, question), (Role::User, answer)];
-            extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
-        };
         assert_eq!(asked("Are you a teacher?", "Yes, I am."), ["Is a teacher"]);
         assert_eq!(asked("Are you afraid of spiders?", "Yeah."), ["Is afraid of spiders"]);
         // "I am not …" stays the rules' call, which keeps no such negation.
@@ -757,10 +755,6 @@ mod tests {
 
     #[test]
     fn more_ways_to_say_yes_and_no() {
-        let asked = |question: &str, answer: &str| -> Vec<String> {
-            let turns = [(Role::Assistant, question), (Role::User, answer)];
-            extract(&request(&turns, 0)).into_iter().map(|f| f.fact).collect()
-        };
         assert_eq!(asked("Do you play the guitar?", "Absolutely!"), ["Plays the guitar"]);
         assert_eq!(asked("Do you smoke?", "Nah."), ["Does not smoke"]);
         assert_eq!(asked("Do you ever go hiking?", "Yes indeed."), ["Goes hiking"]);
