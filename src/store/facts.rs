@@ -34,7 +34,7 @@ use sqlx::{
 };
 use uuid::Uuid;
 
-use super::{Result, Store, Tx, ranking, with_pool, with_tx};
+use super::{Result, Store, Tx, ranking, with_pool, with_tx, with_writer};
 use crate::domain::{
     event::{Actor, EventData, EventType, NewEvent},
     fact::{Fact, FactChanges, NewFact, Origin, Source, stored_precision},
@@ -933,7 +933,7 @@ impl Store {
         let Some(sql) = self.dialect(None, Some("INSERT INTO facts_fts (facts_fts, rank) VALUES ('merge', $1)")) else {
             return Ok(());
         };
-        with_pool!(self, pool => sqlx::query(sql).bind(-SEARCH_INDEX_MERGE_PAGES).execute(pool).await.map(drop))
+        with_writer!(self, conn => sqlx::query(sql).bind(-SEARCH_INDEX_MERGE_PAGES).execute(conn).await.map(drop))
     }
 
     /// Returns whether the fact existed.

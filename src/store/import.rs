@@ -13,7 +13,7 @@ use super::{
     facts::Remembered,
     jobs::NewJob,
     policy::{POLICY_SQL, PolicyRow},
-    with_pool, with_tx,
+    with_pool, with_tx, with_writer,
 };
 use crate::domain::{
     conversation::{ExtractionInputs, extraction_decision},
@@ -129,7 +129,7 @@ impl Store {
     pub async fn create_import(&self, tenant: &TenantId) -> Result<ImportJob> {
         let now = super::now();
         let id = Uuid::now_v7();
-        with_pool!(self, pool => {
+        with_writer!(self, conn => {
             sqlx::query(
                 "INSERT INTO imports (id, tenant_id, status, errors, created_at, updated_at) \
                  VALUES ($1, $2, 'running', $3, $4, $4)",
@@ -138,7 +138,7 @@ impl Store {
             .bind(tenant.as_str())
             .bind(Json(Vec::<()>::new()))
             .bind(now)
-            .execute(pool)
+            .execute(conn)
             .await?;
         });
         Ok(ImportJob {
@@ -156,7 +156,7 @@ impl Store {
     pub async fn update_import(&self, tenant: &TenantId, id: Uuid, status: &str, progress: &Progress) -> Result<()> {
         let now = super::now();
         let finished = (status != "running").then_some(now);
-        with_pool!(self, pool => {
+        with_writer!(self, conn => {
             sqlx::query(
                 "UPDATE imports SET status = $3, lines_read = $4, added = $5, duplicates = $6, failed = $7, \
                  errors = $8, updated_at = $9, finished_at = $10, queued_for_extraction = $11 \
@@ -173,7 +173,7 @@ impl Store {
             .bind(now)
             .bind(finished)
             .bind(progress.queued_for_extraction)
-            .execute(pool)
+            .execute(conn)
             .await?;
         });
         Ok(())

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, with_pool, with_tx};
+use super::{Result, Store, with_pool, with_tx, with_writer};
 use crate::domain::event::{Actor, EventData, EventType};
 use crate::domain::ids::{AgentId, ExternalRef, TenantId};
 use crate::domain::job::JobKind;
@@ -72,8 +72,8 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "renew_lease", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn renew_lease(&self, job: &ClaimedJob, lease_until: DateTime<Utc>) -> Result<bool> {
         let sql = "UPDATE jobs SET locked_until = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(lease_until).execute(pool).await?.rows_affected()
+        let done = with_writer!(self, conn => {
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(lease_until).execute(conn).await?.rows_affected()
         });
         Ok(done == 1)
     }
@@ -126,8 +126,8 @@ impl Store {
     pub async fn cancel_job(&self, job: &ClaimedJob, reason: &str) -> Result<bool> {
         let sql = "UPDATE jobs SET status = 'cancelled', last_error = $3, lease_token = NULL, locked_until = NULL, \
                    updated_at = $4 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(reason).bind(super::now()).execute(pool).await?.rows_affected()
+        let done = with_writer!(self, conn => {
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(reason).bind(super::now()).execute(conn).await?.rows_affected()
         });
         Ok(done == 1)
     }
@@ -137,8 +137,8 @@ impl Store {
     pub async fn release_job(&self, job: &ClaimedJob) -> Result<bool> {
         let sql = "UPDATE jobs SET status = 'queued', attempts = attempts - 1, lease_token = NULL, locked_until = NULL, \
                    updated_at = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
-        let done = with_pool!(self, pool => {
-            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(super::now()).execute(pool).await?.rows_affected()
+        let done = with_writer!(self, conn => {
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(super::now()).execute(conn).await?.rows_affected()
         });
         Ok(done == 1)
     }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, Tx, with_pool, with_tx};
+use super::{Result, Store, Tx, with_pool, with_tx, with_writer};
 use crate::domain::{
     ids::{AgentId, ExternalRef, TenantId},
     job::{Job, JobKind, JobStatus},
@@ -188,6 +188,6 @@ impl Store {
     pub async fn delete_finished_jobs(&self, before: DateTime<Utc>) -> Result<u64> {
         // Uses jobs_finished.
         let sql = "DELETE FROM jobs WHERE status IN ('succeeded', 'cancelled') AND updated_at < $1";
-        with_pool!(self, pool => Ok(sqlx::query(sql).bind(before).execute(pool).await?.rows_affected()))
+        with_writer!(self, conn => Ok(sqlx::query(sql).bind(before).execute(conn).await?.rows_affected()))
     }
 }

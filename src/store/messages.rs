@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Result, Store, conversations::ConversationRow, jobs::NewJob, with_pool, with_tx};
+use super::{Result, Store, conversations::ConversationRow, jobs::NewJob, with_pool, with_tx, with_writer};
 use crate::domain::{
     agent_config::Settings,
     conversation::{AppendRequest, Appended, IdempotencyKey},
@@ -392,8 +392,8 @@ impl Store {
         // Uses idempotency_keys_created.
         let sql = "DELETE FROM idempotency_keys WHERE created_at < $1";
         let cutoff = super::now() - IDEMPOTENCY_KEY_TTL;
-        Ok(with_pool!(self, pool => {
-            sqlx::query(sql).bind(cutoff).execute(pool).await?.rows_affected()
+        Ok(with_writer!(self, conn => {
+            sqlx::query(sql).bind(cutoff).execute(conn).await?.rows_affected()
         }))
     }
 }

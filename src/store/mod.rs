@@ -10,11 +10,13 @@
 //! times, JSON). Two mechanisms, and only these, reach the backend:
 //!
 //! 1. **`with_pool!(self, pool => …)`** and **`with_tx!(tx, tx => …)`** run one body with
-//!    the backend's pool or open transaction. The body is compiled once per backend, so
-//!    it is type-checked against both.
+//!    the backend's pool or open transaction, and **`with_writer!(self, conn => …)`** one
+//!    write statement of its own. The body is compiled once per backend, so it is
+//!    type-checked against both. Reads go to the pool; writes never do (on SQLite they
+//!    would race the write connection for the file lock).
 //! 2. **`dialect(postgres, sqlite)`** picks what was written for each backend where the
 //!    dialects really differ: full-text search, the job claim, the owner lock, the
-//!    job wake-up, the WAL checkpoint after an erasure.
+//!    job wake-up.
 //!
 //! Transactions are opened only by [`Store::begin_write`] (SQLite: `BEGIN IMMEDIATE`, so a
 //! writer waits for the lock instead of failing) and [`Store::begin_snapshot`]; clippy
@@ -86,6 +88,31 @@ macro_rules! with_pool {
 }
 pub(crate) use with_pool;
 
+/// One write statement of its own (housekeeping, a lease, an import's progress): on
+/// PostgreSQL `$conn` is the pool (the statement is its own transaction, one round trip);
+/// on SQLite it is the write connection, in line with every other writer. A pooled
+/// SQLite connection would meet the writer in SQLite's busy handler, which polls the
+/// lock with growing pauses and loses it to the writer's next group for as long as
+/// writes keep coming: under the contract test's load such writes waited the whole busy
+/// timeout and failed with "database is locked".
+macro_rules! with_writer {
+    ($store:expr, $conn:ident => $body:expr) => {
+        match &$store.backend {
+            $crate::store::Backend::Postgres($conn) => $body,
+            $crate::store::Backend::Sqlite(_) => {
+                let mut tx = $store.begin_write().await?;
+                let out = $crate::store::with_tx!(tx, open => {
+                    let $conn = &mut **open;
+                    $body
+                });
+                tx.commit().await?;
+                out
+            }
+        }
+    };
+}
+pub(crate) use with_writer;
+
 /// [`with_pool!`] for an open [`Tx`]: `$tx` is bound to the backend's open transaction
 /// (`&mut`), which derefs to its connection, so statements run on `&mut **$tx`.
 macro_rules! with_tx {
@@ -148,9 +175,8 @@ pub struct Store {
     /// is SQLite; PostgreSQL's writers lock rows, not the database). Write transactions
     /// queue for it in order instead of racing for the file lock in SQLite's busy
     /// handler, which sleeps and retries with growing pauses (long tails, lost
-    /// throughput); see [`writer`] for what else it saves. Writes of one statement on
-    /// the pool (vectors, housekeeping) still meet it in the busy handler: they hold the
-    /// lock for one statement only.
+    /// throughput); see [`writer`] for what else it saves. Writes of one statement
+    /// queue for it too ([`with_writer!`]).
     writer: Option<Arc<writer::Writer>>,
     /// Signalled after every commit that wrote events: long-polling readers of the feed
     /// in this process look again at once (other replicas' readers poll).
@@ -160,6 +186,12 @@ pub struct Store {
     deliveries_queued: Arc<tokio::sync::Notify>,
     /// Whether a webhook subscription may exist (see [`Store::note_subscriptions`]).
     subscriptions: Arc<std::sync::atomic::AtomicBool>,
+    /// SQLite: an erasure committed since the WAL was last emptied, so the WAL may still
+    /// hold the erased rows' old pages (see [`Store::truncate_wal_after_erasure`]).
+    erased_in_wal: Arc<std::sync::atomic::AtomicBool>,
+    /// Taken by each checkpoint: the background one and an erasure's never meet, as
+    /// SQLite answers the second "busy" at once.
+    checkpointing: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// An open transaction, begun the way its backend needs by [`Store::begin_write`] or
@@ -305,6 +337,8 @@ impl Store {
             events_written: Arc::default(),
             deliveries_queued: Arc::default(),
             subscriptions: Arc::default(),
+            erased_in_wal: Arc::default(),
+            checkpointing: Arc::default(),
         }
     }
 
@@ -411,6 +445,7 @@ impl Store {
     /// checkpointer tells a busy database from an idle one ([`Wal::unchanged_since`]).
     pub async fn checkpoint_wal(&self) -> Result<Option<Wal>> {
         let Backend::Sqlite(pool) = &self.backend else { return Ok(None) };
+        let _checkpointing = self.checkpointing.lock().await;
         let (_busy, frames, copied): (i64, i64, i64) =
             sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?;
         Ok(Some(Wal { frames, copied }))
@@ -599,6 +634,49 @@ mod tests {
         let next = tokio::time::timeout(Duration::from_secs(2), writer(&store, 3, None)).await;
         assert!(matches!(next, Ok(Ok(Ok(())))), "a writer after them: {next:?}");
         assert_eq!(committed(&store).await, [1, 2, 3]);
+        remove(store, path).await;
+    }
+
+    /// A write of its own and the `TRUNCATE` checkpoint after an erasure wait in line
+    /// with the writers and take their turn in order, before a writer who came after
+    /// them. From a pooled connection they polled SQLite's file lock in its busy handler
+    /// and lost it to every writer in line, as the lock passes from one to the next
+    /// within a group: under steady writes they waited the whole busy timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_of_their_own_and_the_erasure_checkpoint_wait_in_line() {
+        let (store, path) = store_with_a_table().await;
+        let mut first = store.begin_write().await.expect("begin");
+        insert(&mut first, 1).await;
+        let alone = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let deleted: Result<u64> = async {
+                    Ok(with_writer!(store, conn => sqlx::query("DELETE FROM t WHERE x = 1").execute(conn).await?.rows_affected()))
+                }
+                .await;
+                deleted
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        store.erased_in_wal.store(true, std::sync::atomic::Ordering::Release);
+        let truncate = tokio::spawn({
+            let store = store.clone();
+            async move { store.truncate_wal_after_erasure().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The last writer holds the file until `go` fires.
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let last = writer(&store, 2, Some(wait));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let first = tokio::spawn(first.commit());
+        let alone = tokio::time::timeout(Duration::from_secs(3), alone).await;
+        let truncated = tokio::time::timeout(Duration::from_secs(3), truncate).await;
+        go.send(()).expect("the last writer waits");
+        first.await.expect("first").expect("the first writer's commit");
+        last.await.expect("last").expect("the last writer's commit");
+        assert!(matches!(alone, Ok(Ok(Ok(1)))), "the write of its own, before the last writer: {alone:?}");
+        assert!(matches!(truncated, Ok(Ok(Ok(true)))), "the checkpoint, before the last writer: {truncated:?}");
+        assert_eq!(committed(&store).await, [2]);
         remove(store, path).await;
     }
 

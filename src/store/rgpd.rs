@@ -13,8 +13,11 @@
 //! On SQLite the erased words must also leave the file: every connection runs with
 //! `secure_delete` (deleted cells are zeroed), the full-text index with FTS5
 //! `secure-delete` (migration 0002), and after the erasure commits a `TRUNCATE`
-//! checkpoint copies the zeroed pages into the main file and empties the WAL, which still
-//! held the old pages.
+//! checkpoint, in line with the writers, copies the zeroed pages into the main file and
+//! empties the WAL, which still held the old pages (the background checkpointer tries
+//! again when readers held it back).
+
+use std::{sync::atomic::Ordering, time::Duration};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -42,6 +45,12 @@ use crate::domain::{
     webhook::ExportedDelivery,
     working_memory::{AgentWorkingMemory, WorkingMemory},
 };
+
+/// How long the `TRUNCATE` checkpoint after an erasure waits for readers on older
+/// snapshots; every writer waits behind it as long (see `Writer::checkpoint_truncate`).
+/// Reads last milliseconds; a snapshot held longer (an export streamed to a slow client)
+/// only delays the truncation to a later try.
+const TRUNCATE_READERS_WAIT: Duration = Duration::from_millis(250);
 
 /// Rows erased, per kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -353,23 +362,35 @@ impl Store {
             NewEvent { kind: EventType::PersonErased, agent_id: None, external_ref: None, data },
         );
         tx.commit().await?;
-        self.checkpoint_after_erasure().await;
+        self.erased_in_wal.store(true, Ordering::Release);
+        match self.truncate_wal_after_erasure().await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!("WAL checkpoint after an erasure was held back by a reader; the checkpointer retries")
+            }
+            Err(e) => tracing::warn!(error = %e, "WAL checkpoint after an erasure failed; the checkpointer retries"),
+        }
         Ok(Receipt { receipt_id, subject_hash: subject_hash.to_owned(), deleted, completed_at: now })
     }
 
-    /// SQLite: moves every committed page into the main file and truncates the WAL, whose
-    /// frames still hold the erased rows. The erasure has committed either way: a
-    /// checkpoint that fails or is held back by a reader is logged, and the next
-    /// erasure's checkpoint (or SQLite's own, as the WAL grows) copies the zeroed pages.
-    async fn checkpoint_after_erasure(&self) {
-        let Some(sql) = self.dialect(None, Some("PRAGMA wal_checkpoint(TRUNCATE)")) else { return };
-        // One row: (busy, WAL frames, frames checkpointed); busy is 1 when a reader held it back.
-        let outcome: Result<(i64, i64, i64)> = with_pool!(self, pool => sqlx::query_as(sql).fetch_one(pool).await);
-        match outcome {
-            Ok((0, _, _)) => {}
-            Ok(_) => tracing::warn!("WAL checkpoint after an erasure was held back by a reader"),
-            Err(e) => tracing::warn!(error = %e, "WAL checkpoint after an erasure failed"),
+    /// SQLite, after an erasure: moves every committed page into the main file and
+    /// truncates the WAL, whose frames still hold the erased rows. True when done, or
+    /// when nothing was erased since the last time. The erasure has committed either way:
+    /// until this is done, the background checkpointer (`worker::checkpoint`) tries
+    /// again. Nothing to do on PostgreSQL.
+    pub async fn truncate_wal_after_erasure(&self) -> Result<bool> {
+        let Some(writer) = &self.writer else { return Ok(true) };
+        let _checkpointing = self.checkpointing.lock().await;
+        // Cleared before the checkpoint: an erasure that commits meanwhile sets it again.
+        if !self.erased_in_wal.swap(false, Ordering::AcqRel) {
+            return Ok(true);
         }
+        let checkpoint = writer.checkpoint_truncate(TRUNCATE_READERS_WAIT).await;
+        let done = matches!(checkpoint, Ok((0, _, _)));
+        if !done {
+            self.erased_in_wal.store(true, Ordering::Release);
+        }
+        checkpoint.map(|_| done)
     }
 
     /// Opens a reader of everything held about one end user in the tenant, across
