@@ -4,13 +4,14 @@ after a DELETE emptied it, and checks that the hook drops those and nothing else
 Run by scripts/schemathesis with its virtualenv, before the contract test. The failures are
 built as the `use_after_free` check builds them (schemathesis 4.32.5), from the chains
 that failed: POST /api/conversations, DELETE …/messages, GET …/{id}, GET …/messages
-(issue #31), and GET /api/agents-config, DELETE …/facts, GET …/facts (seed 302). Also
-the fact times positive cases keep (`_times_hold`).
+(issue #31), and GET /api/agents-config, DELETE …/facts, GET …/facts (seed 302); the
+valid request refused whose path held a link's null (`…/conversations/None/…`). Also the
+fact times positive cases keep (`_times_hold`).
 """
 
 import sys
 
-from schemathesis.openapi.checks import UseAfterFree
+from schemathesis.openapi.checks import RejectedPositiveData, UseAfterFree
 
 import schemathesis_hooks as hooks
 
@@ -25,6 +26,13 @@ def failure(free, usage):
         free=free,
         usage=usage,
     )
+
+
+class Case:
+    """What the hook reads of a test case: its path parameters."""
+
+    def __init__(self, path_parameters):
+        self.path_parameters = path_parameters
 
 
 def kept(f):
@@ -60,6 +68,21 @@ def main():
     for free, usage in kept_pairs:
         assert kept(failure(free, usage)), (free, usage)
     assert hooks.filter_failure(None, AssertionError("another check"), None, None)
+    # A valid request refused is kept, unless a link's null put None in its path (the
+    # chain of the report: a fact's history, then GET /api/conversations/None/working-memory).
+    refused_valid = RejectedPositiveData(
+        operation="GET /api/conversations/{id}/working-memory",
+        message="Valid data should have been accepted",
+        status_code=400,
+        allowed_statuses=["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"],
+    )
+    null_path = [{"id": None}, {"agent_id": "bot", "external_ref": None}]
+    real_path = [{"id": "0199a2b4-8d3c-7f00-9b1e-3c5d6e7f8a90"}, {}, {"id": "None"}]
+    for parameters in null_path:
+        assert not hooks.filter_failure(None, refused_valid, Case(parameters), None), parameters
+    for parameters in real_path:
+        assert hooks.filter_failure(None, refused_valid, Case(parameters), None), parameters
+    assert hooks.filter_failure(None, failure(f"DELETE {CONVERSATION}", f"GET {OTHER}"), Case({"id": None}), None)
     # Fact times a positive case keeps: those the server accepts now (docs/api.md, "Expiry").
     accepted = [
         {},
@@ -77,7 +100,7 @@ def main():
         assert hooks._times_hold(body), body
     for body in refused:
         assert not hooks._times_hold(body), body
-    total = len(dropped) + len(kept_pairs) + 1 + len(accepted) + len(refused)
+    total = len(dropped) + len(kept_pairs) + 1 + len(null_path) + len(real_path) + 1 + len(accepted) + len(refused)
     print(f"schemathesis hooks: {total} passed, 0 failed")
 
 
