@@ -547,6 +547,13 @@ mod tests {
         }
     }
 
+    /// A first writer that has inserted 1 and holds the write connection.
+    async fn first_holding_one(store: &Store) -> Tx {
+        let mut first = store.begin_write().await.expect("begin");
+        insert(&mut first, 1).await;
+        first
+    }
+
     /// Starts a writer that inserts `x` and commits once `go` fires (or at once).
     fn writer(
         store: &Store,
@@ -570,8 +577,7 @@ mod tests {
         store: &Store,
     ) -> (tokio::task::JoinHandle<Result<()>>, tokio::task::JoinHandle<Result<()>>, tokio::sync::oneshot::Sender<()>)
     {
-        let mut first = store.begin_write().await.expect("begin");
-        insert(&mut first, 1).await;
+        let first = first_holding_one(store).await;
         let (go, wait) = tokio::sync::oneshot::channel();
         let second = writer(store, 2, Some(wait));
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -600,8 +606,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_writer_that_fails_in_a_group_takes_only_its_own_changes() {
         let (store, path) = store_with_a_table().await;
-        let mut first = store.begin_write().await.expect("begin");
-        insert(&mut first, 1).await;
+        let first = first_holding_one(&store).await;
         let failing = tokio::spawn({
             let store = store.clone();
             async move {
@@ -645,8 +650,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_of_their_own_and_the_erasure_checkpoint_wait_in_line() {
         let (store, path) = store_with_a_table().await;
-        let mut first = store.begin_write().await.expect("begin");
-        insert(&mut first, 1).await;
+        let first = first_holding_one(&store).await;
         let alone = tokio::spawn({
             let store = store.clone();
             async move {
