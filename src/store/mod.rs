@@ -684,6 +684,29 @@ mod tests {
         remove(store, path).await;
     }
 
+    /// A reader on an older snapshot holds the truncation after an erasure back: it
+    /// gives up after its short wait and stays owed, so a later try (the background
+    /// checkpointer's) empties the WAL once the reader is gone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_truncation_held_back_by_a_reader_stays_owed() {
+        let (store, path) = store_with_a_table().await;
+        let wal = || std::fs::metadata(format!("{}-wal", path.display())).map(|m| m.len()).unwrap_or(0);
+        let mut reader = store.begin_snapshot().await.expect("snapshot");
+        let seen: i64 = with_tx!(reader, tx => sqlx::query_scalar("SELECT count(*) FROM t").fetch_one(&mut **tx).await)
+            .expect("read");
+        assert_eq!(seen, 0);
+        writer(&store, 1, None).await.expect("writer").expect("commit");
+        store.erased_in_wal.store(true, std::sync::atomic::Ordering::Release);
+        let held = store.truncate_wal_after_erasure().await;
+        assert!(matches!(held, Ok(false)), "held back by the reader: {held:?}");
+        assert!(wal() > 0, "the WAL still holds the write");
+        drop(reader);
+        let done = store.truncate_wal_after_erasure().await;
+        assert!(matches!(done, Ok(true)), "the later try: {done:?}");
+        assert_eq!(wal(), 0, "the WAL is emptied");
+        remove(store, path).await;
+    }
+
     #[tokio::test]
     async fn sqlite_is_built_with_the_flags_of_cargo_config() {
         let store = Store::connect("sqlite::memory:", 2, Duration::from_secs(5)).await.expect("in-memory SQLite");
