@@ -90,6 +90,27 @@ struct BumpedRow {
     summary_window: Option<i32>,
 }
 
+/// A conversation's first messages of some roles after a sequence number. Binds:
+/// conversation, tenant, after_seq, four role slots, limit. Uses the UNIQUE
+/// (conversation_id, seq) index, read forwards ([`LIST_LAST`] backwards). The roles are
+/// four equalities, not `role IN (…)`: SQLite answers an `IN` list of more than two
+/// values by building a temporary B-tree of them at every run (see `Dialect` in
+/// `facts.rs`).
+const LIST_FIRST: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+       AND (role = $4 OR role = $5 OR role = $6 OR role = $7) ORDER BY seq LIMIT $8"
+);
+
+/// [`LIST_FIRST`]'s last messages instead, newest first.
+const LIST_LAST: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+       AND (role = $4 OR role = $5 OR role = $6 OR role = $7) ORDER BY seq DESC LIMIT $8"
+);
+
 impl Store {
     /// Appends a validated batch in one transaction, all or nothing.
     ///
@@ -281,27 +302,9 @@ impl Store {
         roles: RoleSet,
         window: Window,
     ) -> Result<Option<Vec<Message>>> {
-        // Binds: conversation, tenant, after_seq, four role slots, limit.
-        // Uses the UNIQUE (conversation_id, seq) index, read forwards or backwards.
         let (sql, limit) = match window {
-            Window::First(limit) => (
-                concat!(
-                    "SELECT ",
-                    message_columns!(),
-                    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-                       AND role IN ($4, $5, $6, $7) ORDER BY seq LIMIT $8"
-                ),
-                limit,
-            ),
-            Window::Last(count) => (
-                concat!(
-                    "SELECT ",
-                    message_columns!(),
-                    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-                       AND role IN ($4, $5, $6, $7) ORDER BY seq DESC LIMIT $8"
-                ),
-                count,
-            ),
+            Window::First(limit) => (LIST_FIRST, limit),
+            Window::Last(count) => (LIST_LAST, count),
         };
         let [r1, r2, r3, r4] = role_slots(roles);
         let mut rows: Vec<MessageRow> = with_pool!(self, pool => {
@@ -431,4 +434,18 @@ pub enum Window {
     First(i64),
     /// The newest this many (returned oldest first).
     Last(i64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reading_messages_builds_no_temporary_b_tree() {
+        for sql in [LIST_FIRST, LIST_LAST] {
+            let opcodes = super::super::tests::sqlite_opcodes(sql).await;
+            assert!(opcodes.iter().any(|op| op.starts_with("Seek")), "uses the index: {opcodes:?}");
+            assert!(!opcodes.iter().any(|op| op == "OpenEphemeral"), "{sql}: {opcodes:?}");
+        }
+    }
 }

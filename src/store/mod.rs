@@ -477,6 +477,16 @@ pub fn now() -> chrono::DateTime<chrono::Utc> {
 mod tests {
     use super::*;
 
+    /// The opcodes SQLite compiles `sql` to, on an in-memory store with every migration:
+    /// tests read them to hold a hot statement to a plan (no temporary B-tree, say).
+    pub(super) async fn sqlite_opcodes(sql: &str) -> Vec<String> {
+        let store = Store::connect("sqlite::memory:", 1, Duration::from_secs(5)).await.expect("in-memory SQLite");
+        store.migrate().await.expect("migrations");
+        let Backend::Sqlite(pool) = &store.backend else { panic!("sqlite::memory: opened {}", store.backend()) };
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN {sql}"))).fetch_all(pool).await.expect("explain");
+        rows.iter().map(|row| sqlx::Row::try_get::<String, _>(row, "opcode").expect("opcode")).collect()
+    }
+
     /// One number means one change of the schema in both dialects (migrations/README.md):
     /// the two folders hold the same file names.
     #[test]
