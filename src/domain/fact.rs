@@ -106,7 +106,9 @@ pub struct Fact {
     pub source: Source,
     /// The conversation an extracted fact came from; null for manual and agent facts.
     pub conversation_id: Option<Uuid>,
+    #[serde(serialize_with = "super::timestamp::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::timestamp::serialize")]
     pub updated_at: DateTime<Utc>,
     /// The newer fact that replaced this one in a single-valued slot (a name, a home
     /// city, a job, an employer, an age, a relationship status, a birthday); null while
@@ -114,22 +116,27 @@ pub struct Fact {
     /// asked for with `include_superseded=true`.
     pub superseded_by: Option<Uuid>,
     /// When it was superseded; null while current.
+    #[serde(serialize_with = "super::timestamp::option::serialize")]
     pub superseded_at: Option<DateTime<Utc>>,
     /// When the person said it: the time of the message an extracted fact came from, or
     /// the `observed_at` given when it was remembered (default: when it was stored).
+    #[serde(serialize_with = "super::timestamp::serialize")]
     pub observed_at: DateTime<Utc>,
     /// Until when it was true: the `observed_at` of the fact that superseded it; null
     /// while current. `as_of` reads compare with it, so that a time before the
     /// replacement still finds this fact.
+    #[serde(serialize_with = "super::timestamp::option::serialize")]
     pub valid_until: Option<DateTime<Utc>>,
     /// When it expires: from then on it is left out of every read, and the sweeper
     /// deletes it with its vector and history. Null for a fact that never expires.
+    #[serde(serialize_with = "super::timestamp::option::serialize")]
     pub expires_at: Option<DateTime<Utc>>,
     /// How many times a read (memory context, search, the tools) returned it. Counted in
     /// memory and written every `ENGRAM_RECALL_FLUSH_SECS`, so it trails reads by up to
     /// that long.
     pub recall_count: i64,
     /// When a read last returned it (as written by the last flush); null if none did.
+    #[serde(serialize_with = "super::timestamp::option::serialize")]
     pub last_recalled_at: Option<DateTime<Utc>>,
 }
 

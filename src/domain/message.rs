@@ -93,6 +93,7 @@ pub struct Message {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    #[serde(serialize_with = "super::timestamp::serialize")]
     pub created_at: DateTime<Utc>,
 }
 

@@ -24,6 +24,7 @@ pub mod prompt;
 pub mod search_query;
 pub mod slot;
 pub mod summary;
+pub mod timestamp;
 pub mod vector;
 pub mod webhook;
 pub mod working_memory;
