@@ -1,8 +1,8 @@
 //! Times in answers, written exactly as chrono writes them (RFC 3339 in UTC: `Z`, the
 //! fraction in 3, 6 or 9 digits as it needs) but into a buffer of digits rather than
 //! through `fmt`'s machinery. A fact carries three to seven times and a memory context
-//! twenty facts: chrono's `Serialize` cost ~0.25 µs per time, a tenth of a memory
-//! context's own work in a profile, where this costs a fifth of that.
+//! twenty facts: chrono's `Serialize` costs ~0.25 µs per time (2.6 % of a server's CPU
+//! reading the last 20 messages, in a profile); this costs under a third of that.
 //!
 //! Use with `#[serde(serialize_with = "timestamp::serialize")]` (or `timestamp::option::
 //! serialize` for an `Option`).
