@@ -90,26 +90,30 @@ struct BumpedRow {
     summary_window: Option<i32>,
 }
 
-/// A conversation's first messages of some roles after a sequence number. Binds:
-/// conversation, tenant, after_seq, four role slots, limit. Uses the UNIQUE
-/// (conversation_id, seq) index, read forwards ([`LIST_LAST`] backwards). The roles are
-/// four equalities, not `role IN (…)`: SQLite answers an `IN` list of more than two
-/// values by building a temporary B-tree of them at every run (see `Dialect` in
+/// A conversation's messages of some roles after a sequence number, in `seq` order
+/// `$order` (`""` or `" DESC"`). Binds: conversation, tenant, after_seq, four role slots,
+/// limit. Uses the UNIQUE (conversation_id, seq) index, read forwards or backwards. The
+/// roles are four equalities, not `role IN (…)`: SQLite answers an `IN` list of more than
+/// two values by building a temporary B-tree of them at every run (see `Dialect` in
 /// `facts.rs`).
-const LIST_FIRST: &str = concat!(
-    "SELECT ",
-    message_columns!(),
-    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-       AND (role = $4 OR role = $5 OR role = $6 OR role = $7) ORDER BY seq LIMIT $8"
-);
+macro_rules! list_messages {
+    ($order:literal) => {
+        concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
+               AND (role = $4 OR role = $5 OR role = $6 OR role = $7) ORDER BY seq",
+            $order,
+            " LIMIT $8"
+        )
+    };
+}
 
-/// [`LIST_FIRST`]'s last messages instead, newest first.
-const LIST_LAST: &str = concat!(
-    "SELECT ",
-    message_columns!(),
-    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 \
-       AND (role = $4 OR role = $5 OR role = $6 OR role = $7) ORDER BY seq DESC LIMIT $8"
-);
+/// The first messages (see `list_messages!`).
+const LIST_FIRST: &str = list_messages!("");
+
+/// The last messages, newest first.
+const LIST_LAST: &str = list_messages!(" DESC");
 
 impl Store {
     /// Appends a validated batch in one transaction, all or nothing.
