@@ -64,24 +64,21 @@ fn write(time: &DateTime<Utc>, buf: &mut [u8; LONGEST]) -> Option<usize> {
     digits(11, clock.hour(), 2);
     digits(14, clock.minute(), 2);
     digits(17, clock.second(), 2);
-    let len = match nanos {
-        0 => 19,
-        _ if nanos % 1_000_000 == 0 => {
-            digits(20, nanos / 1_000_000, 3);
-            23
-        }
-        _ if nanos % 1_000 == 0 => {
-            digits(20, nanos / 1_000, 6);
-            26
-        }
-        _ => {
-            digits(20, nanos, 9);
-            29
-        }
+    // The fraction in as few of 3, 6 or 9 digits as hold it, none when it is zero.
+    let fraction = match nanos {
+        0 => 0,
+        _ if nanos % 1_000_000 == 0 => 3,
+        _ if nanos % 1_000 == 0 => 6,
+        _ => 9,
     };
-    for (at, separator) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.')] {
+    if fraction > 0 {
+        digits(20, nanos / 10u32.pow(9 - fraction as u32), fraction);
+        buf[19] = b'.';
+    }
+    for (at, separator) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')] {
         buf[at] = separator;
     }
+    let len = if fraction > 0 { 20 + fraction } else { 19 };
     buf[len] = b'Z';
     Some(len + 1)
 }
