@@ -1,11 +1,12 @@
 //! `/api/agents-config`: per-agent memory settings (admin; read also with memory:read).
 
-use axum::{Json, http::StatusCode};
+use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extractors::{ApiJson, ApiPath, ApiQuery},

@@ -1,12 +1,12 @@
 //! `/api/users/{external_ref}/consent`: whether an end user's data may be sent to an LLM.
 
-use axum::Json;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::ctx::Ctx;
 use super::extractors::{ApiJson, ApiPath};
+use super::json::Json;
 use super::{BodyErrors, CommonErrors};
 use crate::domain::event::Actor;
 use crate::{

@@ -3,10 +3,7 @@
 //! role-filtered reads, replay-safe sanitising, clearing), the ready-to-send history
 //! (rolling summary plus the newest messages) and ending one.
 
-use axum::{
-    Json,
-    http::{HeaderMap, StatusCode},
-};
+use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -14,6 +11,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extractors::{ApiJson, ApiPath, ApiQuery},

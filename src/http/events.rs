@@ -5,12 +5,12 @@
 //! waits. A Server-Sent Events stream would hold a connection per follower and needs a
 //! client that reconnects with `Last-Event-ID`; the cursor gives the same resume.
 
-use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     CommonErrors,
     extractors::{ApiPath, ApiQuery},

@@ -1,7 +1,7 @@
 //! `/api/agents/{agent_id}/users/{external_ref}/facts`: what one agent remembers about
 //! one end user — list, remember, search, update, delete.
 
-use axum::{Json, http::StatusCode};
+use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -9,6 +9,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extractors::{ApiJson, ApiPath, ApiQuery},

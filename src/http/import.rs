@@ -13,13 +13,14 @@
 //! whole: `ENGRAM_MAX_BODY_BYTES` does not apply, `ENGRAM_IMPORT_MAX_LINE_BYTES` caps
 //! each line.
 
-use axum::{Json, body::Body};
+use axum::body::Body;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     CommonErrors, NotFound,
     extractors::{ApiPath, ApiQuery},

@@ -1,12 +1,12 @@
 //! `/api/jobs` (admin): the background jobs of the tenant, to watch extractions.
 
-use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     CommonErrors, NotFound,
     extractors::{ApiPath, ApiQuery},

@@ -2,13 +2,13 @@
 //! block an agent puts into its system prompt at the start of a conversation (built by
 //! [`crate::service::memory_context`]).
 
-use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     CommonErrors,
     extractors::{ApiPath, ApiQuery},

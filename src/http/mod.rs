@@ -33,6 +33,7 @@ pub mod extractors;
 pub mod facts;
 pub mod import;
 pub mod jobs;
+pub mod json;
 pub mod mcp;
 pub mod memory_context;
 pub mod ops;

@@ -1,7 +1,6 @@
 //! Health, readiness and metrics: unauthenticated, for orchestrators and scrapers.
 
 use axum::{
-    Json,
     extract::State,
     http::{StatusCode, header},
     response::IntoResponse,
@@ -9,6 +8,7 @@ use axum::{
 use serde_json::{Value, json};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::json::Json;
 use crate::service::AppState;
 use crate::{error::ApiError, telemetry};
 

@@ -2,7 +2,6 @@
 //! Art. 15, 17 and 20), and erasure receipts. Scope `rgpd` (or `admin`).
 
 use axum::{
-    Json,
     http::header,
     response::{IntoResponse, Response},
 };
@@ -10,6 +9,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{CommonErrors, NotFound, extractors::ApiPath};
 use crate::{
     auth::Rgpd,

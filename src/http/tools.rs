@@ -2,12 +2,13 @@
 //! definitions in OpenAI's and Anthropic's formats, and one route that runs a tool. The
 //! tools, their rules and their results are the ones `/mcp` serves.
 
-use axum::{Json, extract::State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::json::Json;
 use super::{
     BodyErrors, CommonErrors,
     extractors::{ApiJson, ApiQuery},

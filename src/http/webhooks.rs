@@ -1,13 +1,14 @@
 //! `/api/webhooks` (admin): subscriptions that push the tenant's events to a receiver,
 //! signed the Standard Webhooks way, and their deliveries with every attempt.
 
-use axum::{Json, http::StatusCode};
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extractors::{ApiJson, ApiPath, ApiQuery},

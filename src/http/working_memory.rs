@@ -6,7 +6,6 @@
 //! `If-None-Match: *`), reads answer 304 to an `If-None-Match` naming the stored version.
 
 use axum::{
-    Json,
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
@@ -14,6 +13,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
+use super::json::Json;
 use super::{
     BodyErrors, CommonErrors,
     extractors::{ApiJson, ApiPath},
