@@ -2,14 +2,13 @@
 //! Internal causes are logged here, inside the request span, and never sent to clients.
 
 use axum::{
+    Json,
     extract::rejection::{JsonRejection, PathRejection, QueryRejection},
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
 use utoipa::ToSchema;
-
-use crate::http::json::Json;
 
 tokio::task_local! {
     /// The current request's id, so that an error body can carry it without every

@@ -7,6 +7,9 @@
 //! for an 8 KB answer of twenty facts in a scratch program, and `put_slice` alone was
 //! 4.1 µs of a memory context's ~230 µs of server CPU in a profile under load. The hot
 //! reads (the last messages, the memory context, search) answer 5–15 KB.
+//!
+//! Every handler answers through it. Error bodies keep axum's `Json` (`crate::error` sits
+//! below the doors, and errors are no hot path).
 
 use axum::{
     http::{HeaderValue, header},
