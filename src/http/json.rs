@@ -3,9 +3,10 @@
 //! axum's `Json` serialises into a `BytesMut` through its `io::Write` adapter: every
 //! token serde writes (a quote, a key, a comma) is a call to `BufMut::put_slice` with
 //! its own capacity check, which the compiler cannot fold into the serialiser's loop.
-//! Written into a `Vec<u8>` the same bytes take half the time: 13.0 µs against 6.5–7.5
-//! for an 8 KB answer of twenty facts in a scratch program, and `put_slice` alone was
-//! 4.1 µs of a memory context's ~230 µs of server CPU in a profile under load. The hot
+//! Written into a `Vec<u8>` the same bytes take about half the time: 12.9–13.2 µs
+//! against 6.6–7.5 for an 8 KB answer of twenty facts in a scratch program, and
+//! `put_slice` alone was 4.1 µs of a memory context's ~234 µs of server CPU in a profile
+//! under load (docs/performance.md). The hot
 //! reads (the last messages, the memory context, search) answer 5–15 KB.
 //!
 //! Every handler answers through it. Error bodies keep axum's `Json` (`crate::error` sits
