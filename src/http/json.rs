@@ -6,8 +6,8 @@
 //! Written into a `Vec<u8>` the same bytes take about half the time: 12.9–13.2 µs
 //! against 6.6–7.5 for an 8 KB answer of twenty facts in a scratch program, and
 //! `put_slice` alone was 4.1 µs of a memory context's ~234 µs of server CPU in a profile
-//! under load (docs/performance.md). The hot
-//! reads (the last messages, the memory context, search) answer 5–15 KB.
+//! under load (docs/performance.md). The hot reads (the last messages, the memory
+//! context, search) answer 5–15 KB.
 //!
 //! Every handler answers through it. Error bodies keep axum's `Json` (`crate::error` sits
 //! below the doors, and errors are no hot path).
@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::error::ApiError;
 
 /// A `200` (or, in a tuple, any status) whose body is `T` as JSON, like axum's `Json`.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug)]
 pub struct Json<T>(pub T);
 
 impl<T: Serialize> IntoResponse for Json<T> {
