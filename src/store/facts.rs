@@ -274,6 +274,16 @@ fn relevance(matched: i64, total: i64) -> f64 {
     if total > 0 { matched as f64 / total as f64 } else { 0.0 }
 }
 
+/// The ids of one row of SQLite's postings (see `POSTINGS`): 16-byte ids end to end. A
+/// length that is not a whole number of ids is a decode error, never a truncated list.
+fn ids_end_to_end(bytes: &[u8]) -> Result<Vec<Uuid>> {
+    let ids = bytes.chunks_exact(16);
+    if !ids.remainder().is_empty() {
+        return Err(sqlx::Error::Decode(format!("postings of {} bytes are not whole 16-byte ids", bytes.len()).into()));
+    }
+    Ok(ids.map(|id| Uuid::from_bytes(id.try_into().unwrap_or_default())).collect())
+}
+
 /// A row of SQLite's memory context candidates: a fact and which part it belongs to.
 #[derive(sqlx::FromRow)]
 struct PartRow {
@@ -378,8 +388,10 @@ const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS 
      ORDER BY part, matched DESC, rarity DESC, id DESC";
 
 /// SQLite: for each of query `$4`'s words, the owner's facts with tag `$5` (or all when
-/// NULL) that hold it: one row per word, in no order, its facts' ids in hex (a 16-byte
-/// BLOB cannot be joined as text) joined by commas, each fact once per word. Superseded
+/// NULL) that hold it: one row per word, in no order, its facts' 16-byte ids end to end
+/// in one BLOB, each fact once per word (`group_concat` copies a BLOB's bytes as they
+/// are, zeros included; the ids in hex joined by commas cost a fifth more of the
+/// statement's time and a parse of each id in text). Superseded
 /// facts are taken when `$6`, the facts current at `$7` when it is not NULL, and only the
 /// unexpired at horizon `$8`.
 ///
@@ -393,7 +405,7 @@ const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS 
 /// [`Store::refresh_statistics`]). FTS5's own `bm25()` would weigh words by their
 /// frequency across every owner's facts, which PostgreSQL has no way to reproduce, so
 /// both count per owner instead.
-const POSTINGS: &str = "SELECT (SELECT group_concat(hex(facts.id)) FROM facts_fts CROSS JOIN facts \
+const POSTINGS: &str = "SELECT (SELECT CAST(group_concat(facts.id, '') AS BLOB) FROM facts_fts CROSS JOIN facts \
        WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
          AND facts.rowid = facts_fts.rowid \
          AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
@@ -821,7 +833,7 @@ impl Store {
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<(Vec<ranking::Ranked>, i64)> {
-        let rows: Vec<(Option<String>,)> = with_pool!(self, pool => {
+        let rows: Vec<(Option<Vec<u8>>,)> = with_pool!(self, pool => {
             sqlx::query_as(postings)
                 .bind_owner(owner)
                 .bind(self.search_param(query))
@@ -833,17 +845,8 @@ impl Store {
                 .await?
         });
         super::counted(&rows);
-        let postings = rows
-            .iter()
-            .map(|(ids,)| {
-                ids.as_deref()
-                    .unwrap_or_default()
-                    .split(',')
-                    .filter(|id| !id.is_empty())
-                    .map(|id| Uuid::try_parse(id).map_err(|e| sqlx::Error::Decode(Box::new(e))))
-                    .collect::<Result<Vec<Uuid>>>()
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let postings =
+            rows.iter().map(|(ids,)| ids_end_to_end(ids.as_deref().unwrap_or_default())).collect::<Result<Vec<_>>>()?;
         let words = i64::try_from(postings.len()).unwrap_or(i64::MAX);
         Ok((ranking::rank(&postings, usize::try_from(limit).unwrap_or(0)), words))
     }
@@ -1400,6 +1403,23 @@ mod tests {
             assert!(opcodes.iter().any(|op| op == "VFilter"), "reads the ids: {opcodes:?}");
             assert!(!opcodes.iter().any(|op| op == "OpenEphemeral"), "{sql}: {opcodes:?}");
         }
+    }
+
+    /// The postings' aggregate keeps every byte of each id on the SQLite Engram links,
+    /// zero bytes included, and the ids come back as they went in.
+    #[tokio::test]
+    async fn postings_carry_ids_with_zero_bytes_whole() {
+        let store = Store::connect("sqlite::memory:", 1, std::time::Duration::from_secs(5)).await.expect("SQLite");
+        let super::super::Backend::Sqlite(pool) = &store.backend else {
+            panic!("sqlite::memory: opened {}", store.backend())
+        };
+        let ids = [Uuid::nil(), Uuid::from_u128(1 << 64), Uuid::from_u128(u128::MAX), Uuid::now_v7()];
+        let values = ids.iter().map(|id| format!("(x'{}')", id.simple())).collect::<Vec<_>>().join(", ");
+        let sql = format!("SELECT CAST(group_concat(column1, '') AS BLOB) FROM (VALUES {values})");
+        let (bytes,): (Vec<u8>,) = sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_one(pool).await.expect("aggregate");
+        assert_eq!(ids_end_to_end(&bytes).expect("whole ids"), ids);
+        assert!(ids_end_to_end(&bytes[..40]).is_err(), "a cut id is an error, not a shorter list");
+        assert_eq!(ids_end_to_end(&[]).expect("no ids"), Vec::<Uuid>::new());
     }
 
     #[test]

@@ -39,7 +39,10 @@ impl Ranked {
 /// The `limit` best facts of `postings` (for each query word, the facts holding it, each
 /// once), best first. Linear in the postings, plus the sort of the `limit` kept.
 pub(super) fn rank(postings: &[Vec<Uuid>], limit: usize) -> Vec<Ranked> {
-    let mut scores: HashMap<Uuid, (i64, f64)> = HashMap::new();
+    // Every fact of the longest list is a distinct entry: sized for it, the map grows
+    // only past it (a 20-word search of common words held ~3 500 postings of ~1 000 facts).
+    let mut scores: HashMap<Uuid, (i64, f64)> =
+        HashMap::with_capacity(postings.iter().map(Vec::len).max().unwrap_or(0));
     for facts in postings.iter().filter(|facts| !facts.is_empty()) {
         // A word's facts are at most the owner's cap: the conversion is exact.
         let weight = 1.0 / facts.len() as f64;
