@@ -6,7 +6,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::{
     EnvFilter,
     field::MakeExt,
-    filter::filter_fn,
+    filter::{LevelFilter, filter_fn},
     fmt::{
         self,
         format::{FmtSpan, debug_fn},
@@ -56,36 +56,47 @@ fn subscriber<W>(
 where
     W: for<'w> fmt::MakeWriter<'w> + Clone + Send + Sync + 'static,
 {
+    let statements_on = enables_debug(&filter);
     let registry = tracing_subscriber::registry().with(filter);
     let statements = || filter_fn(|meta| meta.is_span() && meta.target().starts_with("engram::store"));
     match format {
-        LogFormat::Text => Box::new(
-            registry.with(fmt::layer().with_target(false).with_ansi(ansi).with_writer(writer.clone())).with(
-                fmt::layer()
-                    .with_ansi(ansi)
-                    // Its own field formatter type: layers of one type share each span's
-                    // formatted text, and the rows, recorded later, would be written twice.
-                    .fmt_fields(debug_fn(|w, field, value| write!(w, "{field}={value:?}")).delimited(" "))
-                    .with_span_events(FmtSpan::CLOSE)
-                    .with_writer(writer)
-                    .with_filter(statements()),
-            ),
-        ),
+        LogFormat::Text => {
+            Box::new(registry.with(fmt::layer().with_target(false).with_ansi(ansi).with_writer(writer.clone())).with(
+                statements_on.then(|| {
+                    fmt::layer()
+                        .with_ansi(ansi)
+                        // Its own field formatter type: layers of one type share each span's
+                        // formatted text, and the rows, recorded later, would be written twice.
+                        .fmt_fields(debug_fn(|w, field, value| write!(w, "{field}={value:?}")).delimited(" "))
+                        .with_span_events(FmtSpan::CLOSE)
+                        .with_writer(writer)
+                        .with_filter(statements())
+                }),
+            ))
+        }
         // JSON layers must keep JSON fields (the span is parsed back when an event is
         // written); JSON fields merge a later record instead of appending it.
         LogFormat::Json => Box::new(
             registry
                 .with(fmt::layer().json().flatten_event(true).with_current_span(true).with_writer(writer.clone()))
-                .with(
+                .with(statements_on.then(|| {
                     fmt::layer()
                         .json()
                         .flatten_event(true)
                         .with_span_events(FmtSpan::CLOSE)
                         .with_writer(writer)
-                        .with_filter(statements()),
-                ),
+                        .with_filter(statements())
+                })),
         ),
     }
+}
+
+/// Whether `filter` can enable a debug span anywhere, so that the statements' layer is
+/// worth adding: a layer with a filter of its own makes the registry track, at every
+/// entry into and exit from any span (a request's span is entered at each poll), whether
+/// that layer wants it — ~3 k instructions a request at the default level, for nothing.
+fn enables_debug(filter: &EnvFilter) -> bool {
+    filter.max_level_hint().is_none_or(|level| level >= LevelFilter::DEBUG)
 }
 
 /// The process-wide metrics recorder. Metrics are global by nature (the `metrics`
@@ -155,6 +166,19 @@ mod tests {
             tracing::info!(target: "engram::store::facts", "inside");
         });
         String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8")
+    }
+
+    #[test]
+    fn the_statements_layer_is_added_only_where_debug_can_be_on() {
+        for (directives, wanted) in [
+            ("info,sqlx=warn", false),
+            ("warn", false),
+            ("info,engram::store=debug", true),
+            ("info,engram=trace", true),
+            ("debug", true),
+        ] {
+            assert_eq!(enables_debug(&EnvFilter::new(directives)), wanted, "{directives}");
+        }
     }
 
     #[test]
