@@ -277,11 +277,10 @@ fn relevance(matched: i64, total: i64) -> f64 {
 /// The ids of one row of SQLite's postings (see `POSTINGS`): 16-byte ids end to end. A
 /// length that is not a whole number of ids is a decode error, never a truncated list.
 fn ids_end_to_end(bytes: &[u8]) -> Result<Vec<Uuid>> {
-    let ids = bytes.chunks_exact(16);
-    if !ids.remainder().is_empty() {
+    if !bytes.len().is_multiple_of(16) {
         return Err(sqlx::Error::Decode(format!("postings of {} bytes are not whole 16-byte ids", bytes.len()).into()));
     }
-    Ok(ids.map(|id| Uuid::from_bytes(id.try_into().unwrap_or_default())).collect())
+    bytes.chunks_exact(16).map(|id| Uuid::from_slice(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))).collect()
 }
 
 /// A row of SQLite's memory context candidates: a fact and which part it belongs to.
@@ -391,9 +390,9 @@ const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS 
 /// NULL) that hold it: one row per word, in no order, its facts' 16-byte ids end to end
 /// in one BLOB, each fact once per word (`group_concat` copies a BLOB's bytes as they
 /// are, zeros included; the ids in hex joined by commas cost a fifth more of the
-/// statement's time and a parse of each id in text). Superseded
-/// facts are taken when `$6`, the facts current at `$7` when it is not NULL, and only the
-/// unexpired at horizon `$8`.
+/// statement's time and a parse of each id in text). Superseded facts are taken when
+/// `$6`, the facts current at `$7` when it is not NULL, and only the unexpired at
+/// horizon `$8`.
 ///
 /// `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]); each term
 /// is one `MATCH` against `facts_fts` of the owner's token (column `fts_owner`, see
