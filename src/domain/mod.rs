@@ -13,6 +13,7 @@ pub mod history;
 pub mod ids;
 pub mod import;
 pub mod job;
+pub mod json_writer;
 pub mod memory_context;
 pub mod message;
 pub mod metadata;

@@ -41,6 +41,21 @@ pub mod option {
     }
 }
 
+/// Appends `time` as a JSON string, the bytes [`serialize`] gives through serde_json
+/// (see `super::json_writer`).
+pub fn write_json(time: &DateTime<Utc>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    let mut buf = [0u8; LONGEST];
+    match write(time, &mut buf) {
+        Some(len) => {
+            out.push(b'"');
+            out.extend_from_slice(&buf[..len]);
+            out.push(b'"');
+            Ok(())
+        }
+        None => serde_json::to_writer(&mut *out, time),
+    }
+}
+
 /// Writes `time` into `buf` and returns its length; `None` when chrono would write it
 /// otherwise (a year of other than four digits, a leap second).
 fn write(time: &DateTime<Utc>, buf: &mut [u8; LONGEST]) -> Option<usize> {

@@ -11,7 +11,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
-use super::json::Json;
+use super::json::{Json, Written};
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extractors::{ApiJson, ApiPath, ApiQuery},
@@ -216,7 +216,7 @@ async fn list_messages(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<MessagesQuery>,
-) -> Result<Json<Page<Message>>, ApiError> {
+) -> Result<Written<Page<Message>>, ApiError> {
     let roles = query.roles.as_deref().map_or(Ok(RoleSet::ALL), RoleSet::parse).map_err(ApiError::InvalidRequest)?;
     let after_seq = match query.after_seq {
         Some(_) if query.cursor.is_some() => return Err(ApiError::invalid("after_seq cannot be combined with cursor")),
@@ -253,7 +253,7 @@ async fn list_messages(
     if query.sanitize == Some(true) {
         page.items = history::sanitize(page.items);
     }
-    Ok(Json(page))
+    Ok(Written(page))
 }
 
 #[derive(Serialize, ToSchema)]

@@ -9,7 +9,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::ctx::Ctx;
-use super::json::Json;
+use super::json::{Json, Written};
 use super::{
     BodyErrors, CommonErrors, NotFound,
     extractors::{ApiJson, ApiPath, ApiQuery},
@@ -98,10 +98,10 @@ async fn list_facts(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<Page<Fact>>, ApiError> {
+) -> Result<Written<Page<Fact>>, ApiError> {
     let filter = FactFilter { tag: query.tag.as_deref(), superseded: query.include_superseded, as_of: query.as_of };
     let page = facts::list(&state, caller.owner(&agent, &user), filter, query.limit, query.cursor.as_deref());
-    Ok(Json(page.await?))
+    Ok(Written(page.await?))
 }
 
 /// Remember a fact. 201 with the new fact, or 200 with the stored one when the same
@@ -116,10 +116,10 @@ async fn remember_fact(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiJson(input): ApiJson<FactInput>,
-) -> Result<(StatusCode, Json<Fact>), ApiError> {
+) -> Result<(StatusCode, Written<Fact>), ApiError> {
     let (created, fact) =
         facts::remember(&state, caller.owner(&agent, &user), input, Origin::Manual, Actor::Api).await?;
-    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(fact)))
+    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Written(fact)))
 }
 
 /// Search: facts containing any of the query's words (stemmed, stop words ignored), and,
@@ -132,10 +132,10 @@ async fn search_facts(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<SearchParams>,
-) -> Result<Json<SearchResults>, ApiError> {
+) -> Result<Written<SearchResults>, ApiError> {
     let owner = caller.owner(&agent, &user);
     let filter = FactFilter { tag: params.tag.as_deref(), superseded: params.include_superseded, as_of: params.as_of };
-    Ok(Json(facts::search(&state, owner, &params.q, params.limit, filter).await?))
+    Ok(Written(facts::search(&state, owner, &params.q, params.limit, filter).await?))
 }
 
 /// Change a fact's text, tags or score (`null` clears the score). 409 when the new
@@ -148,8 +148,8 @@ async fn update_fact(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath((agent, user, id)): ApiPath<(AgentId, ExternalRef, Uuid)>,
     ApiJson(patch): ApiJson<FactPatch>,
-) -> Result<Json<Fact>, ApiError> {
-    Ok(Json(facts::update(&state, caller.owner(&agent, &user), id, patch, Actor::Api).await?))
+) -> Result<Written<Fact>, ApiError> {
+    Ok(Written(facts::update(&state, caller.owner(&agent, &user), id, patch, Actor::Api).await?))
 }
 
 /// Forget one fact.

@@ -9,7 +9,9 @@
 //! under load (docs/performance.md). The hot reads (the last messages, the memory
 //! context, search) answer 5–15 KB.
 //!
-//! Every handler answers through it. Error bodies keep axum's `Json` (`crate::error` sits
+//! Every handler answers through it; the hot reads' answers (messages, facts, the memory
+//! context, search) through [`Written`], which writes them without serde's call per
+//! field (`domain::json_writer`). Error bodies keep axum's `Json` (`crate::error` sits
 //! below the doors, and errors are no hot path).
 
 use axum::{
@@ -18,7 +20,10 @@ use axum::{
 };
 use serde::Serialize;
 
-use crate::error::ApiError;
+use crate::{
+    domain::json_writer::{self, WriteJson},
+    error::ApiError,
+};
 
 /// A `200` (or, in a tuple, any status) whose body is `T` as JSON, like axum's `Json`.
 #[derive(Debug)]
@@ -26,15 +31,29 @@ pub struct Json<T>(pub T);
 
 impl<T: Serialize> IntoResponse for Json<T> {
     fn into_response(self) -> Response {
-        match serde_json::to_vec(&self.0) {
-            Ok(body) => ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response(),
-            // Only a type whose `Serialize` fails (a map with non-string keys, say) gets
-            // here: a bug, answered and logged as one.
-            Err(error) => {
-                ApiError::Internal(anyhow::Error::new(error).context("an answer could not be written as JSON"))
-                    .into_response()
-            }
-        }
+        answer(serde_json::to_vec(&self.0))
+    }
+}
+
+/// The answer with `body`, or the internal error it failed with: only a type whose
+/// `Serialize` fails (a map with non-string keys, say) gets there, a bug, answered and
+/// logged as one.
+fn answer(body: serde_json::Result<Vec<u8>>) -> Response {
+    match body {
+        Ok(body) => ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response(),
+        Err(error) => ApiError::Internal(anyhow::Error::new(error).context("an answer could not be written as JSON"))
+            .into_response(),
+    }
+}
+
+/// A `200` whose body writes itself (`domain::json_writer`): the hot reads, whose
+/// answers serde would write field by field. The same bytes as [`Json`].
+#[derive(Debug)]
+pub struct Written<T>(pub T);
+
+impl<T: WriteJson> IntoResponse for Written<T> {
+    fn into_response(self) -> Response {
+        answer(json_writer::to_vec(&self.0))
     }
 }
 

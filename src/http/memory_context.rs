@@ -8,7 +8,7 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::ctx::Ctx;
-use super::json::Json;
+use super::json::Written;
 use super::{
     CommonErrors,
     extractors::{ApiPath, ApiQuery},
@@ -60,7 +60,7 @@ async fn memory_context(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath((agent, user)): ApiPath<(AgentId, ExternalRef)>,
     ApiQuery(params): ApiQuery<ContextParams>,
-) -> Result<Json<MemoryContext>, ApiError> {
+) -> Result<Written<MemoryContext>, ApiError> {
     let request = ContextRequest::parse(
         params.query.as_deref(),
         params.max_facts,
@@ -69,5 +69,5 @@ async fn memory_context(
     )
     .map_err(ApiError::InvalidRequest)?;
     let request = ContextRequest { as_of: params.as_of, ..request };
-    Ok(Json(memory_context::read(&state, caller.owner(&agent, &user), request).await?))
+    Ok(Written(memory_context::read(&state, caller.owner(&agent, &user), request).await?))
 }

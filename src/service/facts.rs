@@ -12,6 +12,7 @@ use crate::{
     domain::{
         event::Actor,
         fact::{Fact, FactInput, FactPatch, Origin, validate_tag},
+        json_writer::WriteJson,
         owner::Owner,
         page::{Page, decode_cursor, limit},
         search_query::SearchQuery,
@@ -39,6 +40,25 @@ pub struct ScoredFact {
 pub struct SearchResults {
     /// Most relevant first; equally relevant facts newest first.
     pub items: Vec<ScoredFact>,
+}
+
+impl WriteJson for SearchResults {
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(b"{\"items\":[");
+        for (i, hit) in self.items.iter().enumerate() {
+            out.extend_from_slice(if i > 0 { b",{" } else { b"{" });
+            hit.fact.write_json_members(out)?;
+            out.extend_from_slice(b",\"relevance\":");
+            serde_json::to_writer(&mut *out, &hit.relevance)?;
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"]}");
+        Ok(())
+    }
+
+    fn size_hint(&self) -> usize {
+        self.items.iter().map(|hit| hit.fact.size_hint() + 32).sum::<usize>() + 16
+    }
 }
 
 /// Checks the filter: the optional `tag` with the same rule as a fact's tags, and that
@@ -140,4 +160,25 @@ pub async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid, actor: Actor) 
 /// Deletes every fact the agent holds about the user; how many there were.
 pub async fn forget_all(state: &AppState, owner: Owner<'_>, actor: Actor) -> Result<u64, ApiError> {
     Ok(state.store.delete_facts(owner, actor).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::{collection::vec, prelude::*};
+
+    use super::*;
+    use crate::domain::json_writer::{self, tests::fact};
+
+    proptest! {
+        #[test]
+        fn search_results_are_written_as_serde_json_writes_them(
+            hits in vec((fact(), prop_oneof![0.0..=1.0, Just(1.0), any::<f64>()]), 0..4),
+        ) {
+            let results = SearchResults {
+                items: hits.into_iter().map(|(fact, relevance)| ScoredFact { fact, relevance }).collect(),
+            };
+            let written = json_writer::to_vec(&results).expect("writes");
+            prop_assert_eq!(String::from_utf8(written).expect("UTF-8"), serde_json::to_string(&results).expect("serialises"));
+        }
+    }
 }
