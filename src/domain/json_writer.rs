@@ -93,10 +93,6 @@ fn optional_uuid(out: &mut Vec<u8>, id: Option<&Uuid>) {
     }
 }
 
-fn time(out: &mut Vec<u8>, at: &DateTime<Utc>) -> serde_json::Result<()> {
-    timestamp::write_json(at, out)
-}
-
 /// `at`, or when it equals `written` the bytes `out[range]` that `written` gave.
 fn same_time_or(
     out: &mut Vec<u8>,
@@ -108,13 +104,13 @@ fn same_time_or(
         out.extend_from_within(range);
         Ok(())
     } else {
-        time(out, at)
+        timestamp::write_json(out, at)
     }
 }
 
 fn optional_time(out: &mut Vec<u8>, at: Option<&DateTime<Utc>>) -> serde_json::Result<()> {
     match at {
-        Some(at) => time(out, at),
+        Some(at) => timestamp::write_json(out, at),
         None => {
             out.extend_from_slice(b"null");
             Ok(())
@@ -174,7 +170,7 @@ impl Fact {
         optional_uuid(out, self.conversation_id.as_ref());
         out.extend_from_slice(b",\"created_at\":");
         let created = out.len();
-        time(out, &self.created_at)?;
+        timestamp::write_json(out, &self.created_at)?;
         let created = created..out.len();
         out.extend_from_slice(b",\"updated_at\":");
         // A fact's three times are mostly one: written once, copied after.
@@ -244,7 +240,7 @@ impl WriteJson for Message {
             serialized(out, metadata)?;
         }
         out.extend_from_slice(b",\"created_at\":");
-        time(out, &self.created_at)?;
+        timestamp::write_json(out, &self.created_at)?;
         out.push(b'}');
         Ok(())
     }

@@ -43,7 +43,7 @@ pub mod option {
 
 /// Appends `time` as a JSON string, the bytes [`serialize`] gives through serde_json
 /// (see `super::json_writer`).
-pub fn write_json(time: &DateTime<Utc>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+pub fn write_json(out: &mut Vec<u8>, time: &DateTime<Utc>) -> serde_json::Result<()> {
     let mut buf = [0u8; LONGEST];
     match write(time, &mut buf) {
         Some(len) => {

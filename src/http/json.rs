@@ -46,8 +46,9 @@ fn answer(body: serde_json::Result<Vec<u8>>) -> Response {
     }
 }
 
-/// A `200` whose body writes itself (`domain::json_writer`): the hot reads, whose
-/// answers serde would write field by field. The same bytes as [`Json`].
+/// Like [`Json`] (a `200`, or in a tuple any status), for the answers that write
+/// themselves (`domain::json_writer`): the hot reads, whose answers serde would write
+/// field by field. The same bytes as [`Json`].
 #[derive(Debug)]
 pub struct Written<T>(pub T);
 
