@@ -397,7 +397,11 @@ const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS 
 /// `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]); each term
 /// is one `MATCH` against `facts_fts` of the owner's token (column `fts_owner`, see
 /// migration 0004) AND the term, so a word costs a walk of the owner's postings, skipping
-/// through the word's. Each hit's row is read by rowid for the owner, tag and superseded
+/// through the word's. The owner's token is matched in any column: restricted to
+/// `fts_owner`, FTS5 copied the positions of each of the owner's postings out to test
+/// their column, a tenth of a 20-word search's instructions, and the token can only be
+/// in another column when a fact's own text holds it, which the owner test on the row
+/// then refuses. Each hit's row is read by rowid for the owner, tag and superseded
 /// tests. FTS5 looks each term up in every segment of its index through statements of its
 /// own: with `ANALYZE`'s STAT4 samples of its shadow tables, SQLite plans those again at
 /// every lookup, which doubled the time of a 20-word search (see
@@ -405,7 +409,7 @@ const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS 
 /// frequency across every owner's facts, which PostgreSQL has no way to reproduce, so
 /// both count per owner instead.
 const POSTINGS: &str = "SELECT (SELECT CAST(group_concat(facts.id, '') AS BLOB) FROM facts_fts CROSS JOIN facts \
-       WHERE facts_fts MATCH 'fts_owner : \"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
+       WHERE facts_fts MATCH '\"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
          AND facts.rowid = facts_fts.rowid \
          AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
          AND ($5 IS NULL OR {has_tag}) AND {current}) AS ids \

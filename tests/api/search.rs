@@ -19,7 +19,11 @@ use engram::{
 use reqwest::StatusCode;
 use serde_json::json;
 
-on_both_backends!(rare_words_outrank_common_names, search_plan_reads_through_indexes);
+on_both_backends!(
+    rare_words_outrank_common_names,
+    search_plan_reads_through_indexes,
+    a_fact_naming_another_users_index_key_is_not_theirs
+);
 
 const AGENT: &str = "support-bot";
 const USER: &str = "caroline";
@@ -87,6 +91,36 @@ async fn rare_words_outrank_common_names(backend: Backend) {
         ["Went to an LGBTQ support meeting in May", "Caroline has two dogs"],
         "{context}"
     );
+}
+
+/// SQLite's index holds each fact's owner as a token (`fts_owner`, migration 0004), and a
+/// search matches that token in any column: a fact whose own text spells another user's
+/// token is still only its owner's, on both backends.
+async fn a_fact_naming_another_users_index_key_is_not_theirs(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = agent("acme");
+    app.enable_memory("acme", AGENT).await;
+    let hex = |s: &str| s.bytes().map(|b| format!("{b:02X}")).collect::<String>();
+    let key = format!("{}x{}x{}", hex("acme"), hex(AGENT), hex(USER));
+    // The forged fact is the newer, so it would rank first among equal matches and take
+    // the only place of a search for one fact.
+    let (status, body) =
+        app.post(&format!("{}/facts", user_path(USER)), &token, json!({"fact": "Caroline drinks green tea"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let forged = format!("Mallory wrote {key} beside her tea");
+    let (status, body) = app.post(&format!("{}/facts", user_path("mallory")), &token, json!({"fact": forged})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    let (status, one) = app.get(&format!("{}/facts/search?q=tea&limit=1", user_path(USER)), &token).await;
+    assert_eq!(status, StatusCode::OK, "{one}");
+    assert_eq!(texts(&one["items"]), ["Caroline drinks green tea"], "{one}");
+    assert_eq!(search_texts(&app, &token, "tea").await, ["Caroline drinks green tea"]);
+    let (status, context) =
+        app.get(&format!("{}/memory-context?query={}&max_facts=1", user_path(USER), enc("tea")), &token).await;
+    assert_eq!(status, StatusCode::OK, "{context}");
+    assert_eq!(texts(&context["facts"]), ["Caroline drinks green tea"], "{context}");
+    let (_, theirs) = app.get(&format!("{}/facts/search?q=tea", user_path("mallory")), &token).await;
+    assert_eq!(texts(&theirs["items"]), [forged.as_str()], "{theirs}");
 }
 
 /// Seeds many users' facts, one of them at the cap with a rare word in a few, and asks
