@@ -75,8 +75,7 @@ impl MemoryContext {
         }
         let prompt_facts: Vec<PromptFact<'_>> =
             unique.iter().map(|f| PromptFact { text: &f.fact, score: f.score }).collect();
-        let kept = prompt::fit_to_budget(&prompt_facts, facts_budget);
-        let mut prompt = prompt::render(&kept.iter().map(|&i| prompt_facts[i]).collect::<Vec<_>>());
+        let (kept, mut prompt) = prompt::fit_and_render(&prompt_facts, facts_budget);
         if let Some((_, block)) = block {
             if !prompt.is_empty() {
                 prompt.push_str("\n\n");

@@ -67,7 +67,18 @@ const DEFAULT_SCORE: f64 = 0.5;
 ///
 /// Lines are joined by `\n`; there is no trailing newline.
 pub fn render(facts: &[PromptFact<'_>]) -> String {
-    fence(OPEN_TAG, BULLET, facts.iter().map(|f| clean_line(f.text)), CLOSE_TAG)
+    fence(OPEN_TAG, BULLET, facts.iter().map(|f| clean_line(f.text)), CLOSE_TAG, 0)
+}
+
+/// [`fit_to_budget`] and then [`render`] of the facts it keeps, each fact's line cleaned
+/// once for both: the memory context does this on every read.
+pub fn fit_and_render(facts: &[PromptFact<'_>], token_budget: usize) -> (Vec<usize>, String) {
+    let lines: Vec<Cow<'_, str>> = facts.iter().map(|f| clean_line(f.text)).collect();
+    let kept = fit(facts.iter().zip(&lines).map(|(fact, line)| (fact.score, line.chars().count())), token_budget);
+    let size =
+        OPEN_TAG.len() + CLOSE_TAG.len() + 1 + kept.iter().map(|&i| BULLET.len() + lines[i].len() + 1).sum::<usize>();
+    let block = fence(OPEN_TAG, BULLET, kept.iter().map(|&i| Cow::Borrowed(&*lines[i])), CLOSE_TAG, size);
+    (kept, block)
 }
 
 /// Renders a thread's rolling summary as a block, each of its lines cleaned as a
@@ -80,7 +91,7 @@ pub fn render(facts: &[PromptFact<'_>]) -> String {
 /// </conversation-summary>
 /// ```
 pub fn render_summary(summary: &str) -> String {
-    fence(SUMMARY_OPEN_TAG, "", summary.lines().map(clean_line), SUMMARY_CLOSE_TAG)
+    fence(SUMMARY_OPEN_TAG, "", summary.lines().map(clean_line), SUMMARY_CLOSE_TAG, 0)
 }
 
 /// Renders an agent's working memory document as a `<working-memory>` block, cleaned
@@ -88,16 +99,17 @@ pub fn render_summary(summary: &str) -> String {
 /// when nothing is left. Blank lines go; Markdown headings and list items keep their
 /// lines.
 pub fn render_working_memory(document: &str) -> String {
-    fence(WORKING_MEMORY_OPEN_TAG, "", document.lines().map(clean_line), WORKING_MEMORY_CLOSE_TAG)
+    fence(WORKING_MEMORY_OPEN_TAG, "", document.lines().map(clean_line), WORKING_MEMORY_CLOSE_TAG, 0)
 }
 
 /// The non-empty `lines`, each after `prefix`, between the two tags, one per line, no
-/// trailing newline; `""` for none. Written into one string as it goes: the memory
-/// context renders a block on every read.
-fn fence<'a>(open: &str, prefix: &str, lines: impl Iterator<Item = Cow<'a, str>>, close: &str) -> String {
+/// trailing newline; `""` for none. Written into one string as it goes, `size` bytes
+/// reserved when the caller knows them: the memory context renders a block on every read.
+fn fence<'a>(open: &str, prefix: &str, lines: impl Iterator<Item = Cow<'a, str>>, close: &str, size: usize) -> String {
     let mut block = String::new();
     for line in lines.filter(|line| !line.is_empty()) {
         if block.is_empty() {
+            block.reserve(size);
             block.push_str(open);
         }
         block.push('\n');
@@ -133,6 +145,12 @@ pub fn estimate_tokens(text: &str) -> usize {
 /// is empty when not even one fact fits. Facts whose text is empty after
 /// cleaning are never returned, since they would not appear in the block.
 pub fn fit_to_budget(facts: &[PromptFact<'_>], token_budget: usize) -> Vec<usize> {
+    fit(facts.iter().map(|fact| (fact.score, clean_line(fact.text).chars().count())), token_budget)
+}
+
+/// [`fit_to_budget`] over each fact's score and the length in characters of its cleaned
+/// line.
+fn fit(facts: impl Iterator<Item = (Option<f64>, usize)>, token_budget: usize) -> Vec<usize> {
     // `estimate_tokens(block) <= budget` exactly when the block has at most
     // `4 * budget` characters, and a block's length is the fence plus the sum
     // of its lines, so a fact's cost can be computed on its own.
@@ -141,19 +159,13 @@ pub fn fit_to_budget(facts: &[PromptFact<'_>], token_budget: usize) -> Vec<usize
     let bullet_chars = BULLET.chars().count();
 
     let mut order: Vec<(usize, f64, usize)> = facts
-        .iter()
         .enumerate()
-        .filter_map(|(index, fact)| {
-            let text_chars = clean_line(fact.text).chars().count();
-            (text_chars > 0).then(|| {
-                let line_chars = bullet_chars + text_chars + 1;
-                (index, effective_score(fact.score), line_chars)
-            })
-        })
+        .filter(|(_, (_, text_chars))| *text_chars > 0)
+        .map(|(index, (score, text_chars))| (index, effective_score(score), bullet_chars + text_chars + 1))
         .collect();
     order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
 
-    let mut kept = Vec::new();
+    let mut kept = Vec::with_capacity(order.len());
     let mut used = fence_chars;
     for (index, _, line_chars) in order {
         let with_fact = used + line_chars;
@@ -184,10 +196,11 @@ fn clean_line(text: &str) -> Cow<'_, str> {
 /// lookups are skipped where they could change nothing.
 fn is_clean_line(text: &str) -> bool {
     let bytes = text.as_bytes();
-    bytes.first() != Some(&b' ')
-        && bytes.last() != Some(&b' ')
-        && bytes.iter().all(|&b| (b' '..=b'~').contains(&b) && b != b'<' && b != b'>')
-        && !bytes.windows(2).any(|pair| pair == b"  ")
+    // One pass without early exits, so the compiler can test many bytes at a time: a
+    // stored fact is nearly always clean, and then every byte is read anyway.
+    let printable = bytes.iter().fold(true, |ok, &b| ok & (b' '..=b'~').contains(&b) & (b != b'<') & (b != b'>'));
+    let doubled = bytes.windows(2).fold(false, |seen, pair| seen | (pair[0] == b' ') & (pair[1] == b' '));
+    printable && !doubled && bytes.first() != Some(&b' ') && bytes.last() != Some(&b' ')
 }
 
 fn clean_line_by_rules(text: &str) -> String {
@@ -436,6 +449,18 @@ mod tests {
                 more.sort_unstable();
                 prop_assert!(estimate_tokens(&render(&pick(&facts, &more))) > budget);
             }
+        }
+
+        /// The memory context's one pass is the two steps it stands for.
+        #[test]
+        fn fit_and_render_is_fit_then_render(
+            input in facts_input(),
+            budget in prop_oneof![0_usize..40, 0_usize..400, Just(usize::MAX)],
+        ) {
+            let facts = as_facts(&input);
+            let kept = fit_to_budget(&facts, budget);
+            let block = render(&pick(&facts, &kept));
+            prop_assert_eq!(fit_and_render(&facts, budget), (kept, block));
         }
     }
 }
