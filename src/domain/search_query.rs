@@ -2,11 +2,13 @@
 //! backend.
 //!
 //! Both backends look for the same words, made here: words split on anything that is
-//! not a letter or digit, lowercased, stop words dropped (PostgreSQL's English list,
-//! which FTS5 lacks), repeats (by stem) dropped. FTS5 gets each one quoted as an FTS5
-//! string and PostgreSQL all of them quoted as tsquery text; as they hold only letters
-//! and digits, no character of a query is ever read as `OR`, `NEAR`, `*`, `&`, `:*` or
-//! any other syntax. Each backend then stems them like its indexed text.
+//! not a letter or digit, lowercased, stop words dropped (PostgreSQL's English list),
+//! repeats (by stem) dropped. PostgreSQL gets them quoted as tsquery text and stems them
+//! like its indexed text; SQLite's word index gets their stems, made here by the same
+//! rules as a fact's ([`stems`]). As they hold only letters and digits, no character of
+//! a query is ever read as `OR`, `NEAR`, `*`, `&`, `:*` or any other syntax.
+
+use std::collections::HashSet;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -178,12 +180,6 @@ impl SearchQuery {
         &self.0
     }
 
-    /// The query's distinct meaningful words, each quoted as an FTS5 string (see the
-    /// module docs). Empty when every word is a stop word.
-    pub fn fts5_terms(&self) -> Vec<String> {
-        self.terms().iter().map(|term| format!("\"{}\"", term.replace('"', "\"\""))).collect()
-    }
-
     /// The same words as one PostgreSQL tsquery text, `'w1' | 'w2' | …`, for
     /// `to_tsquery('english', …)` (which stems each like the indexed text) and, read as a
     /// document by `to_tsvector`, for the list of the query's lexemes. Every word is
@@ -193,25 +189,41 @@ impl SearchQuery {
         self.terms().iter().map(|term| format!("'{term}'")).collect::<Vec<_>>().join(" | ")
     }
 
+    /// The stems of the query's words (see [`stems`]): what SQLite's word index is
+    /// asked for, one per word of [`SearchQuery::tsquery_terms`], in the same order.
+    pub fn stems(&self) -> Vec<String> {
+        distinct_stems(&self.0).map(|(_, stem)| stem).collect()
+    }
+
     /// The query's words, lowercased, without stop words and without repeats (by stem),
     /// so that both backends look for the same words.
     fn terms(&self) -> Vec<String> {
-        let stemmer = Stemmer::create(Algorithm::English);
-        let mut stems: Vec<String> = Vec::new();
-        let mut terms = Vec::new();
-        for word in words(&self.0) {
-            let word = word.to_lowercase();
-            if STOP_WORDS.contains(&word.as_str()) {
-                continue;
-            }
-            let stem = stemmer.stem(&word).into_owned();
-            if !stems.contains(&stem) {
-                stems.push(stem);
-                terms.push(word);
-            }
-        }
-        terms
+        distinct_stems(&self.0).map(|(word, _)| word).collect()
     }
+}
+
+/// The distinct stems of `text`'s meaningful words, in the order they first appear:
+/// what SQLite's word index holds for a fact, made by the same rules as a query's
+/// [`SearchQuery::stems`], so that a word and the same word in a query always meet.
+/// The stemmer is the Snowball English one that PostgreSQL's `english` configuration
+/// uses, so both backends also take the same words for one.
+pub fn stems(text: &str) -> Vec<String> {
+    distinct_stems(text).map(|(_, stem)| stem).collect()
+}
+
+/// Each meaningful word of `text` (lowercased, not a stop word) whose stem no word
+/// before it had, with that stem. Linear in `text`: the stems seen are a set.
+fn distinct_stems(text: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    let stemmer = Stemmer::create(Algorithm::English);
+    let mut seen = HashSet::new();
+    words(text).filter_map(move |word| {
+        let word = word.to_lowercase();
+        if STOP_WORDS.contains(&word.as_str()) {
+            return None;
+        }
+        let stem = stemmer.stem(&word).into_owned();
+        seen.insert(stem.clone()).then_some((word, stem))
+    })
 }
 
 /// The runs of letters and digits of `text`.
@@ -230,11 +242,11 @@ mod tests {
         let many: Vec<String> = (0..MAX_QUERY_TERMS + 10).map(|i| format!("w{i}")).collect();
         let kept = SearchQuery::parse(&many.join(", ")).unwrap();
         assert_eq!(kept.text(), many[..MAX_QUERY_TERMS].join(" "));
-        assert_eq!(kept.fts5_terms().len(), MAX_QUERY_TERMS);
+        assert_eq!(kept.stems().len(), MAX_QUERY_TERMS);
     }
 
     fn terms(q: &str) -> Vec<String> {
-        SearchQuery::parse(q).unwrap().fts5_terms()
+        SearchQuery::parse(q).unwrap().terms()
     }
 
     #[test]
@@ -246,18 +258,17 @@ mod tests {
 
     #[test]
     fn stop_words_and_punctuation_are_dropped() {
-        assert_eq!(terms("what does she drink, tea?"), [r#""drink""#, r#""tea""#]);
-        assert_eq!(terms("allergies peanut"), [r#""allergies""#, r#""peanut""#]);
+        assert_eq!(terms("what does she drink, tea?"), ["drink", "tea"]);
+        assert_eq!(terms("allergies peanut"), ["allergies", "peanut"]);
         assert!(terms("what is it?").is_empty());
     }
 
     #[test]
-    fn fts5_syntax_cannot_get_through() {
-        let garbage = terms(r#"'":&|!() NEAR(a b) x* -y ^z OR AND"#);
-        assert_eq!(garbage, [r#""near""#, r#""b""#, r#""x""#, r#""y""#, r#""z""#]);
-        for term in &garbage {
-            let inner = &term[1..term.len() - 1];
-            assert!(inner.chars().all(char::is_alphanumeric), "{term}");
+    fn query_syntax_cannot_get_through() {
+        let query = SearchQuery::parse(r#"'":&|!() NEAR(a b) x* -y ^z OR AND"#).unwrap();
+        assert_eq!(query.terms(), ["near", "b", "x", "y", "z"]);
+        for stem in query.stems() {
+            assert!(!stem.is_empty() && stem.chars().all(char::is_alphanumeric), "{stem}");
         }
     }
 
@@ -270,11 +281,20 @@ mod tests {
 
     #[test]
     fn words_with_the_same_stem_count_once() {
-        assert_eq!(terms("Drinks drink DRINKING tea teas"), [r#""drinks""#, r#""tea""#]);
+        assert_eq!(terms("Drinks drink DRINKING tea teas"), ["drinks", "tea"]);
+        assert_eq!(SearchQuery::parse("Drinks drink DRINKING tea teas").unwrap().stems(), ["drink", "tea"]);
+    }
+
+    #[test]
+    fn a_fact_and_a_query_give_the_same_stems() {
+        let fact = "Caroline's sister drinks TEA, not coffee; she's hiking in Évora.";
+        assert_eq!(stems(fact), ["carolin", "sister", "drink", "tea", "coffe", "hike", "évora"]);
+        assert_eq!(SearchQuery::parse(fact).unwrap().stems(), stems(fact));
+        assert!(stems("what is it? and so on").is_empty());
     }
 
     #[test]
     fn non_latin_words_are_kept() {
-        assert_eq!(terms("café Évora 東京"), [r#""café""#, r#""évora""#, r#""東京""#]);
+        assert_eq!(terms("café Évora 東京"), ["café", "évora", "東京"]);
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! Search is the one place where the backends need different SQL: PostgreSQL matches
 //! the lexemes of `to_tsvector('english', q)` against each fact's stored `search`
-//! vector (GIN index), SQLite each query term (made by [`SearchQuery::fts5_terms`])
-//! against the `facts_fts` FTS5 index. Both rank by the number of distinct query words
+//! vector (GIN index), SQLite the owner's term of each query word's stem against its
+//! word index (`facts_fts`, see [`super::word_index`]). Both rank by the number of distinct query words
 //! a fact matches, as the contract says, then by how rare those words are among the
 //! owner's facts (so a name in half of them does not beat the one fact holding the
 //! rare word), then by recency; `relevance` is the matched number over the number of
@@ -34,11 +34,11 @@ use sqlx::{
 };
 use uuid::Uuid;
 
-use super::{Result, Store, Tx, ranking, with_pool, with_tx, with_writer};
+use super::{Result, Store, Tx, ranking, with_pool, with_tx, with_writer, word_index};
 use crate::domain::{
     event::{Actor, EventData, EventType, NewEvent},
     fact::{Fact, FactChanges, NewFact, Origin, Source, stored_precision},
-    ids::{AgentId, ExternalRef},
+    ids::{AgentId, ExternalRef, TenantId},
     owner::Owner,
     search_query::SearchQuery,
     slot::Slot,
@@ -274,15 +274,6 @@ fn relevance(matched: i64, total: i64) -> f64 {
     if total > 0 { matched as f64 / total as f64 } else { 0.0 }
 }
 
-/// The ids of one row of SQLite's postings (see `POSTINGS`): 16-byte ids end to end. A
-/// length that is not a whole number of ids is a decode error, never a truncated list.
-fn ids_end_to_end(bytes: &[u8]) -> Result<Vec<Uuid>> {
-    if !bytes.len().is_multiple_of(16) {
-        return Err(sqlx::Error::Decode(format!("postings of {} bytes are not whole 16-byte ids", bytes.len()).into()));
-    }
-    bytes.chunks_exact(16).map(|id| Uuid::from_slice(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))).collect()
-}
-
 /// A row of SQLite's memory context candidates: a fact and which part it belongs to.
 #[derive(sqlx::FromRow)]
 struct PartRow {
@@ -322,8 +313,8 @@ const LIST: &str = "SELECT {columns} FROM facts \
 // aggregation is cheap. SQLite's was not: its `GROUP BY`s go through sorters, and when
 // every query word is common among the owner's facts the scoring was most of a 20-word
 // search's time (~2.8 of ~4.5 ms for 3 585 (fact, word) pairs). So SQLite's statement
-// only lists each word's facts (`POSTINGS`), [`super::ranking`] ranks them by the same
-// rule, and the best rows are read by id after. The API tests hold both backends to the
+// only lists the matching facts with the words they hold (`MATCHES`), [`super::ranking`]
+// ranks them by the same rule, and the best rows are read by id after. The API tests hold both backends to the
 // same order.
 
 /// PostgreSQL: the owner's facts with tag `$5` (or all when NULL) that match query `$4`,
@@ -386,34 +377,28 @@ const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS 
        ORDER BY id DESC LIMIT $6) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";
 
-/// SQLite: for each of query `$4`'s words, the owner's facts with tag `$5` (or all when
-/// NULL) that hold it: one row per word, in no order, its facts' 16-byte ids end to end
-/// in one BLOB, each fact once per word (`group_concat` copies a BLOB's bytes as they
-/// are, zeros included; the ids in hex joined by commas cost a fifth more of the
-/// statement's time and a parse of each id in text). Superseded facts are taken when
-/// `$6`, the facts current at `$7` when it is not NULL, and only the unexpired at
-/// horizon `$8`.
+/// SQLite: the owner's facts with tag `$5` (or all when NULL) that hold any word of the
+/// query, as one row: their 16-byte ids end to end in one BLOB (`group_concat` copies a
+/// BLOB's bytes as they are, zeros included) and their `search_terms` in the same order,
+/// one line each, from which [`word_index::matches`] tells which query words each holds.
+/// Superseded facts are taken when `$6`, the facts current at `$7` when it is not NULL,
+/// and only the unexpired at horizon `$8`.
 ///
-/// `$4` is the JSON array of quoted FTS5 terms ([`SearchQuery::fts5_terms`]); each term
-/// is one `MATCH` against `facts_fts` of the owner's token (column `fts_owner`, see
-/// migration 0004) AND the term, so a word costs a walk of the owner's postings, skipping
-/// through the word's. The owner's token is matched in any column: restricted to
-/// `fts_owner`, FTS5 copied the positions of each of the owner's postings out to test
-/// their column, a tenth of a 20-word search's instructions, and the token can only be
-/// in another column when a fact's own text holds it, which the owner test on the row
-/// then refuses. Each hit's row is read by rowid for the owner, tag and superseded
-/// tests. FTS5 looks each term up in every segment of its index through statements of its
-/// own: with `ANALYZE`'s STAT4 samples of its shadow tables, SQLite plans those again at
-/// every lookup, which doubled the time of a 20-word search (see
-/// [`Store::refresh_statistics`]). FTS5's own `bm25()` would weigh words by their
-/// frequency across every owner's facts, which PostgreSQL has no way to reproduce, so
-/// both count per owner instead.
-const POSTINGS: &str = "SELECT (SELECT CAST(group_concat(facts.id, '') AS BLOB) FROM facts_fts CROSS JOIN facts \
-       WHERE facts_fts MATCH '\"' || hex($1) || 'x' || hex($2) || 'x' || hex($3) || '\" AND fact : ' || terms.value \
-         AND facts.rowid = facts_fts.rowid \
-         AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-         AND ($5 IS NULL OR {has_tag}) AND {current}) AS ids \
-     FROM json_each($4) AS terms";
+/// `$4` is [`word_index::any_of`]: the owner's term of each query word, joined by `OR`, so
+/// FTS5 reads each word's postings among this owner's facts only, and each fact it finds
+/// once, however many of the words it holds. Each hit's row is read by rowid for the owner,
+/// tag and currency tests (two owners may share a tag). FTS5 looks each term up in every
+/// segment of its index through statements of its own: with `ANALYZE`'s STAT4 samples of
+/// its shadow tables, SQLite plans those again at every lookup, which doubled the time of a
+/// 20-word search (see [`Store::refresh_statistics`]). FTS5's own `bm25()` would weigh
+/// words by their frequency across every owner's facts, which PostgreSQL has no way to
+/// reproduce, so both count per owner instead.
+const MATCHES: &str = "SELECT CAST(group_concat(facts.id, '') AS BLOB) AS ids, \
+       group_concat(facts.search_terms, char(10)) AS terms \
+     FROM facts_fts CROSS JOIN facts \
+     WHERE facts_fts MATCH $4 AND facts.rowid = facts_fts.rowid \
+       AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+       AND ($5 IS NULL OR {has_tag}) AND {current}";
 
 /// SQLite: the memory context's candidates: the owner's facts whose ids are in `$4` (the
 /// ranked matches, see `{ids}` in [`Dialect`]; part 0) and the `$6` newest facts (part 1),
@@ -471,13 +456,13 @@ struct Reads {
     search: Search,
 }
 
-/// How a dialect's full-text search is read (see `SCORED` and `POSTINGS`).
+/// How a dialect's full-text search is read (see `SCORED` and `MATCHES`).
 enum Search {
     /// PostgreSQL: the search and the memory context, each ranked in its statement.
     Scored { search: String, context: String },
-    /// SQLite: each word's facts, ranked in [`super::ranking`]; then the memory
-    /// context's rows.
-    Postings { postings: String, context: String },
+    /// SQLite: the facts holding any query word, ranked in [`super::ranking`]; then the
+    /// memory context's rows.
+    Matches { matches: String, context: String },
 }
 
 impl Reads {
@@ -507,8 +492,8 @@ impl Reads {
     }
 
     fn sqlite() -> Reads {
-        Reads::new(&SQLITE, |fill| Search::Postings {
-            postings: fill(POSTINGS, current_test("$6", "$7", "$8")),
+        Reads::new(&SQLITE, |fill| Search::Matches {
+            matches: fill(MATCHES, current_test("$6", "$7", "$8")),
             context: fill(CONTEXT, current_test("FALSE", "$7", "$5")),
         })
     }
@@ -516,7 +501,7 @@ impl Reads {
     #[cfg(test)]
     fn all(&self) -> [&str; 4] {
         match &self.search {
-            Search::Scored { search, context } | Search::Postings { postings: search, context } => {
+            Search::Scored { search, context } | Search::Matches { matches: search, context } => {
                 [&self.list, &self.by_id, search, context]
             }
         }
@@ -535,16 +520,24 @@ static SQLITE_READS: LazyLock<Reads> = LazyLock::new(Reads::sqlite);
 
 /// `$4` id, `$5` new text (or NULL), `$6` its normalised form, `$7` tags (or NULL),
 /// `$8` whether the score changes, `$9` the new score, `$10` now, `$11` the new text's
-/// slot (or NULL). An edit corrects a fact: it takes the new text's slot, and supersedes
-/// nothing itself. An expired fact is not found: it is gone, if not yet swept.
-const UPDATE: &str = concat!(
-    "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
-       slot = CASE WHEN $5 IS NULL THEN slot ELSE $11 END, \
-       tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 \
-     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 \
-       AND (expires_at IS NULL OR expires_at > $10) RETURNING ",
-    fact_columns!()
-);
+/// slot (or NULL); on SQLite `$12` the new text's terms of the word index (or NULL). An
+/// edit corrects a fact: it takes the new text's slot, and supersedes nothing itself. An
+/// expired fact is not found: it is gone, if not yet swept.
+macro_rules! update_fact {
+    ($terms:literal) => {
+        concat!(
+            "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
+               slot = CASE WHEN $5 IS NULL THEN slot ELSE $11 END, ",
+            $terms,
+            "tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 \
+             WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 \
+               AND (expires_at IS NULL OR expires_at > $10) RETURNING ",
+            fact_columns!()
+        )
+    };
+}
+const UPDATE: &str = update_fact!("");
+const UPDATE_SQLITE: &str = update_fact!("search_terms = COALESCE($12, search_terms), ");
 
 /// Pages of SQLite's full-text index one [`Store::merge_search_index`] step may write: a
 /// bound on how long it holds the write lock (about 1 MB).
@@ -562,20 +555,29 @@ const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = 
 /// cap. `$4` id, `$5` text, `$6` normalised text, `$7` tags, `$8` score, `$9` source,
 /// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL),
 /// `$14` when it was said, `$15` when it expires (or NULL), `$16` when it was first
-/// stored (now, or an imported fact's original time). The only unique
+/// stored (now, or an imported fact's original time); on SQLite `$17` its terms of the
+/// word index ([`word_index::fact_terms`]). The only unique
 /// key an insert can meet is the duplicate key (ids are fresh), which PostgreSQL
 /// indexes by the text's MD5 and SQLite by the text. Expired facts do not count towards
 /// the cap: they are gone, if not yet swept.
-const INSERT: &str = concat!(
-    "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
-       conversation_id, created_at, updated_at, slot, observed_at, expires_at) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $16, $16, $13, $14, $15 \
-     WHERE $12 IS NULL \
-        OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-              AND (expires_at IS NULL OR expires_at > $11)) < $12 \
-     ON CONFLICT DO NOTHING RETURNING ",
-    fact_columns!()
-);
+macro_rules! insert_fact {
+    ($column:literal, $value:literal) => {
+        concat!(
+            "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
+               conversation_id, created_at, updated_at, slot, observed_at, expires_at",
+            $column,
+            ") SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $16, $16, $13, $14, $15",
+            $value,
+            " WHERE $12 IS NULL \
+                OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+                      AND (expires_at IS NULL OR expires_at > $11)) < $12 \
+             ON CONFLICT DO NOTHING RETURNING ",
+            fact_columns!()
+        )
+    };
+}
+const INSERT: &str = insert_fact!("", "");
+const INSERT_SQLITE: &str = insert_fact!(", search_terms", ", $17");
 
 /// [`INSERT`] and the new fact's `fact.added` event in one PostgreSQL statement (see
 /// [`Tx::insert_unslotted`]): `$17` the event's place in the transaction, `$18` actor,
@@ -691,6 +693,13 @@ pub(super) struct ExpiredRow {
     fact: FactRow,
 }
 
+/// SQLite: facts without the word index's terms (stored before migration 0019), a batch.
+const WITHOUT_TERMS: &str =
+    "SELECT rowid, tenant_id, agent_id, external_ref, fact FROM facts WHERE search_terms IS NULL LIMIT 1000";
+
+/// SQLite: gives fact `$1` (by rowid) its terms `$2`; the update trigger indexes them.
+const SET_TERMS: &str = "UPDATE facts SET search_terms = $2 WHERE rowid = $1";
+
 /// The owner's curated (manual and agent) facts.
 const COUNT_CURATED: &str = "SELECT count(*) FROM facts \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND source IN ('manual', 'agent')";
@@ -699,12 +708,6 @@ impl Store {
     /// The fact reads in this store's dialect.
     fn reads(&self) -> &'static Reads {
         self.dialect(&*POSTGRES_READS, &*SQLITE_READS)
-    }
-
-    /// The search parameter `$4`: the query's words as tsquery text for PostgreSQL, as
-    /// the JSON array of quoted terms for FTS5.
-    fn search_param(&self, query: &SearchQuery) -> String {
-        if self.is_embedded() { serde_json::Value::from(query.fts5_terms()).to_string() } else { query.tsquery_terms() }
     }
 
     /// One page of the owner's facts, newest first, older than `before` (keyset).
@@ -767,7 +770,7 @@ impl Store {
     }
 
     /// The `limit` facts matching most words of `query` (then rarest words, then
-    /// newest) that `filter` takes. SQLite: the words' postings, ranked here, then the
+    /// newest) that `filter` takes. SQLite: the facts holding the words, ranked here, then the
     /// rows of the best by id (see `SCORED`).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "search_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn search_facts(
@@ -779,14 +782,14 @@ impl Store {
     ) -> Result<Vec<Hit>> {
         let search = match &self.reads().search {
             Search::Scored { search, .. } => search,
-            Search::Postings { postings, .. } => {
-                return self.search_by_postings(postings, owner, query, filter, limit).await;
+            Search::Matches { matches, .. } => {
+                return self.search_by_matches(matches, owner, query, filter, limit).await;
             }
         };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
             sqlx::query_as(search.as_str())
                 .bind_owner(owner)
-                .bind(self.search_param(query))
+                .bind(query.tsquery_terms())
                 .bind(filter.tag)
                 .bind(limit)
                 .bind(filter.superseded)
@@ -799,16 +802,16 @@ impl Store {
         rows.into_iter().map(Hit::try_from).collect()
     }
 
-    /// [`Store::search_facts`] on SQLite: `postings` is its first statement.
-    async fn search_by_postings(
+    /// [`Store::search_facts`] on SQLite: `matches` is its first statement.
+    async fn search_by_matches(
         &self,
-        postings: &'static str,
+        matches: &'static str,
         owner: Owner<'_>,
         query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let (ranked, words) = self.rank_matches(postings, owner, query, filter, limit).await?;
+        let (ranked, words) = self.rank_matches(matches, owner, query, filter, limit).await?;
         if ranked.is_empty() {
             return Ok(Vec::new());
         }
@@ -826,32 +829,33 @@ impl Store {
 
     /// SQLite: the `limit` best matches of `query` among the owner's facts that `filter`
     /// takes, best first (see [`super::ranking`]), and the number of the query's
-    /// distinct words; `postings` is the statement that lists each word's facts.
-    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_postings", backend = self.backend(), rows = tracing::field::Empty))]
+    /// distinct words; `matches` is the statement that finds them ([`MATCHES`]).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_matches", backend = self.backend(), rows = tracing::field::Empty))]
     async fn rank_matches(
         &self,
-        postings: &'static str,
+        matches: &'static str,
         owner: Owner<'_>,
         query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<(Vec<ranking::Ranked>, i64)> {
-        let rows: Vec<(Option<Vec<u8>>,)> = with_pool!(self, pool => {
-            sqlx::query_as(postings)
+        let stems = query.stems();
+        let words = i64::try_from(stems.len()).unwrap_or(i64::MAX);
+        let Some(any_of) = word_index::any_of(owner, &stems) else { return Ok((Vec::new(), words)) };
+        let (ids, terms): (Option<Vec<u8>>, Option<String>) = with_pool!(self, pool => {
+            sqlx::query_as(matches)
                 .bind_owner(owner)
-                .bind(self.search_param(query))
+                .bind(any_of)
                 .bind(filter.tag)
                 .bind(filter.superseded)
                 .bind(filter.as_of)
                 .bind(filter.horizon())
-                .fetch_all(pool)
+                .fetch_one(pool)
                 .await?
         });
-        super::counted(&rows);
-        let postings =
-            rows.iter().map(|(ids,)| ids_end_to_end(ids.as_deref().unwrap_or_default())).collect::<Result<Vec<_>>>()?;
-        let words = i64::try_from(postings.len()).unwrap_or(i64::MAX);
-        Ok((ranking::rank(&postings, usize::try_from(limit).unwrap_or(0)), words))
+        let found = word_index::matches(&ids.unwrap_or_default(), terms.as_deref().unwrap_or_default(), &stems)?;
+        super::counted(&found);
+        Ok((ranking::rank(&found, usize::try_from(limit).unwrap_or(0)), words))
     }
 
     /// The owner's facts among `ids` (another owner's are not found), in no order.
@@ -868,7 +872,7 @@ impl Store {
     }
 
     /// The database's plan for [`Store::search_facts`] (10 hits, no tag; SQLite: its
-    /// postings), one line per
+    /// matches), one line per
     /// step: SQLite's `EXPLAIN QUERY PLAN` details; PostgreSQL's `EXPLAIN (ANALYZE,
     /// BUFFERS, SETTINGS)`, which runs the search, counts the pages it read and names the
     /// planner settings the connection changed. Tests check with it that search walks
@@ -878,13 +882,17 @@ impl Store {
         let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
         let (statement, limit) = match &self.reads().search {
             Search::Scored { search, .. } => (search, Some(10_i64)),
-            Search::Postings { postings, .. } => (postings, None),
+            Search::Matches { matches, .. } => (matches, None),
+        };
+        let param = match self.is_embedded() {
+            true => word_index::any_of(owner, &query.stems()).unwrap_or_default(),
+            false => query.tsquery_terms(),
         };
         let sql = format!("{prefix}{statement}");
         with_pool!(self, pool => {
             let query = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind_owner(owner)
-                .bind(self.search_param(query))
+                .bind(param)
                 .bind(None::<&str>);
             match limit {
                 Some(limit) => query.bind(limit),
@@ -912,20 +920,28 @@ impl Store {
     ) -> Result<std::result::Result<Fact, UpdateError>> {
         let text = changes.text.as_ref();
         let mut tx = self.begin_change(actor).await?;
-        let result: Result<Option<FactRow>> = with_tx!(tx, tx => {
-            sqlx::query_as(UPDATE)
-                .bind_owner(owner)
-                .bind(id)
-                .bind(text.map(|t| t.text()))
-                .bind(text.map(|t| t.normalized()))
-                .bind(changes.tags.as_ref().map(Json))
-                .bind(changes.score.is_some())
-                .bind(changes.score.flatten())
-                .bind(super::now())
-                .bind(text.and_then(|t| Slot::of(t.text())).map(Slot::as_str))
-                .fetch_optional(&mut **tx)
-                .await
-        });
+        // A macro, not a closure: each backend's query is its own type.
+        macro_rules! update {
+            ($sql:expr) => {
+                sqlx::query_as($sql)
+                    .bind_owner(owner)
+                    .bind(id)
+                    .bind(text.map(|t| t.text()))
+                    .bind(text.map(|t| t.normalized()))
+                    .bind(changes.tags.as_ref().map(Json))
+                    .bind(changes.score.is_some())
+                    .bind(changes.score.flatten())
+                    .bind(super::now())
+                    .bind(text.and_then(|t| Slot::of(t.text())).map(Slot::as_str))
+            };
+        }
+        let result: Result<Option<FactRow>> = match &mut tx.0 {
+            super::Backend::Postgres(tx) => update!(UPDATE).fetch_optional(&mut **tx).await,
+            super::Backend::Sqlite(tx) => {
+                let terms = text.map(|t| word_index::fact_terms(owner, t.text()));
+                update!(UPDATE_SQLITE).bind(terms).fetch_optional(&mut **tx).await
+            }
+        };
         match result {
             Ok(Some(row)) => {
                 let fact: Fact = row.try_into()?;
@@ -936,6 +952,30 @@ impl Store {
             Ok(None) => Ok(Err(UpdateError::NotFound)),
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(Err(UpdateError::Duplicate)),
             Err(e) => Err(e),
+        }
+    }
+
+    /// SQLite: writes the word index's terms of every fact stored before the index existed
+    /// (migration 0019), a thousand facts a transaction, so that search finds them again.
+    /// Once every fact has its terms (an empty text when every word is a stop word), and
+    /// on PostgreSQL, it reads one empty batch or nothing.
+    pub(super) async fn index_facts_without_terms(&self) -> Result<()> {
+        let super::Backend::Sqlite(pool) = &self.backend else { return Ok(()) };
+        loop {
+            let rows: Vec<(i64, String, String, String, String)> =
+                sqlx::query_as(WITHOUT_TERMS).fetch_all(pool).await?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            let mut tx = self.begin_write().await?;
+            for (rowid, tenant, agent, user, fact) in rows {
+                let stored = |e: String| sqlx::Error::Decode(e.into());
+                let tenant = TenantId::parse(tenant).map_err(stored)?;
+                let (agent, user) = (AgentId::parse(agent).map_err(stored)?, ExternalRef::parse(user).map_err(stored)?);
+                let terms = word_index::fact_terms(Owner::new(&tenant, &agent, &user), &fact);
+                with_tx!(tx, tx => sqlx::query(SET_TERMS).bind(rowid).bind(terms).execute(&mut **tx).await.map(drop)?);
+            }
+            tx.commit().await?;
         }
     }
 
@@ -995,7 +1035,7 @@ impl Store {
     /// The memory context's candidates: without `query` the `limit` newest facts; with
     /// it the `limit` best matches, then the `limit` newest (the same fact may appear in
     /// both parts); current at `as_of`, or now. With a query, PostgreSQL reads them in
-    /// one statement; SQLite ranks the words' postings, then reads the best and the
+    /// one statement; SQLite ranks the facts holding the words, then reads the best and the
     /// newest in a second (see `SCORED`).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "context_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn context_facts(
@@ -1011,14 +1051,14 @@ impl Store {
         };
         let context = match &self.reads().search {
             Search::Scored { context, .. } => context,
-            Search::Postings { postings, context } => {
-                return self.context_by_postings((postings, context), owner, query, filter, limit).await;
+            Search::Matches { matches, context } => {
+                return self.context_by_matches((matches, context), owner, query, filter, limit).await;
             }
         };
         let rows: Vec<ScoredRow> = with_pool!(self, pool => {
             sqlx::query_as(context.as_str())
                 .bind_owner(owner)
-                .bind(self.search_param(query))
+                .bind(query.tsquery_terms())
                 .bind(None::<&str>)
                 .bind(limit)
                 .bind(false)
@@ -1032,15 +1072,15 @@ impl Store {
     }
 
     /// [`Store::context_facts`] with a query on SQLite, in its two statements.
-    async fn context_by_postings(
+    async fn context_by_matches(
         &self,
-        (postings, context): (&'static str, &'static str),
+        (matches, context): (&'static str, &'static str),
         owner: Owner<'_>,
         query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
-        let (ranked, _) = self.rank_matches(postings, owner, query, filter, limit).await?;
+        let (ranked, _) = self.rank_matches(matches, owner, query, filter, limit).await?;
         let ids = serde_json::Value::from(ranked.iter().map(|r| r.id.to_string()).collect::<Vec<_>>()).to_string();
         let rows: Vec<PartRow> = with_pool!(self, pool => {
             sqlx::query_as(context)
@@ -1219,9 +1259,20 @@ impl Tx {
     ) -> Result<Option<FactRow>> {
         let stored = new_row(owner, fact, origin, now, created_at);
         let normalized = fact.text.normalized();
-        Ok(with_tx!(self, tx => {
-            bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap).fetch_optional(&mut **tx).await?
-        }))
+        Ok(match &mut self.0 {
+            super::Backend::Postgres(tx) => {
+                bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            }
+            super::Backend::Sqlite(tx) => {
+                let terms = word_index::fact_terms(owner, &stored.fact);
+                bind_insert(sqlx::query_as(INSERT_SQLITE), owner, &stored, normalized, now, cap)
+                    .bind(terms)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            }
+        })
     }
 
     /// Inserts a fact that takes no slot with its `fact.added` event, or returns `None`
@@ -1400,7 +1451,7 @@ mod tests {
     #[tokio::test]
     async fn reading_facts_by_id_builds_no_temporary_b_tree() {
         let reads = Reads::sqlite();
-        let Search::Postings { context, .. } = &reads.search else { panic!("SQLite ranks postings") };
+        let Search::Matches { context, .. } = &reads.search else { panic!("SQLite ranks its matches") };
         for sql in [reads.by_id.as_str(), context.as_str()] {
             let opcodes = super::super::tests::sqlite_opcodes(sql).await;
             assert!(opcodes.iter().any(|op| op == "VFilter"), "reads the ids: {opcodes:?}");
@@ -1408,21 +1459,64 @@ mod tests {
         }
     }
 
-    /// The postings' aggregate keeps every byte of each id on the SQLite Engram links,
-    /// zero bytes included, and the ids come back as they went in.
+    /// The matches' aggregate keeps every byte of each id on the SQLite Engram links,
+    /// zero bytes included, in the order of the terms' aggregate beside it, and the ids
+    /// come back as they went in.
     #[tokio::test]
-    async fn postings_carry_ids_with_zero_bytes_whole() {
+    async fn matches_carry_ids_with_zero_bytes_whole() {
         let store = Store::connect("sqlite::memory:", 1, std::time::Duration::from_secs(5)).await.expect("SQLite");
         let super::super::Backend::Sqlite(pool) = &store.backend else {
             panic!("sqlite::memory: opened {}", store.backend())
         };
         let ids = [Uuid::nil(), Uuid::from_u128(1 << 64), Uuid::from_u128(u128::MAX), Uuid::now_v7()];
-        let values = ids.iter().map(|id| format!("(x'{}')", id.simple())).collect::<Vec<_>>().join(", ");
-        let sql = format!("SELECT CAST(group_concat(column1, '') AS BLOB) FROM (VALUES {values})");
-        let (bytes,): (Vec<u8>,) = sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_one(pool).await.expect("aggregate");
-        assert_eq!(ids_end_to_end(&bytes).expect("whole ids"), ids);
-        assert!(ids_end_to_end(&bytes[..40]).is_err(), "a cut id is an error, not a shorter list");
-        assert_eq!(ids_end_to_end(&[]).expect("no ids"), Vec::<Uuid>::new());
+        let values = ids
+            .iter()
+            .enumerate()
+            .map(|(word, id)| format!("(x'{}', '{}w{word}')", id.simple(), "0".repeat(16)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT CAST(group_concat(column1, '') AS BLOB), group_concat(column2, char(10)) FROM (VALUES {values})"
+        );
+        let (bytes, terms): (Vec<u8>, String) =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_one(pool).await.expect("aggregate");
+        let stems: Vec<String> = (0..ids.len()).map(|word| format!("w{word}")).collect();
+        let found = word_index::matches(&bytes, &terms, &stems).expect("whole ids");
+        assert_eq!(found, ids.iter().enumerate().map(|(word, id)| (*id, 1 << word)).collect::<Vec<_>>());
+    }
+
+    /// Facts stored before the word index existed (migration 0019) have no terms, and no
+    /// search finds them; the next start writes their terms, and search finds them again.
+    #[tokio::test]
+    async fn facts_without_terms_get_them_at_start() {
+        let path = std::env::temp_dir().join(format!("engram-terms-{}.db", Uuid::now_v7().simple()));
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let store = Store::connect(&url, 2, std::time::Duration::from_secs(5)).await.expect("SQLite");
+        store.migrate().await.expect("migrations");
+        let (tenant, agent) = (TenantId::parse("t".into()).unwrap(), AgentId::parse("a".into()).unwrap());
+        let user = ExternalRef::parse("caroline".into()).unwrap();
+        let owner = Owner::new(&tenant, &agent, &user);
+        for text in ["Caroline drinks green tea", "Caroline hikes on Sundays"] {
+            let fact = crate::domain::fact::FactInput { fact: text.into(), ..Default::default() }
+                .validate(Utc::now())
+                .expect("a fact");
+            store.remember_fact(owner, &fact, Origin::Manual, 100, crate::domain::event::Actor::Api).await.unwrap();
+        }
+        let tea = SearchQuery::parse("tea hiking").unwrap();
+        let found = |hits: Vec<Hit>| hits.into_iter().map(|hit| hit.fact.fact).collect::<Vec<_>>();
+        let before = found(store.search_facts(owner, &tea, FactFilter::CURRENT, 10).await.unwrap());
+        assert_eq!(before.len(), 2, "{before:?}");
+
+        let elsewhere = sqlx::SqlitePool::connect(&url).await.expect("a connection of its own");
+        sqlx::query("UPDATE facts SET search_terms = NULL").execute(&elsewhere).await.expect("terms forgotten");
+        elsewhere.close().await;
+        assert!(store.search_facts(owner, &tea, FactFilter::CURRENT, 10).await.unwrap().is_empty());
+        store.migrate().await.expect("the start's migrations");
+        assert_eq!(found(store.search_facts(owner, &tea, FactFilter::CURRENT, 10).await.unwrap()), before);
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub mod rgpd;
 pub mod summaries;
 pub mod vectors;
 pub mod webhooks;
+mod word_index;
 pub mod working_memory;
 mod writer;
 
@@ -405,6 +406,7 @@ impl Store {
     pub async fn migrate(&self) -> anyhow::Result<()> {
         let migrator = self.dialect(sqlx::migrate!("migrations/postgres"), sqlx::migrate!("migrations/sqlite"));
         with_pool!(self, pool => migrator.run(pool).await)?;
+        self.index_facts_without_terms().await?;
         self.note_subscriptions().await?;
         Ok(())
     }

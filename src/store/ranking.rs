@@ -1,17 +1,15 @@
-//! Full-text ranking of an owner's facts, from each query word's postings.
+//! Full-text ranking of an owner's facts, from the query words each matching fact holds.
 //!
-//! The database finds, for each query word, the owner's facts that hold it (one index
-//! lookup per word); the scoring is done here. Done in SQL it materialised a row per
-//! (fact, word), counted each word's facts and grouped the pairs by fact, through
-//! sorters: when every query word is common among the owner's facts (a user's name,
-//! "likes", their city; an agent passing a whole message as the query) that was most
-//! of a 20-word search's time, ~2.8 of ~4.5 ms on SQLite for 3 585 pairs. Here it is one
-//! pass over the postings and a selection of the best `limit`.
-
-use std::collections::HashMap;
+//! The database finds the owner's facts that hold any query word (one index lookup per
+//! word, see [`super::word_index`]), each with the words it holds; the scoring is done
+//! here. Done in SQL it materialised a row per (fact, word), counted each word's facts and
+//! grouped the pairs by fact, through sorters: when every query word is common among the
+//! owner's facts (a user's name, "likes", their city; an agent passing a whole message as
+//! the query) that was most of a 20-word search's time, ~2.8 of ~4.5 ms on SQLite for
+//! 3 585 pairs. Here it is two passes over the matching facts and a selection of the best
+//! `limit`.
 
 use uuid::Uuid;
-
 /// One fact the ranking kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Ranked {
@@ -36,25 +34,26 @@ impl Ranked {
     }
 }
 
-/// The `limit` best facts of `postings` (for each query word, the facts holding it, each
-/// once), best first. Linear in the postings, plus the sort of the `limit` kept.
-pub(super) fn rank(postings: &[Vec<Uuid>], limit: usize) -> Vec<Ranked> {
-    // Every fact of the longest list is a distinct entry: sized for it, the map grows
-    // only past it (a 20-word search of common words held ~3 500 postings of ~1 000 facts).
-    let mut scores: HashMap<Uuid, (i64, f64)> =
-        HashMap::with_capacity(postings.iter().map(Vec::len).max().unwrap_or(0));
-    for facts in postings.iter().filter(|facts| !facts.is_empty()) {
-        // A word's facts are at most the owner's cap: the conversion is exact.
-        let weight = 1.0 / facts.len() as f64;
-        for id in facts {
-            let score = scores.entry(*id).or_default();
-            score.0 += 1;
-            score.1 += weight;
+/// The `limit` best of `matches` (each matching fact once, with a bit set for each query
+/// word it holds, words in the query's order), best first. Linear in the matches, plus
+/// the sort of the `limit` kept.
+pub(super) fn rank(matches: &[(Uuid, u64)], limit: usize) -> Vec<Ranked> {
+    let mut holders = [0_u32; 64];
+    for &(_, held) in matches {
+        for word in words(held) {
+            holders[word] += 1;
         }
     }
-    let mut ranked: Vec<Ranked> = scores
-        .into_iter()
-        .map(|(id, (matched, rarity))| Ranked { id, matched, rarity: (rarity * 1e9).round() as i64 })
+    // A word's facts are at most the owner's cap: the conversion is exact.
+    let weights = holders.map(|count| if count == 0 { 0.0 } else { 1.0 / f64::from(count) });
+    let mut ranked: Vec<Ranked> = matches
+        .iter()
+        .filter(|(_, held)| *held != 0)
+        .map(|&(id, held)| {
+            // Added in the query's order, so a fact's sum is the same however it was found.
+            let rarity: f64 = words(held).map(|word| weights[word]).sum();
+            Ranked { id, matched: i64::from(held.count_ones()), rarity: (rarity * 1e9).round() as i64 }
+        })
         .collect();
     let best_first = |a: &Ranked, b: &Ranked| b.key().cmp(&a.key());
     if limit == 0 {
@@ -68,9 +67,34 @@ pub(super) fn rank(postings: &[Vec<Uuid>], limit: usize) -> Vec<Ranked> {
     ranked
 }
 
+/// The words whose bits `held` sets, in the query's order.
+fn words(held: u64) -> impl Iterator<Item = usize> {
+    let mut rest = held;
+    std::iter::from_fn(move || {
+        let word = rest.trailing_zeros() as usize;
+        rest &= rest.wrapping_sub(1);
+        (word < 64).then_some(word)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `rank` of each query word's facts (each fact once per word), as a statement listing
+    /// them word by word would give them.
+    fn rank_postings(postings: &[Vec<Uuid>], limit: usize) -> Vec<Ranked> {
+        let mut matches: Vec<(Uuid, u64)> = Vec::new();
+        for (word, facts) in postings.iter().enumerate() {
+            for id in facts {
+                match matches.iter_mut().find(|(known, _)| known == id) {
+                    Some((_, held)) => *held |= 1 << word,
+                    None => matches.push((*id, 1 << word)),
+                }
+            }
+        }
+        rank(&matches, limit)
+    }
 
     fn id(n: u128) -> Uuid {
         Uuid::from_u128(n)
@@ -80,7 +104,7 @@ mod tests {
     fn most_words_then_rarest_words_then_newest() {
         // Word a: facts 1, 2, 3; word b: facts 2, 3; word c: fact 4 alone.
         let postings = [vec![id(1), id(2), id(3)], vec![id(2), id(3)], vec![id(4)], vec![]];
-        let ranked = rank(&postings, 10);
+        let ranked = rank_postings(&postings, 10);
         let order: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
         // 2 and 3 hold two words (tied on rarity: the newer, 3, first); 4's one word is
         // rarer than 1's.
@@ -94,12 +118,12 @@ mod tests {
     fn keeps_the_best_limit_in_order() {
         // Fact n holds the words 0..n: the more words, the higher.
         let postings: Vec<Vec<Uuid>> = (0..50).map(|word| (word + 1..=50).map(id).collect()).collect();
-        let ranked = rank(&postings, 5);
+        let ranked = rank_postings(&postings, 5);
         let order: Vec<u128> = ranked.iter().map(|r| r.id.as_u128()).collect();
         assert_eq!(order, [50, 49, 48, 47, 46]);
         assert_eq!(ranked[0].matched, 50);
-        assert!(rank(&postings, 0).is_empty());
-        assert_eq!(rank(&postings, 500).len(), 50);
+        assert!(rank_postings(&postings, 0).is_empty());
+        assert_eq!(rank_postings(&postings, 500).len(), 50);
     }
 
     #[test]
@@ -113,8 +137,17 @@ mod tests {
         };
         let postings =
             [word(1, 10, 100), word(1, 5, 200), word(1, 3, 300), word(2, 3, 400), word(2, 5, 500), word(2, 10, 600)];
-        let ranked = rank(&postings, 2);
+        let ranked = rank_postings(&postings, 2);
         assert_eq!(ranked[0].rarity, ranked[1].rarity);
         assert_eq!(ranked.iter().map(|r| r.id).collect::<Vec<_>>(), [id(2), id(1)]);
+    }
+
+    #[test]
+    fn the_last_of_64_words_counts_and_a_fact_holding_none_is_left_out() {
+        let matches = [(id(1), 1 << 63), (id(2), 0), (id(3), 1 | 1 << 63)];
+        let ranked = rank(&matches, 10);
+        assert_eq!(ranked.iter().map(|r| r.id).collect::<Vec<_>>(), [id(3), id(1)]);
+        assert_eq!((ranked[0].matched, ranked[0].rarity), (2, 1_500_000_000), "1/1 + 1/2 in billionths");
+        assert_eq!((ranked[1].matched, ranked[1].rarity), (1, 500_000_000));
     }
 }

@@ -93,9 +93,11 @@ async fn rare_words_outrank_common_names(backend: Backend) {
     );
 }
 
-/// SQLite's index holds each fact's owner as a token (`fts_owner`, migration 0004), and a
-/// search matches that token in any column: a fact whose own text spells another user's
-/// token is still only its owner's, on both backends.
+/// Both backends key each indexed word by its owner (PostgreSQL's lexemes since migration
+/// 0008, SQLite's terms since 0019): a fact whose own text spells another user's key is
+/// still only its owner's. On SQLite an owner's tag is a 64-bit hash, which two owners
+/// may share: another user's fact given Caroline's very terms, as a shared tag would give
+/// them, is found by her index lookups and refused by the owner test on its row.
 async fn a_fact_naming_another_users_index_key_is_not_theirs(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let token = agent("acme");
@@ -110,6 +112,18 @@ async fn a_fact_naming_another_users_index_key_is_not_theirs(backend: Backend) {
     let forged = format!("Mallory wrote {key} beside her tea");
     let (status, body) = app.post(&format!("{}/facts", user_path("mallory")), &token, json!({"fact": forged})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (_, theirs) = app.get(&format!("{}/facts/search?q=tea", user_path("mallory")), &token).await;
+    assert_eq!(texts(&theirs["items"]), [forged.as_str()], "{theirs}");
+    if backend == Backend::Sqlite {
+        let shared: Vec<(i64,)> = app
+            .db
+            .rows(
+                "UPDATE facts SET search_terms = (SELECT search_terms FROM facts WHERE fact = 'Caroline drinks green tea') \
+                 WHERE external_ref = 'mallory' RETURNING 1",
+            )
+            .await;
+        assert_eq!(shared.len(), 1, "Mallory's fact now holds Caroline's terms");
+    }
 
     let (status, one) = app.get(&format!("{}/facts/search?q=tea&limit=1", user_path(USER)), &token).await;
     assert_eq!(status, StatusCode::OK, "{one}");
@@ -119,8 +133,6 @@ async fn a_fact_naming_another_users_index_key_is_not_theirs(backend: Backend) {
         app.get(&format!("{}/memory-context?query={}&max_facts=1", user_path(USER), enc("tea")), &token).await;
     assert_eq!(status, StatusCode::OK, "{context}");
     assert_eq!(texts(&context["facts"]), ["Caroline drinks green tea"], "{context}");
-    let (_, theirs) = app.get(&format!("{}/facts/search?q=tea", user_path("mallory")), &token).await;
-    assert_eq!(texts(&theirs["items"]), [forged.as_str()], "{theirs}");
 }
 
 /// Seeds many users' facts, one of them at the cap with a rare word in a few, and asks
