@@ -839,13 +839,12 @@ impl Store {
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<(Vec<ranking::Ranked>, i64)> {
-        let stems = query.stems();
-        let words = i64::try_from(stems.len()).unwrap_or(i64::MAX);
-        let Some(any_of) = word_index::any_of(owner, &stems) else { return Ok((Vec::new(), words)) };
+        let Some(search) = word_index::WordSearch::new(owner, query.stems()) else { return Ok((Vec::new(), 0)) };
+        let words = i64::try_from(search.words()).unwrap_or(i64::MAX);
         let (ids, terms): (Option<Vec<u8>>, Option<String>) = with_pool!(self, pool => {
             sqlx::query_as(matches)
                 .bind_owner(owner)
-                .bind(any_of)
+                .bind(search.fts5_query())
                 .bind(filter.tag)
                 .bind(filter.superseded)
                 .bind(filter.as_of)
@@ -853,7 +852,7 @@ impl Store {
                 .fetch_one(pool)
                 .await?
         });
-        let found = word_index::matches(&ids.unwrap_or_default(), terms.as_deref().unwrap_or_default(), &stems)?;
+        let found = search.matches(&ids.unwrap_or_default(), terms.as_deref().unwrap_or_default())?;
         super::counted(&found);
         Ok((ranking::rank(&found, usize::try_from(limit).unwrap_or(0)), words))
     }
@@ -885,7 +884,9 @@ impl Store {
             Search::Matches { matches, .. } => (matches, None),
         };
         let param = match self.is_embedded() {
-            true => word_index::any_of(owner, &query.stems()).unwrap_or_default(),
+            true => {
+                word_index::WordSearch::new(owner, query.stems()).map(|search| search.fts5_query()).unwrap_or_default()
+            }
             false => query.tsquery_terms(),
         };
         let sql = format!("{prefix}{statement}");
@@ -1468,11 +1469,14 @@ mod tests {
         let super::super::Backend::Sqlite(pool) = &store.backend else {
             panic!("sqlite::memory: opened {}", store.backend())
         };
+        let (tenant, agent) = (TenantId::parse("t".into()).unwrap(), AgentId::parse("a".into()).unwrap());
+        let user = ExternalRef::parse("caroline".into()).unwrap();
+        let owner = Owner::new(&tenant, &agent, &user);
         let ids = [Uuid::nil(), Uuid::from_u128(1 << 64), Uuid::from_u128(u128::MAX), Uuid::now_v7()];
         let values = ids
             .iter()
             .enumerate()
-            .map(|(word, id)| format!("(x'{}', '{}w{word}')", id.simple(), "0".repeat(16)))
+            .map(|(word, id)| format!("(x'{}', '{}')", id.simple(), word_index::fact_terms(owner, &format!("w{word}"))))
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
@@ -1481,7 +1485,8 @@ mod tests {
         let (bytes, terms): (Vec<u8>, String) =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_one(pool).await.expect("aggregate");
         let stems: Vec<String> = (0..ids.len()).map(|word| format!("w{word}")).collect();
-        let found = word_index::matches(&bytes, &terms, &stems).expect("whole ids");
+        let found =
+            word_index::WordSearch::new(owner, stems).expect("words").matches(&bytes, &terms).expect("whole ids");
         assert_eq!(found, ids.iter().enumerate().map(|(word, id)| (*id, 1 << word)).collect::<Vec<_>>());
     }
 

@@ -22,19 +22,28 @@ use crate::domain::{owner::Owner, search_query::stems};
 /// splits into its owner's tag and its stem in one way only.
 const TAG_LEN: usize = 16;
 
-/// The owner's tag: FNV-1a (64 bits) over the tenant, agent and external ref, each
-/// followed by 0xFF (a byte no UTF-8 text holds), in hex. It is stored in the index, so it
-/// may never change. Two owners may share a tag (it is a hash, and anyone can make one
-/// collide): every hit's row is tested for its owner, so a shared tag costs a row read,
-/// never another owner's fact.
-fn owner_tag(owner: Owner<'_>) -> String {
+/// Most query words a search tells apart: a bit each in a `u64`. A query's words are
+/// capped below it ([`crate::domain::search_query::MAX_QUERY_TERMS`]).
+const MAX_WORDS: usize = 64;
+
+/// FNV-1a (64 bits) of `parts`, each followed by 0xFF (a byte no UTF-8 text holds).
+fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [owner.tenant().as_str(), owner.agent().as_str(), owner.user().as_str()] {
-        for byte in part.bytes().chain([0xFF]) {
+    for part in parts {
+        for &byte in part.iter().chain(&[0xFF]) {
             hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
-    format!("{hash:0width$x}", width = TAG_LEN)
+    hash
+}
+
+/// The owner's tag: [`fnv1a`] of the tenant, agent and external ref, in hex. It is stored
+/// in the index, so it may never change. Two owners may share a tag (it is a hash, and
+/// anyone can make one collide): every hit's row is tested for its owner, so a shared tag
+/// costs a row read, never another owner's fact.
+fn owner_tag(owner: Owner<'_>) -> String {
+    let parts = [owner.tenant().as_str(), owner.agent().as_str(), owner.user().as_str()];
+    format!("{:0width$x}", fnv1a(parts.map(str::as_bytes)), width = TAG_LEN)
 }
 
 /// What `facts.search_terms` holds for a fact of this owner with this text: its distinct
@@ -55,46 +64,105 @@ pub(super) fn fact_terms(owner: Owner<'_>, text: &str) -> String {
     terms
 }
 
-/// The FTS5 query for the owner's facts holding any of `stems`: each term quoted, joined
-/// by `OR`. `None` when there is no stem (FTS5 refuses an empty query).
-pub(super) fn any_of(owner: Owner<'_>, stems: &[String]) -> Option<String> {
-    if stems.is_empty() {
-        return None;
-    }
-    let tag = owner_tag(owner);
-    Some(stems.iter().map(|stem| format!("\"{tag}{stem}\"")).collect::<Vec<_>>().join(" OR "))
+/// A search of one owner's facts for the stems of a query's words (its first
+/// [`MAX_WORDS`]): what FTS5 is asked, and which words each fact it finds holds.
+pub(super) struct WordSearch {
+    tag: String,
+    stems: Vec<String>,
+    /// An open-addressing table of the stems by [`fnv1a`]: each slot 0 (empty) or the
+    /// word's index plus one. Twice as many slots as words, so a lookup probes a slot or two.
+    slots: [u8; 2 * MAX_WORDS],
 }
 
-/// Which of `stems` (at most 64: a query's words are capped below that) each matching
-/// fact holds, as a bit per stem in `stems`' order, from the search's one row: `ids`, the
-/// facts' 16-byte ids end to end, and `terms`, their `search_terms` in the same order,
-/// one line each. Linear in the row: each term is compared with each stem's, at most 64.
-/// A row whose two halves disagree is a decode error, never a wrong match.
-pub(super) fn matches(ids: &[u8], terms: &str, stems: &[String]) -> Result<Vec<(Uuid, u64)>> {
-    let decode = |message: String| sqlx::Error::Decode(message.into());
-    if !ids.len().is_multiple_of(16) {
-        return Err(decode(format!("{} bytes of ids are not whole 16-byte ids", ids.len())));
-    }
-    let mut lines = terms.split('\n');
-    let found = ids
-        .chunks_exact(16)
-        .map(|id| {
-            let id = Uuid::from_slice(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-            let line = lines.next().ok_or_else(|| decode("fewer facts' terms than ids".to_owned()))?;
-            let mut held = 0_u64;
-            for term in line.split(' ') {
-                let stem = term.get(TAG_LEN..).unwrap_or_default();
-                if let Some(word) = stems.iter().take(64).position(|wanted| wanted == stem) {
-                    held |= 1 << word;
-                }
+impl WordSearch {
+    /// `None` when there is no stem: FTS5 refuses an empty query, and nothing matches.
+    pub(super) fn new(owner: Owner<'_>, mut stems: Vec<String>) -> Option<WordSearch> {
+        stems.truncate(MAX_WORDS);
+        if stems.is_empty() {
+            return None;
+        }
+        let mut slots = [0_u8; 2 * MAX_WORDS];
+        for (word, stem) in stems.iter().enumerate() {
+            let mut slot = Self::slot_of(stem.as_bytes());
+            while slots[slot] != 0 {
+                slot = (slot + 1) % slots.len();
             }
-            Ok((id, held))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if lines.next().is_some() && !ids.is_empty() {
-        return Err(decode("more facts' terms than ids".to_owned()));
+            // At most 64 words: the index plus one fits a byte.
+            slots[slot] = word as u8 + 1;
+        }
+        Some(WordSearch { tag: owner_tag(owner), stems, slots })
     }
-    Ok(found)
+
+    fn slot_of(stem: &[u8]) -> usize {
+        // The remainder is below the table's 128 slots: the conversion is exact.
+        (fnv1a([stem]) % (2 * MAX_WORDS as u64)) as usize
+    }
+
+    /// The word whose stem is `stem`, if any.
+    fn word(&self, stem: &[u8]) -> Option<usize> {
+        let mut slot = Self::slot_of(stem);
+        loop {
+            let word = usize::from(self.slots[slot]).checked_sub(1)?;
+            if self.stems[word].as_bytes() == stem {
+                return Some(word);
+            }
+            slot = (slot + 1) % self.slots.len();
+        }
+    }
+
+    /// How many words the search tells apart.
+    pub(super) fn words(&self) -> usize {
+        self.stems.len()
+    }
+
+    /// The FTS5 query for the owner's facts holding any of the stems: each term quoted,
+    /// joined by `OR`.
+    pub(super) fn fts5_query(&self) -> String {
+        let tag = &self.tag;
+        self.stems.iter().map(|stem| format!("\"{tag}{stem}\"")).collect::<Vec<_>>().join(" OR ")
+    }
+
+    /// Which words each matching fact holds, as a bit per word in the query's order, from
+    /// the search's one row: `ids`, the facts' 16-byte ids end to end, and `terms`, their
+    /// `search_terms` in the same order, one line each. One pass over the stems' bytes:
+    /// a term that starts with this owner's tag (every term of this owner's facts does)
+    /// skips it whole, and a stem is one table lookup. A row whose two halves disagree is
+    /// a decode error, never a wrong match.
+    pub(super) fn matches(&self, ids: &[u8], terms: &str) -> Result<Vec<(Uuid, u64)>> {
+        let decode = |message: String| sqlx::Error::Decode(message.into());
+        if !ids.len().is_multiple_of(16) {
+            return Err(decode(format!("{} bytes of ids are not whole 16-byte ids", ids.len())));
+        }
+        let facts = ids.len() / 16;
+        let mut found = Vec::with_capacity(facts);
+        let (bytes, tag) = (terms.as_bytes(), self.tag.as_bytes());
+        let mut held = 0_u64;
+        let mut start = 0;
+        while found.len() < facts && start <= bytes.len() {
+            let rest = &bytes[start..];
+            let skip = if rest.starts_with(tag) { tag.len() } else { 0 };
+            let end = rest[skip..].iter().position(|&b| b == b' ' || b == b'\n').map_or(rest.len(), |at| skip + at);
+            if skip > 0
+                && let Some(word) = self.word(&rest[skip..end])
+            {
+                held |= 1 << word;
+            }
+            start += end + 1;
+            if rest.get(end) != Some(&b' ') {
+                // The end of a fact's line, or of the text.
+                let at = found.len() * 16;
+                let id = Uuid::from_slice(&ids[at..at + 16]).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+                found.push((id, std::mem::take(&mut held)));
+            }
+        }
+        if found.len() < facts {
+            return Err(decode("fewer facts' terms than ids".to_owned()));
+        }
+        if start <= bytes.len() && !found.is_empty() {
+            return Err(decode("more facts' terms than ids".to_owned()));
+        }
+        Ok(found)
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +177,10 @@ mod tests {
         let user = ExternalRef::parse(user.into()).unwrap();
         let owner = Owner::new(&tenant, &agent, &user);
         f(owner, owner_tag(owner))
+    }
+
+    fn searching(user: &str, stems: &[&str]) -> Option<WordSearch> {
+        with_owner(user, |owner, _| WordSearch::new(owner, stems.iter().map(|stem| stem.to_string()).collect()))
     }
 
     #[test]
@@ -131,24 +203,40 @@ mod tests {
 
     #[test]
     fn a_search_asks_for_each_stem_of_its_owner() {
-        with_owner("u", |owner, tag| {
-            assert_eq!(any_of(owner, &["tea".into(), "hike".into()]), Some(format!("\"{tag}tea\" OR \"{tag}hike\"")));
-            assert_eq!(any_of(owner, &[]), None);
-        });
+        let tag = with_owner("u", |_, tag| tag);
+        let search = searching("u", &["tea", "hike"]).unwrap();
+        assert_eq!(search.fts5_query(), format!("\"{tag}tea\" OR \"{tag}hike\""));
+        assert_eq!(search.words(), 2);
+        assert!(searching("u", &[]).is_none());
     }
 
     #[test]
     fn each_fact_gets_a_bit_for_each_query_word_it_holds() {
-        let tag = with_owner("u", |_, tag| tag);
-        let stems: Vec<String> = ["tea", "hike", "paris"].map(String::from).into();
-        let (one, two) = (Uuid::from_u128(1), Uuid::from_u128(u128::MAX));
-        let ids = [one.as_bytes().as_slice(), two.as_bytes()].concat();
-        let terms = format!("{tag}hike {tag}tea {tag}walk\n{tag}paris");
-        assert_eq!(matches(&ids, &terms, &stems).unwrap(), [(one, 0b011), (two, 0b100)]);
-        assert_eq!(matches(&[], "", &stems).unwrap(), []);
+        let (tag, other) = (with_owner("u", |_, tag| tag), with_owner("v", |_, tag| tag));
+        let search = searching("u", &["tea", "hike", "paris"]).unwrap();
+        let ids: Vec<Uuid> = (1..=4).map(Uuid::from_u128).collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|id| *id.as_bytes()).collect();
+        // A stem that only begins like a query word's, a term of another owner's tag (a
+        // fact's terms all have its own), an empty line.
+        let terms = format!("{tag}hike {tag}tea {tag}walk\n{tag}parisian {tag}paris\n{other}tea\n");
+        assert_eq!(
+            search.matches(&bytes, &terms).unwrap(),
+            [(ids[0], 0b011), (ids[1], 0b100), (ids[2], 0), (ids[3], 0)]
+        );
+        assert_eq!(search.matches(&[], "").unwrap(), []);
         // The two halves of the row must agree.
-        assert!(matches(&ids, &format!("{tag}tea"), &stems).is_err());
-        assert!(matches(&ids[..16], &terms, &stems).is_err());
-        assert!(matches(&ids[..15], "", &stems).is_err());
+        assert!(search.matches(&bytes, &format!("{tag}tea")).is_err(), "fewer lines than ids");
+        assert!(search.matches(&bytes[..16], &terms).is_err(), "more lines than ids");
+        assert!(search.matches(&bytes[..15], "").is_err(), "a cut id");
+    }
+
+    #[test]
+    fn every_one_of_64_words_is_told_apart() {
+        let stems: Vec<String> = (0..70).map(|word| format!("w{word}")).collect();
+        let (tag, search) = with_owner("u", |owner, tag| (tag, WordSearch::new(owner, stems.clone()).unwrap()));
+        assert_eq!(search.words(), 64, "the words past 64 are not looked for");
+        let line = stems.iter().map(|stem| format!("{tag}{stem}")).collect::<Vec<_>>().join(" ");
+        let id = Uuid::from_u128(7);
+        assert_eq!(search.matches(id.as_bytes(), &line).unwrap(), [(id, u64::MAX)]);
     }
 }
