@@ -10,8 +10,9 @@ use serde_json::json;
 
 const SUBJECT: &str = "subject-7f3kq9@example.test";
 
-/// Words only this person used, each its own Porter stem, so that the full-text index
-/// stores them as written (lowercased). The last two are only in working memory.
+/// Words only this person used, each its own stem, so that the full-text index stores
+/// them as written (lowercased, after the person's tag). The last two are only in working
+/// memory.
 const WORDS: [&str; 6] = ["Zorblax", "Quendrith", "Vimbleshaw", "Glimmerquaff", "Plumbustique", "Snarfwiddle"];
 
 /// Which of `needles` occur, case-insensitively, in the raw bytes of the database files
