@@ -5,8 +5,8 @@
 //! Search is the one place where the backends need different SQL: PostgreSQL matches
 //! the lexemes of `to_tsvector('english', q)` against each fact's stored `search`
 //! vector (GIN index), SQLite the owner's term of each query word's stem against its
-//! word index (`facts_fts`, see [`super::word_index`]). Both rank by the number of distinct query words
-//! a fact matches, as the contract says, then by how rare those words are among the
+//! word index (`facts_fts`, see [`super::word_index`]). Both rank by the number of
+//! distinct query words a fact matches, as the contract says, then by how rare those words are among the
 //! owner's facts (so a name in half of them does not beat the one fact holding the
 //! rare word), then by recency; `relevance` is the matched number over the number of
 //! query words, so it means the same on both. The cost is one index walk per query
@@ -314,8 +314,8 @@ const LIST: &str = "SELECT {columns} FROM facts \
 // every query word is common among the owner's facts the scoring was most of a 20-word
 // search's time (~2.8 of ~4.5 ms for 3 585 (fact, word) pairs). So SQLite's statement
 // only lists the matching facts with the words they hold (`MATCHES`), [`super::ranking`]
-// ranks them by the same rule, and the best rows are read by id after. The API tests hold both backends to the
-// same order.
+// ranks them by the same rule, and the best rows are read by id after. The API tests hold
+// both backends to the same order.
 
 /// PostgreSQL: the owner's facts with tag `$5` (or all when NULL) that match query `$4`,
 /// scored, and the `$6` best of them: `pairs` holds one row per (fact, query word it
@@ -380,19 +380,19 @@ const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS 
 /// SQLite: the owner's facts with tag `$5` (or all when NULL) that hold any word of the
 /// query, as one row: their 16-byte ids end to end in one BLOB (`group_concat` copies a
 /// BLOB's bytes as they are, zeros included) and their `search_terms` in the same order,
-/// one line each, from which [`word_index::matches`] tells which query words each holds.
-/// Superseded facts are taken when `$6`, the facts current at `$7` when it is not NULL,
-/// and only the unexpired at horizon `$8`.
+/// one line each, from which [`word_index::WordSearch::matches`] tells which query words
+/// each holds. Superseded facts are taken when `$6`, the facts current at `$7` when it is
+/// not NULL, and only the unexpired at horizon `$8`.
 ///
-/// `$4` is [`word_index::any_of`]: the owner's term of each query word, joined by `OR`, so
-/// FTS5 reads each word's postings among this owner's facts only, and each fact it finds
-/// once, however many of the words it holds. Each hit's row is read by rowid for the owner,
-/// tag and currency tests (two owners may share a tag). FTS5 looks each term up in every
-/// segment of its index through statements of its own: with `ANALYZE`'s STAT4 samples of
-/// its shadow tables, SQLite plans those again at every lookup, which doubled the time of a
-/// 20-word search (see [`Store::refresh_statistics`]). FTS5's own `bm25()` would weigh
-/// words by their frequency across every owner's facts, which PostgreSQL has no way to
-/// reproduce, so both count per owner instead.
+/// `$4` is [`word_index::WordSearch::fts5_query`]: the owner's term of each query word,
+/// joined by `OR`, so FTS5 reads each word's postings among this owner's facts only, and
+/// each fact it finds once, however many of the words it holds. Each hit's row is read by
+/// rowid for the owner, tag and currency tests (two owners may share a tag). FTS5 looks
+/// each term up in every segment of its index through statements of its own: with
+/// `ANALYZE`'s STAT4 samples of its shadow tables, SQLite plans those again at every
+/// lookup, which doubled the time of a 20-word search (see [`Store::refresh_statistics`]).
+/// FTS5's own `bm25()` would weigh words by their frequency across every owner's facts,
+/// which PostgreSQL has no way to reproduce, so both count per owner instead.
 const MATCHES: &str = "SELECT CAST(group_concat(facts.id, '') AS BLOB) AS ids, \
        group_concat(facts.search_terms, char(10)) AS terms \
      FROM facts_fts CROSS JOIN facts \
@@ -770,8 +770,8 @@ impl Store {
     }
 
     /// The `limit` facts matching most words of `query` (then rarest words, then
-    /// newest) that `filter` takes. SQLite: the facts holding the words, ranked here, then the
-    /// rows of the best by id (see `SCORED`).
+    /// newest) that `filter` takes. SQLite: the facts holding the words, ranked here,
+    /// then the rows of the best by id (see `SCORED`).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "search_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn search_facts(
         &self,
@@ -883,11 +883,10 @@ impl Store {
             Search::Scored { search, .. } => (search, Some(10_i64)),
             Search::Matches { matches, .. } => (matches, None),
         };
-        let param = match self.is_embedded() {
-            true => {
-                word_index::WordSearch::new(owner, query.stems()).map(|search| search.fts5_query()).unwrap_or_default()
-            }
-            false => query.tsquery_terms(),
+        let param = if self.is_embedded() {
+            word_index::WordSearch::new(owner, query.stems()).map(|search| search.fts5_query()).unwrap_or_default()
+        } else {
+            query.tsquery_terms()
         };
         let sql = format!("{prefix}{statement}");
         with_pool!(self, pool => {

@@ -9,7 +9,7 @@
 //! fact's text is written (`facts.search_terms`, indexed by `facts_fts` with FTS5's `ascii`
 //! tokenizer and no positions: migration 0019), and a search asks for every query word's
 //! term at once (`OR`): each matching fact comes back once, with its terms, and
-//! [`matches`] tells which query words it holds. The stems are those of
+//! [`WordSearch::matches`] tells which query words it holds. The stems are those of
 //! [`crate::domain::search_query::stems`], the Snowball English stemmer's, which is
 //! also what PostgreSQL's `english` configuration stems with.
 
