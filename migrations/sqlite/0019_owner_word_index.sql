@@ -9,13 +9,16 @@
 -- keeps no positions (`detail = none`): a search asks for whole terms.
 --
 -- Facts stored before this migration have no terms yet: Store::migrate writes them at
--- start-up, and the triggers index them as it does.
+-- start-up, and the triggers index them as it does. It looks for them at every start
+-- through `facts_without_terms`, an index of only the facts without terms (empty once
+-- they all have theirs), so that a start never scans the table.
 DROP TRIGGER facts_fts_insert;
 DROP TRIGGER facts_fts_delete;
 DROP TRIGGER facts_fts_update;
 DROP TABLE facts_fts;
 ALTER TABLE facts DROP COLUMN fts_owner;
 ALTER TABLE facts ADD COLUMN search_terms TEXT;
+CREATE INDEX facts_without_terms ON facts (search_terms) WHERE search_terms IS NULL;
 
 CREATE VIRTUAL TABLE facts_fts USING fts5 (
     search_terms, content = 'facts', content_rowid = 'rowid', tokenize = 'ascii', detail = 'none'

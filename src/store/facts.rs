@@ -693,7 +693,8 @@ pub(super) struct ExpiredRow {
     fact: FactRow,
 }
 
-/// SQLite: facts without the word index's terms (stored before migration 0019), a batch.
+/// SQLite: facts without the word index's terms (stored before migration 0019), a batch,
+/// found through `facts_without_terms`, which holds only them.
 const WITHOUT_TERMS: &str =
     "SELECT rowid, tenant_id, agent_id, external_ref, fact FROM facts WHERE search_terms IS NULL LIMIT 1000";
 
@@ -1518,6 +1519,15 @@ mod tests {
 
         let store = Store::connect(&url, 2, std::time::Duration::from_secs(5)).await.expect("SQLite");
         store.migrate().await.expect("the start's migrations");
+        // Every start looks for facts without terms: through their own index, never a scan
+        // of the table.
+        let super::super::Backend::Sqlite(pool) = &store.backend else { panic!("{url} opened SQLite") };
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {WITHOUT_TERMS}")))
+                .fetch_all(pool)
+                .await
+                .expect("the plan");
+        assert!(plan.iter().any(|step| step.3.contains("USING INDEX facts_without_terms")), "{plan:?}");
         let (tenant, agent) = (TenantId::parse("t".into()).unwrap(), AgentId::parse("a".into()).unwrap());
         let user = ExternalRef::parse("caroline".into()).unwrap();
         let owner = Owner::new(&tenant, &agent, &user);
