@@ -192,7 +192,7 @@ impl SearchQuery {
     /// The stems of the query's words (see [`stems`]): what SQLite's word index is
     /// asked for, one per word of [`SearchQuery::tsquery_terms`], in the same order.
     pub fn stems(&self) -> Vec<String> {
-        distinct_stems(&self.0).map(|(_, stem)| stem).collect()
+        stems(&self.0)
     }
 
     /// The query's words, lowercased, without stop words and without repeats (by stem),
