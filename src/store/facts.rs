@@ -2,15 +2,15 @@
 //! remember (deduplicated by the normalised text, which is the table's unique key),
 //! full-text search, update, delete, and the reads of the memory context.
 //!
-//! Search is the one place where the backends need different SQL: PostgreSQL matches
-//! the lexemes of `to_tsvector('english', q)` against each fact's stored `search`
-//! vector (GIN index), SQLite the owner's term of each query word's stem against its
-//! word index (`facts_fts`, see [`super::word_index`]). Both rank by the number of
-//! distinct query words a fact matches, as the contract says, then by how rare those words are among the
-//! owner's facts (so a name in half of them does not beat the one fact holding the
-//! rare word), then by recency; `relevance` is the matched number over the number of
-//! query words, so it means the same on both. The cost is one index walk per query
-//! word plus the matching facts, never a test of every word against every fact.
+//! Search finds the owner's term of each query word's stem in a word index Engram
+//! writes with each fact ([`super::word_index`]): PostgreSQL's GIN index over
+//! `search_terms`, SQLite's FTS5 table `facts_fts`; only that lookup differs between the
+//! backends. [`super::ranking`] ranks what it finds, for both, by the number of distinct
+//! query words a fact matches, as the contract says, then by how rare those words are
+//! among the owner's facts (so a name in half of them does not beat the one fact holding
+//! the rare word), then by recency; `relevance` is the matched number over the number of
+//! query words. The cost is one index walk per query word plus the matching facts,
+//! never a test of every word against every fact.
 //!
 //! Every statement filters on `tenant_id, agent_id, external_ref` (index
 //! `facts_owner_id`), so one agent never reads another's facts and another tenant's
@@ -94,9 +94,9 @@ fn new_row(owner: Owner<'_>, fact: &NewFact, origin: Origin, now: DateTime<Utc>,
     }
 }
 
-/// Binds [`INSERT`]'s `$1`–`$16`: the owner, `stored` (from [`new_row`]) with its
-/// duplicate key `normalized`, now and the cap. The statements built on it add their
-/// own parameters after these.
+/// Binds [`INSERT`]'s `$1`–`$17`: the owner, `stored` (from [`new_row`]) with its
+/// duplicate key `normalized`, now, the cap and the text's terms of the word index. The
+/// statements built on it add their own parameters after these.
 fn bind_insert<'q, DB: Database, O>(
     query: QueryAs<'q, DB, O, <DB as Database>::Arguments>,
     owner: Owner<'q>,
@@ -115,6 +115,7 @@ where
     Option<&'q str>: Encode<'q, DB> + Type<DB>,
     DateTime<Utc>: Encode<'q, DB> + Type<DB>,
     Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
+    String: Encode<'q, DB> + Type<DB>,
 {
     query
         .bind_owner(owner)
@@ -131,6 +132,7 @@ where
         .bind(stored.observed_at)
         .bind(stored.expires_at)
         .bind(stored.created_at)
+        .bind(word_index::fact_terms(owner, &stored.fact))
 }
 
 /// What became of a fact sent to be stored.
@@ -197,7 +199,7 @@ pub struct Hit {
     pub fact: Fact,
     pub relevance: f64,
     /// How rare the query words it matches are: the sum, over them, of one over the number
-    /// of the owner's matching facts that hold the word (see `SCORED`). Full text ranks by
+    /// of the owner's matching facts that hold the word (see [`super::ranking`]). Full text ranks by
     /// it after the count of words; recall by meaning weighs full-text hits by it.
     pub rarity: f64,
 }
@@ -249,23 +251,14 @@ impl TryFrom<FactRow> for Fact {
     }
 }
 
-/// A PostgreSQL search's row: a fact and its score.
+/// A row of [`SCORED_SEARCH`]: a fact and its score.
 #[derive(sqlx::FromRow)]
 struct ScoredRow {
     #[sqlx(flatten)]
     fact: FactRow,
     /// Distinct query words the fact matches.
     matched: i64,
-    /// Distinct query words.
-    total: i64,
     rarity: f64,
-}
-
-impl TryFrom<ScoredRow> for Hit {
-    type Error = sqlx::Error;
-    fn try_from(row: ScoredRow) -> Result<Hit> {
-        Ok(Hit { relevance: relevance(row.matched, row.total), fact: row.fact.try_into()?, rarity: row.rarity })
-    }
 }
 
 /// The share of the query's `total` words that a fact holds.
@@ -274,7 +267,7 @@ fn relevance(matched: i64, total: i64) -> f64 {
     if total > 0 { matched as f64 / total as f64 } else { 0.0 }
 }
 
-/// A row of SQLite's memory context candidates: a fact and which part it belongs to.
+/// A row of the memory context's candidates: a fact and which part it belongs to.
 #[derive(sqlx::FromRow)]
 struct PartRow {
     #[sqlx(flatten)]
@@ -308,103 +301,98 @@ const LIST: &str = "SELECT {columns} FROM facts \
      ORDER BY id DESC LIMIT $6";
 
 // Full-text search ranks an owner's facts by the query words they hold, most first, then
-// by how rare those words are among the owner's matching facts, then newest. PostgreSQL
-// scores in the statement that finds the words (`SCORED`): one round trip, and its
-// aggregation is cheap. SQLite's was not: its `GROUP BY`s go through sorters, and when
-// every query word is common among the owner's facts the scoring was most of a 20-word
-// search's time (~2.8 of ~4.5 ms for 3 585 (fact, word) pairs). So SQLite's statement
-// only lists the matching facts with the words they hold (`MATCHES`), [`super::ranking`]
-// ranks them by the same rule, and the best rows are read by id after. The API tests hold
-// both backends to the same order.
+// by how rare those words are among the owner's matching facts, then newest. The
+// statement that finds the words (`MATCHES`) lists the matching facts with the terms
+// they hold, [`super::ranking`] ranks them, and the best rows are read by id after: two
+// round trips. Ranked in SQL, the aggregation was most of a long search's time on both
+// backends: SQLite's `GROUP BY`s go through sorters (~2.8 of ~4.5 ms for 3 585 (fact,
+// word) pairs), and PostgreSQL takes each word's postings apart to count them, one heap
+// visit per (fact, word) pair (5 ms for a 20-word query whose words were all common
+// among the owner's 1 000 facts, 1 ms through `MATCHES`).
+//
+// For a short query PostgreSQL's aggregation is cheap and the second round trip is not
+// (a third of a 3-word search's throughput): up to [`SCORED_MAX_WORDS`] words it ranks
+// in the statement that finds them (`SCORED`), by the same rule, in one round trip. The
+// API tests hold both ways, and both backends, to the same order.
 
-/// PostgreSQL: the owner's facts with tag `$5` (or all when NULL) that match query `$4`,
-/// scored, and the `$6` best of them: `pairs` holds one row per (fact, query word it
-/// contains), found through the full-text index in one pass per query word over that
-/// word's postings, never one test per word per fact; `df` is how many of those facts
-/// hold each word; `scored` gives each fact the number of query words it `matched` and
-/// their `rarity`, the sum of 1/df over them (an IDF that needs no logarithm), counted in
-/// billionths and rounded to a whole number of them, as [`super::ranking`] counts them;
-/// `best` keeps the `$6` first by most words, then rarest words, then newest.
+/// The most words a PostgreSQL search ranks in SQL ([`SCORED`]); longer queries go
+/// through [`MATCHES`].
+const SCORED_MAX_WORDS: usize = 6;
+
+/// PostgreSQL: the owner's facts with tag `$5` (or all when NULL) that hold a word of the
+/// query, scored, and the `$6` best of them: `pairs` holds one row per (fact, query word
+/// it contains), found through the word index in one lookup per query word, never one
+/// test per word per fact; `df` is how many of those facts hold each word; `scored` gives
+/// each fact the number of query words it `matched` and their `rarity`, the sum of 1/df
+/// over them (an IDF that needs no logarithm), counted in billionths and rounded to a
+/// whole number of them, as [`super::ranking`] counts them; `best` keeps the `$6` first by
+/// most words, then rarest words, then newest.
+///
+/// `$4` is the owner's terms of the query's words, separated by spaces
+/// ([`word_index::WordSearch::terms`]); `keys` makes each a single-term `tsquery` of the
+/// GIN index `facts_words`, whose postings for it are exactly this owner's facts holding
+/// the word. The terms go through a materialised `q` so that the planner cannot count
+/// them: a plan made for the bound terms (`unnest` of a constant array knows its length)
+/// looked cheaper than the generic one, and PostgreSQL planned the statement again at
+/// every run, which took a third of a 3-word search's throughput. `OFFSET 0` keeps the
+/// owner's columns out of each word's lookup: left in, the planner also read the owner's
+/// whole entry of `facts_owner_id` for every word, to intersect the two.
 ///
 /// Only ids and words go through the scoring: the full rows of the `best` few are read
-/// last, by key, so a query whose words are in nearly all of the owner's (up to the cap)
-/// facts sorts small rows and reads `$6` facts, rather than every matching fact's text and
-/// tags before `ORDER BY … LIMIT`.
-///
-/// `$4` is the query's words as quoted tsquery text ([`SearchQuery::tsquery_terms`]),
-/// the same words FTS5 gets; read as a document it gives their lexemes (`q`). Each
-/// lexeme, prefixed with the owner's key, is one term of the owner-keyed GIN index
-/// `facts_owned_search` (migration 0008), whose posting list is exactly this owner's
-/// facts holding that word: `keys` makes each a single-term tsquery (quoting is enough:
-/// the key is hex, and the words letters and digits), and `pairs` takes each word's
-/// postings with one index lookup, so a word costs its own matches, not a test of every
-/// one of the owner's facts against every query word, as the owner-less index made it
-/// (two to three times as long for 20 words). `OFFSET 0` keeps the owner's columns out
-/// of the lookup: left in, the planner also read the owner's whole entry of another index
-/// for every word, to intersect the two. The owner is tested on each row after, as two
-/// owners' keys may collide.
-const SCORED: &str = "WITH q AS MATERIALIZED (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words), \
-     keys AS MATERIALIZED (SELECT word, CAST('''' || engram_owner_key($1, $2, $3) || word || '''' AS tsquery) AS query \
-       FROM q, unnest(q.words) AS word), \
-     pairs AS MATERIALIZED (SELECT hits.id AS fact_id, keys.word FROM keys CROSS JOIN LATERAL \
+/// last, by key, so a query whose words are in nearly all of the owner's facts sorts
+/// small rows and reads `$6` facts, rather than every matching fact's text and tags
+/// before `ORDER BY … LIMIT`.
+const SCORED: &str = "WITH q AS MATERIALIZED (SELECT string_to_array($4, ' ') AS terms), \
+     keys AS MATERIALIZED (SELECT term, CAST('''' || term || '''' AS tsquery) AS query FROM q, unnest(q.terms) AS term), \
+     pairs AS MATERIALIZED (SELECT hits.id AS fact_id, keys.term FROM keys CROSS JOIN LATERAL \
          (SELECT id, tenant_id, agent_id, external_ref, tags, superseded_by, observed_at, valid_until, expires_at \
-          FROM facts WHERE owned_search @@ keys.query OFFSET 0) AS hits \
+          FROM facts WHERE array_to_tsvector(string_to_array(search_terms, ' ')) @@ keys.query OFFSET 0) AS hits \
        WHERE hits.tenant_id = $1 AND hits.agent_id = $2 AND hits.external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
          AND {current}), \
-     df AS (SELECT word, count(*) AS n FROM pairs GROUP BY word), \
-     scored AS (SELECT pairs.fact_id, count(*) AS matched, round(sum(CAST(1 AS DOUBLE PRECISION) / df.n) * 1000000000) AS rarity \
-       FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id), \
+     df AS (SELECT term, count(*) AS n FROM pairs GROUP BY term), \
+     scored AS (SELECT pairs.fact_id, count(*) AS matched, \
+         round(sum(CAST(1 AS DOUBLE PRECISION) / df.n) * 1000000000) AS rarity \
+       FROM pairs JOIN df ON df.term = pairs.term GROUP BY pairs.fact_id), \
      best AS (SELECT fact_id, matched, rarity FROM scored ORDER BY matched DESC, rarity DESC, fact_id DESC LIMIT $6) ";
 
 /// PostgreSQL: the rows of the `best` matches with their scores, in no order (the owner
 /// filter again: every read of `facts` names its owner).
-const BEST_ROWS: &str = "SELECT {columns}, matched, (SELECT cardinality(words)::bigint FROM q) AS total, \
-       rarity / 1000000000 AS rarity \
+const BEST_ROWS: &str = "SELECT {columns}, matched, rarity / 1000000000 AS rarity \
      FROM best CROSS JOIN facts \
      WHERE facts.id = best.fact_id AND facts.tenant_id = $1 AND facts.agent_id = $2 AND facts.external_ref = $3";
 
 /// PostgreSQL: the `$6` best matches: most query words first, then rarest words, then
 /// newest. Superseded facts too when `$7`, the facts current at `$8` when it is not NULL,
 /// unexpired at horizon `$9`.
-const SEARCH: &str = "{scored}{best_rows} ORDER BY matched DESC, rarity DESC, id DESC";
+const SCORED_SEARCH: &str = "{scored}{best_rows} ORDER BY matched DESC, rarity DESC, id DESC";
 
 /// PostgreSQL: the memory context's candidates in one round trip: the `$6` best matches
 /// (`$5` is NULL: no tag filter), then the `$6` newest facts, which may repeat a match
 /// (the caller drops repeats). Both parts current at `$8` (or now), `$7` false.
 const SCORED_CONTEXT: &str = "{scored}SELECT *, 0 AS part FROM ({best_rows}) AS hits \
-     UNION ALL SELECT * FROM (SELECT {columns}, 0, 0, CAST(0 AS DOUBLE PRECISION), 1 FROM facts \
+     UNION ALL SELECT * FROM (SELECT {columns}, 0, CAST(0 AS DOUBLE PRECISION), 1 FROM facts \
        WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {current} \
        ORDER BY id DESC LIMIT $6) AS recent \
      ORDER BY part, matched DESC, rarity DESC, id DESC";
 
-/// SQLite: the owner's facts with tag `$5` (or all when NULL) that hold any word of the
-/// query, as one row: their 16-byte ids end to end in one BLOB (`group_concat` copies a
-/// BLOB's bytes as they are, zeros included) and their `search_terms` in the same order,
-/// one line each, from which [`word_index::WordSearch::matches`] tells which query words
-/// each holds. Superseded facts are taken when `$6`, the facts current at `$7` when it is
-/// not NULL, and only the unexpired at horizon `$8`.
+/// The owner's facts with tag `$5` (or all when NULL) that hold any word of the query, as
+/// one row: their 16-byte ids end to end (`ids`) and their `search_terms` in the same
+/// order, one line each (`terms`), from which [`word_index::WordSearch::matches`] tells
+/// which query words each holds. Superseded facts are taken when `$6`, the facts current
+/// at `$7` when it is not NULL, and only the unexpired at horizon `$8`.
 ///
-/// `$4` is [`word_index::WordSearch::fts5_query`]: the owner's term of each query word,
-/// joined by `OR`, so FTS5 reads each word's postings among this owner's facts only, and
-/// each fact it finds once, however many of the words it holds. Each hit's row is read by
-/// rowid for the owner, tag and currency tests (two owners may share a tag). FTS5 looks
-/// each term up in every segment of its index through statements of its own: with
-/// `ANALYZE`'s STAT4 samples of its shadow tables, SQLite plans those again at every
-/// lookup, which doubled the time of a 20-word search (see [`Store::refresh_statistics`]).
-/// FTS5's own `bm25()` would weigh words by their frequency across every owner's facts,
-/// which PostgreSQL has no way to reproduce, so both count per owner instead.
-const MATCHES: &str = "SELECT CAST(group_concat(facts.id, '') AS BLOB) AS ids, \
-       group_concat(facts.search_terms, char(10)) AS terms \
-     FROM facts_fts CROSS JOIN facts \
-     WHERE facts_fts MATCH $4 AND facts.rowid = facts_fts.rowid \
-       AND tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-       AND ($5 IS NULL OR {has_tag}) AND {current}";
+/// `$4` is the owner's term of each query word, any of them (see `{matching}` in
+/// [`Dialect`]): each word's postings among this owner's facts only, each fact found
+/// once however many of the words it holds. Each hit's row is read for the owner, tag and
+/// currency tests (two owners may share a tag).
+const MATCHES: &str = "{matching} \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($5 IS NULL OR {has_tag}) AND {current}";
 
-/// SQLite: the memory context's candidates: the owner's facts whose ids are in `$4` (the
+/// The memory context's candidates: the owner's facts whose ids are in `$4` (the
 /// ranked matches, see `{ids}` in [`Dialect`]; part 0) and the `$6` newest facts (part 1),
 /// which may repeat a match (the caller drops repeats), both current at `$7` (or now) and
 /// unexpired at horizon `$5`; newest first within a part.
-const CONTEXT: &str = "SELECT {columns}, 0 AS part FROM {ids_from} \
+const CONTEXT: &str = "SELECT {columns}, CAST(0 AS BIGINT) AS part FROM {ids_from} \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {ids} \
        AND (expires_at IS NULL OR expires_at > $5) \
      UNION ALL SELECT * FROM (SELECT {columns}, 1 FROM facts \
@@ -418,11 +406,11 @@ const BY_ID: &str = "SELECT {columns} FROM {ids_from} \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND {ids} \
        AND (expires_at IS NULL OR expires_at > $5)";
 
-/// What the fact reads above leave to the dialect: the tag test (JSONB's `?` on
-/// PostgreSQL, a scan of the JSON array on SQLite) and the test of an id being in `$4`,
-/// a JSON array of hyphenated ids, read as the column stores them (`uuid` on PostgreSQL,
-/// 16-byte BLOB on SQLite), so a read of a few facts by id is one statement whatever
-/// their number. Each id is given once.
+/// What the fact reads above leave to the dialect: the word index's lookup, the tag test
+/// (JSONB's `?` on PostgreSQL, a scan of the JSON array on SQLite) and the test of an id
+/// being in `$4`, a JSON array of hyphenated ids, read as the column stores them (`uuid`
+/// on PostgreSQL, 16-byte BLOB on SQLite), so a read of a few facts by id is one
+/// statement whatever their number. Each id is given once.
 ///
 /// On SQLite the ids are a table joined to `facts` (`{ids_from}`), not an `IN (…)` test:
 /// SQLite answers `IN` with a list or a subquery by building a temporary B-tree of its
@@ -430,47 +418,80 @@ const BY_ID: &str = "SELECT {columns} FROM {ids_from} \
 /// allocated and freed), which was ~5 % of a server's CPU on reads in a profile; the join
 /// seeks each id in `facts_owner_id` instead.
 struct Dialect {
+    /// [`MATCHES`]' head: its row, from the facts (as `facts`) holding any of `$4`'s
+    /// terms.
+    matching: &'static str,
     has_tag: &'static str,
     /// What the fact reads by id select from.
     ids_from: &'static str,
     /// The test that a row of `ids_from` is a fact whose id is in `$4`.
     ids: &'static str,
+    /// Whether short queries are ranked in SQL ([`SCORED`]).
+    ranks_short_queries: bool,
 }
 
+/// PostgreSQL's lookup is the GIN index `facts_words` (migration 0020) over the terms as
+/// a `tsvector`; `$4` is a `tsquery` of them ([`word_index::WordSearch::tsquery`]). The
+/// index answers such a query whole, without rechecking the row's terms, and the
+/// bitmap scan visits each matching fact once. When the words are common among the
+/// owner's facts the planner reads the owner's facts through `facts_owner_id` instead
+/// and tests each one's terms (cheaper then: the owner's facts are capped); kept out of
+/// the owner's columns by `OFFSET 0`, the lookup became a scan of the whole table, its
+/// estimate being every owner's share of the words. `uuid_send` is an id's 16 bytes.
 const POSTGRES: Dialect = Dialect {
+    matching: "SELECT string_agg(uuid_send(id), ''::bytea) AS ids, string_agg(search_terms, E'\\n') AS terms \
+     FROM (SELECT * FROM facts WHERE array_to_tsvector(string_to_array(search_terms, ' ')) @@ CAST($4 AS tsquery)) \
+       AS facts",
     has_tag: "tags ? $5",
     ids_from: "facts",
     ids: "id IN (SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json)))",
+    ranks_short_queries: true,
 };
 
+/// SQLite's lookup is the FTS5 table `facts_fts` (migration 0019); `$4` is an FTS5 query
+/// ([`word_index::WordSearch::fts5_query`]), and each hit's row is read by rowid.
+/// `group_concat` copies a BLOB's bytes as they are, zeros included. FTS5 looks each term
+/// up in every segment of its index through statements of its own: with `ANALYZE`'s
+/// STAT4 samples of its shadow tables, SQLite plans those again at every lookup, which
+/// doubled the time of a 20-word search (see [`Store::refresh_statistics`]). FTS5's own
+/// `bm25()` would weigh words by their frequency across every owner's facts; both
+/// backends count per owner instead.
 const SQLITE: Dialect = Dialect {
+    matching: "SELECT CAST(group_concat(facts.id, '') AS BLOB) AS ids, \
+       group_concat(facts.search_terms, char(10)) AS terms \
+     FROM (SELECT facts.* FROM facts_fts CROSS JOIN facts \
+           WHERE facts_fts MATCH $4 AND facts.rowid = facts_fts.rowid) AS facts",
     has_tag: "EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5)",
     ids_from: "(SELECT unhex(value, '-') AS wanted FROM json_each($4)) AS wanted CROSS JOIN facts",
     ids: "facts.id = wanted.wanted",
+    ranks_short_queries: false,
 };
 
 /// The fact reads with their holes filled for one dialect, built once.
 struct Reads {
     list: String,
     by_id: String,
-    search: Search,
+    /// The facts holding any query word ([`MATCHES`]).
+    matches: String,
+    /// The memory context's rows ([`CONTEXT`]).
+    context: String,
+    /// PostgreSQL: a short query's search and memory context, ranked in SQL ([`SCORED`]).
+    scored: Option<Scored>,
 }
 
-/// How a dialect's full-text search is read (see `SCORED` and `MATCHES`).
-enum Search {
-    /// PostgreSQL: the search and the memory context, each ranked in its statement.
-    Scored { search: String, context: String },
-    /// SQLite: the facts holding any query word, ranked in [`super::ranking`]; then the
-    /// memory context's rows.
-    Matches { matches: String, context: String },
+/// [`SCORED_SEARCH`] and [`SCORED_CONTEXT`], filled.
+struct Scored {
+    search: String,
+    context: String,
 }
 
 impl Reads {
-    fn new(dialect: &Dialect, search: impl Fn(&dyn Fn(&str, String) -> String) -> Search) -> Reads {
+    fn new(dialect: &Dialect) -> Reads {
         let fill = |template: &str, current: String| {
             template
                 .replace("{scored}", SCORED)
                 .replace("{best_rows}", BEST_ROWS)
+                .replace("{matching}", dialect.matching)
                 .replace("{columns}", fact_columns!())
                 .replace("{has_tag}", dialect.has_tag)
                 .replace("{current}", &current)
@@ -480,31 +501,19 @@ impl Reads {
         Reads {
             list: fill(LIST, current_test("$7", "$8", "$9")),
             by_id: fill(BY_ID, String::new()),
-            search: search(&fill),
-        }
-    }
-
-    fn postgres() -> Reads {
-        Reads::new(&POSTGRES, |fill| Search::Scored {
-            search: fill(SEARCH, current_test("$7", "$8", "$9")),
-            context: fill(SCORED_CONTEXT, current_test("$7", "$8", "$9")),
-        })
-    }
-
-    fn sqlite() -> Reads {
-        Reads::new(&SQLITE, |fill| Search::Matches {
             matches: fill(MATCHES, current_test("$6", "$7", "$8")),
             context: fill(CONTEXT, current_test("FALSE", "$7", "$5")),
-        })
+            scored: dialect.ranks_short_queries.then(|| Scored {
+                search: fill(SCORED_SEARCH, current_test("$7", "$8", "$9")),
+                context: fill(SCORED_CONTEXT, current_test("$7", "$8", "$9")),
+            }),
+        }
     }
 
     #[cfg(test)]
-    fn all(&self) -> [&str; 4] {
-        match &self.search {
-            Search::Scored { search, context } | Search::Matches { matches: search, context } => {
-                [&self.list, &self.by_id, search, context]
-            }
-        }
+    fn all(&self) -> Vec<&str> {
+        let scored = self.scored.iter().flat_map(|scored| [scored.search.as_str(), scored.context.as_str()]);
+        [self.list.as_str(), &self.by_id, &self.matches, &self.context].into_iter().chain(scored).collect()
     }
 }
 
@@ -515,29 +524,22 @@ pub(super) fn with_tag_test(template: &str) -> (String, String) {
     (template.replace("{has_tag}", POSTGRES.has_tag), template.replace("{has_tag}", SQLITE.has_tag))
 }
 
-static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(Reads::postgres);
-static SQLITE_READS: LazyLock<Reads> = LazyLock::new(Reads::sqlite);
+static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES));
+static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE));
 
 /// `$4` id, `$5` new text (or NULL), `$6` its normalised form, `$7` tags (or NULL),
 /// `$8` whether the score changes, `$9` the new score, `$10` now, `$11` the new text's
-/// slot (or NULL); on SQLite `$12` the new text's terms of the word index (or NULL). An
+/// slot (or NULL), `$12` the new text's terms of the word index (or NULL). An
 /// edit corrects a fact: it takes the new text's slot, and supersedes nothing itself. An
 /// expired fact is not found: it is gone, if not yet swept.
-macro_rules! update_fact {
-    ($terms:literal) => {
-        concat!(
-            "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
-               slot = CASE WHEN $5 IS NULL THEN slot ELSE $11 END, ",
-            $terms,
-            "tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 \
-             WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 \
-               AND (expires_at IS NULL OR expires_at > $10) RETURNING ",
-            fact_columns!()
-        )
-    };
-}
-const UPDATE: &str = update_fact!("");
-const UPDATE_SQLITE: &str = update_fact!("search_terms = COALESCE($12, search_terms), ");
+const UPDATE: &str = concat!(
+    "UPDATE facts SET fact = COALESCE($5, fact), normalized = COALESCE($6, normalized), \
+       slot = CASE WHEN $5 IS NULL THEN slot ELSE $11 END, search_terms = COALESCE($12, search_terms), \
+       tags = COALESCE($7, tags), score = CASE WHEN $8 THEN $9 ELSE score END, updated_at = $10 \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4 \
+       AND (expires_at IS NULL OR expires_at > $10) RETURNING ",
+    fact_columns!()
+);
 
 /// Pages of SQLite's full-text index one [`Store::merge_search_index`] step may write: a
 /// bound on how long it holds the write lock (about 1 MB).
@@ -555,47 +557,39 @@ const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = 
 /// cap. `$4` id, `$5` text, `$6` normalised text, `$7` tags, `$8` score, `$9` source,
 /// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL),
 /// `$14` when it was said, `$15` when it expires (or NULL), `$16` when it was first
-/// stored (now, or an imported fact's original time); on SQLite `$17` its terms of the
-/// word index ([`word_index::fact_terms`]). The only unique
+/// stored (now, or an imported fact's original time), `$17` its terms of the word index
+/// ([`word_index::fact_terms`]). The only unique
 /// key an insert can meet is the duplicate key (ids are fresh), which PostgreSQL
 /// indexes by the text's MD5 and SQLite by the text. Expired facts do not count towards
 /// the cap: they are gone, if not yet swept.
-macro_rules! insert_fact {
-    ($column:literal, $value:literal) => {
-        concat!(
-            "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
-               conversation_id, created_at, updated_at, slot, observed_at, expires_at",
-            $column,
-            ") SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $16, $16, $13, $14, $15",
-            $value,
-            " WHERE $12 IS NULL \
-                OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
-                      AND (expires_at IS NULL OR expires_at > $11)) < $12 \
-             ON CONFLICT DO NOTHING RETURNING ",
-            fact_columns!()
-        )
-    };
-}
-const INSERT: &str = insert_fact!("", "");
-const INSERT_SQLITE: &str = insert_fact!(", search_terms", ", $17");
+const INSERT: &str = concat!(
+    "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
+       conversation_id, created_at, updated_at, slot, observed_at, expires_at, search_terms) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $16, $16, $13, $14, $15, $17 \
+     WHERE $12 IS NULL \
+        OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
+              AND (expires_at IS NULL OR expires_at > $11)) < $12 \
+     ON CONFLICT DO NOTHING RETURNING ",
+    fact_columns!()
+);
 
 /// [`INSERT`] and the new fact's `fact.added` event in one PostgreSQL statement (see
-/// [`Tx::insert_unslotted`]): `$17` the event's place in the transaction, `$18` actor,
-/// `$19` actor's job, `$20` the event's data, `$21` the fact as stored (its first
+/// [`Tx::insert_unslotted`]): `$18` the event's place in the transaction, `$19` actor,
+/// `$20` actor's job, `$21` the event's data, `$22` the fact as stored (its first
 /// version). Returns the fact and the deliveries its event queued, or no row.
 static INSERT_WITH_EVENT_PG: LazyLock<String> = LazyLock::new(|| {
     let kind = format!("'{}'", EventType::FactAdded.as_str());
     let ctes = super::events::event_ctes(&[
-        ("place", "$17"),
+        ("place", "$18"),
         ("type", kind.as_str()),
         ("now", "$11"),
         ("agent", "$2"),
         ("person", "$3"),
-        ("actor", "$18"),
-        ("job", "$19"),
-        ("data", "$20"),
+        ("actor", "$19"),
+        ("job", "$20"),
+        ("data", "$21"),
         ("fact_id", "f.id"),
-        ("fact", "$21"),
+        ("fact", "$22"),
         ("version", "1"),
         ("stored", "true"),
         ("from", "FROM f"),
@@ -693,13 +687,14 @@ pub(super) struct ExpiredRow {
     fact: FactRow,
 }
 
-/// SQLite: facts without the word index's terms (stored before migration 0019), a batch,
-/// found through `facts_without_terms`, which holds only them.
+/// Facts without the word index's terms (stored before migration 0019 on SQLite, 0020 on
+/// PostgreSQL), a batch, found through `facts_without_terms`, which holds only them.
 const WITHOUT_TERMS: &str =
-    "SELECT rowid, tenant_id, agent_id, external_ref, fact FROM facts WHERE search_terms IS NULL LIMIT 1000";
+    "SELECT id, tenant_id, agent_id, external_ref, fact FROM facts WHERE search_terms IS NULL LIMIT 1000";
 
-/// SQLite: gives fact `$1` (by rowid) its terms `$2`; the update trigger indexes them.
-const SET_TERMS: &str = "UPDATE facts SET search_terms = $2 WHERE rowid = $1";
+/// Gives fact `$1` its terms `$2` (SQLite's update trigger indexes them), unless it has
+/// some by now: a write of its text since it was read gave it the terms of that text.
+const SET_TERMS: &str = "UPDATE facts SET search_terms = $2 WHERE id = $1 AND search_terms IS NULL";
 
 /// The owner's curated (manual and agent) facts.
 const COUNT_CURATED: &str = "SELECT count(*) FROM facts \
@@ -771,8 +766,9 @@ impl Store {
     }
 
     /// The `limit` facts matching most words of `query` (then rarest words, then
-    /// newest) that `filter` takes. SQLite: the facts holding the words, ranked here,
-    /// then the rows of the best by id (see `SCORED`).
+    /// newest) that `filter` takes: the facts holding the words, ranked here, then the
+    /// rows of the best by id (see [`MATCHES`]); a short query on PostgreSQL in one
+    /// statement ([`SCORED`]).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "search_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn search_facts(
         &self,
@@ -781,38 +777,30 @@ impl Store {
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let search = match &self.reads().search {
-            Search::Scored { search, .. } => search,
-            Search::Matches { matches, .. } => {
-                return self.search_by_matches(matches, owner, query, filter, limit).await;
-            }
-        };
-        let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-            sqlx::query_as(search.as_str())
-                .bind_owner(owner)
-                .bind(query.tsquery_terms())
-                .bind(filter.tag)
-                .bind(limit)
-                .bind(filter.superseded)
-                .bind(filter.as_of)
-                .bind(filter.horizon())
-                .fetch_all(pool)
-                .await?
-        });
-        super::counted(&rows);
-        rows.into_iter().map(Hit::try_from).collect()
-    }
-
-    /// [`Store::search_facts`] on SQLite: `matches` is its first statement.
-    async fn search_by_matches(
-        &self,
-        matches: &'static str,
-        owner: Owner<'_>,
-        query: &SearchQuery,
-        filter: FactFilter<'_>,
-        limit: i64,
-    ) -> Result<Vec<Hit>> {
-        let (ranked, words) = self.rank_matches(matches, owner, query, filter, limit).await?;
+        let Some(search) = word_index::WordSearch::new(owner, query.stems()) else { return Ok(Vec::new()) };
+        let words = i64::try_from(search.words()).unwrap_or(i64::MAX);
+        if let Some(scored) = self.scored(&search) {
+            let rows: Vec<ScoredRow> = with_pool!(self, pool => {
+                sqlx::query_as(scored.search.as_str())
+                    .bind_owner(owner)
+                    .bind(search.terms())
+                    .bind(filter.tag)
+                    .bind(limit)
+                    .bind(filter.superseded)
+                    .bind(filter.as_of)
+                    .bind(filter.horizon())
+                    .fetch_all(pool)
+                    .await?
+            });
+            super::counted(&rows);
+            return rows
+                .into_iter()
+                .map(|row| {
+                    Ok(Hit { relevance: relevance(row.matched, words), rarity: row.rarity, fact: row.fact.try_into()? })
+                })
+                .collect();
+        }
+        let ranked = self.rank_matches(&search, owner, filter, limit).await?;
         if ranked.is_empty() {
             return Ok(Vec::new());
         }
@@ -828,24 +816,25 @@ impl Store {
             .collect())
     }
 
-    /// SQLite: the `limit` best matches of `query` among the owner's facts that `filter`
-    /// takes, best first (see [`super::ranking`]), and the number of the query's
-    /// distinct words; `matches` is the statement that finds them ([`MATCHES`]).
+    /// PostgreSQL's statements that rank `search` in SQL, when it is short enough.
+    fn scored(&self, search: &word_index::WordSearch) -> Option<&'static Scored> {
+        self.reads().scored.as_ref().filter(|_| search.words() <= SCORED_MAX_WORDS)
+    }
+
+    /// The `limit` best matches of `search` among the owner's facts that `filter` takes,
+    /// best first (see [`super::ranking`]).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_matches", backend = self.backend(), rows = tracing::field::Empty))]
     async fn rank_matches(
         &self,
-        matches: &'static str,
+        search: &word_index::WordSearch,
         owner: Owner<'_>,
-        query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
-    ) -> Result<(Vec<ranking::Ranked>, i64)> {
-        let Some(search) = word_index::WordSearch::new(owner, query.stems()) else { return Ok((Vec::new(), 0)) };
-        let words = i64::try_from(search.words()).unwrap_or(i64::MAX);
+    ) -> Result<Vec<ranking::Ranked>> {
         let (ids, terms): (Option<Vec<u8>>, Option<String>) = with_pool!(self, pool => {
-            sqlx::query_as(matches)
+            sqlx::query_as(self.reads().matches.as_str())
                 .bind_owner(owner)
-                .bind(search.fts5_query())
+                .bind(self.word_query(search))
                 .bind(filter.tag)
                 .bind(filter.superseded)
                 .bind(filter.as_of)
@@ -855,7 +844,12 @@ impl Store {
         });
         let found = search.matches(&ids.unwrap_or_default(), terms.as_deref().unwrap_or_default())?;
         super::counted(&found);
-        Ok((ranking::rank(&found, usize::try_from(limit).unwrap_or(0)), words))
+        Ok(ranking::rank(&found, usize::try_from(limit).unwrap_or(0)))
+    }
+
+    /// `search`'s query in this backend's syntax: `$4` of [`MATCHES`].
+    fn word_query(&self, search: &word_index::WordSearch) -> String {
+        if self.is_embedded() { search.fts5_query() } else { search.tsquery() }
     }
 
     /// The owner's facts among `ids` (another owner's are not found), in no order.
@@ -871,30 +865,22 @@ impl Store {
         facts(rows)
     }
 
-    /// The database's plan for [`Store::search_facts`] (10 hits, no tag; SQLite: its
-    /// matches), one line per
-    /// step: SQLite's `EXPLAIN QUERY PLAN` details; PostgreSQL's `EXPLAIN (ANALYZE,
-    /// BUFFERS, SETTINGS)`, which runs the search, counts the pages it read and names the
-    /// planner settings the connection changed. Tests check with it that search walks
-    /// indexes rather than tables.
+    /// The database's plan for the statement with which [`Store::search_facts`] finds
+    /// `query`'s matches (10 hits, no tag), one line per step: SQLite's `EXPLAIN QUERY
+    /// PLAN` details; PostgreSQL's `EXPLAIN (ANALYZE, BUFFERS, SETTINGS)`, which runs it,
+    /// counts the pages it read and names the planner settings the connection changed.
+    /// Tests check with it that search walks indexes rather than tables.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "explain_search", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn explain_search(&self, owner: Owner<'_>, query: &SearchQuery) -> Result<Vec<String>> {
         let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
-        let (statement, limit) = match &self.reads().search {
-            Search::Scored { search, .. } => (search, Some(10_i64)),
-            Search::Matches { matches, .. } => (matches, None),
-        };
-        let param = if self.is_embedded() {
-            word_index::WordSearch::new(owner, query.stems()).map(|search| search.fts5_query()).unwrap_or_default()
-        } else {
-            query.tsquery_terms()
+        let search = word_index::WordSearch::new(owner, query.stems());
+        let (statement, param, limit) = match search.as_ref().and_then(|search| Some((self.scored(search)?, search))) {
+            Some((scored, search)) => (&scored.search, search.terms(), Some(10_i64)),
+            None => (&self.reads().matches, search.map(|search| self.word_query(&search)).unwrap_or_default(), None),
         };
         let sql = format!("{prefix}{statement}");
         with_pool!(self, pool => {
-            let query = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind_owner(owner)
-                .bind(param)
-                .bind(None::<&str>);
+            let query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind_owner(owner).bind(param).bind(None::<&str>);
             match limit {
                 Some(limit) => query.bind(limit),
                 None => query,
@@ -920,6 +906,7 @@ impl Store {
         actor: Actor,
     ) -> Result<std::result::Result<Fact, UpdateError>> {
         let text = changes.text.as_ref();
+        let terms = text.map(|t| word_index::fact_terms(owner, t.text()));
         let mut tx = self.begin_change(actor).await?;
         // A macro, not a closure: each backend's query is its own type.
         macro_rules! update {
@@ -934,15 +921,10 @@ impl Store {
                     .bind(changes.score.flatten())
                     .bind(super::now())
                     .bind(text.and_then(|t| Slot::of(t.text())).map(Slot::as_str))
+                    .bind(terms.as_deref())
             };
         }
-        let result: Result<Option<FactRow>> = match &mut tx.0 {
-            super::Backend::Postgres(tx) => update!(UPDATE).fetch_optional(&mut **tx).await,
-            super::Backend::Sqlite(tx) => {
-                let terms = text.map(|t| word_index::fact_terms(owner, t.text()));
-                update!(UPDATE_SQLITE).bind(terms).fetch_optional(&mut **tx).await
-            }
-        };
+        let result: Result<Option<FactRow>> = with_tx!(tx, tx => update!(UPDATE).fetch_optional(&mut **tx).await);
         match result {
             Ok(Some(row)) => {
                 let fact: Fact = row.try_into()?;
@@ -956,25 +938,23 @@ impl Store {
         }
     }
 
-    /// SQLite: writes the word index's terms of every fact stored before the index existed
-    /// (migration 0019), a thousand facts a transaction, so that search finds them again.
-    /// Once every fact has its terms (an empty text when every word is a stop word), and
-    /// on PostgreSQL, it reads one empty batch or nothing.
+    /// Writes the word index's terms of every fact stored before the index existed, a
+    /// thousand facts a transaction, so that search finds them again. Once every fact has
+    /// its terms (an empty text when every word is a stop word), it reads one empty batch.
     pub(super) async fn index_facts_without_terms(&self) -> Result<()> {
-        let super::Backend::Sqlite(pool) = &self.backend else { return Ok(()) };
         loop {
-            let rows: Vec<(i64, String, String, String, String)> =
-                sqlx::query_as(WITHOUT_TERMS).fetch_all(pool).await?;
+            let rows: Vec<(Uuid, String, String, String, String)> =
+                with_pool!(self, pool => sqlx::query_as(WITHOUT_TERMS).fetch_all(pool).await?);
             if rows.is_empty() {
                 return Ok(());
             }
             let mut tx = self.begin_write().await?;
-            for (rowid, tenant, agent, user, fact) in rows {
+            for (id, tenant, agent, user, fact) in rows {
                 let stored = |e: String| sqlx::Error::Decode(e.into());
                 let tenant = TenantId::parse(tenant).map_err(stored)?;
                 let (agent, user) = (AgentId::parse(agent).map_err(stored)?, ExternalRef::parse(user).map_err(stored)?);
                 let terms = word_index::fact_terms(Owner::new(&tenant, &agent, &user), &fact);
-                with_tx!(tx, tx => sqlx::query(SET_TERMS).bind(rowid).bind(terms).execute(&mut **tx).await.map(drop)?);
+                with_tx!(tx, tx => sqlx::query(SET_TERMS).bind(id).bind(terms).execute(&mut **tx).await.map(drop)?);
             }
             tx.commit().await?;
         }
@@ -1035,9 +1015,8 @@ impl Store {
 
     /// The memory context's candidates: without `query` the `limit` newest facts; with
     /// it the `limit` best matches, then the `limit` newest (the same fact may appear in
-    /// both parts); current at `as_of`, or now. With a query, PostgreSQL reads them in
-    /// one statement; SQLite ranks the facts holding the words, then reads the best and the
-    /// newest in a second (see `SCORED`).
+    /// both parts); current at `as_of`, or now. With a query, the facts holding its words
+    /// are ranked here, then one statement reads the best and the newest ([`CONTEXT`]).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "context_facts", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn context_facts(
         &self,
@@ -1050,41 +1029,29 @@ impl Store {
         let Some(query) = query else {
             return self.list_facts(owner, filter, None, limit).await;
         };
-        let context = match &self.reads().search {
-            Search::Scored { context, .. } => context,
-            Search::Matches { matches, context } => {
-                return self.context_by_matches((matches, context), owner, query, filter, limit).await;
-            }
+        let Some(search) = word_index::WordSearch::new(owner, query.stems()) else {
+            return self.list_facts(owner, filter, None, limit).await;
         };
-        let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-            sqlx::query_as(context.as_str())
-                .bind_owner(owner)
-                .bind(query.tsquery_terms())
-                .bind(None::<&str>)
-                .bind(limit)
-                .bind(false)
-                .bind(filter.as_of)
-                .bind(filter.horizon())
-                .fetch_all(pool)
-                .await?
-        });
-        super::counted(&rows);
-        rows.into_iter().map(|row| Fact::try_from(row.fact)).collect()
-    }
-
-    /// [`Store::context_facts`] with a query on SQLite, in its two statements.
-    async fn context_by_matches(
-        &self,
-        (matches, context): (&'static str, &'static str),
-        owner: Owner<'_>,
-        query: &SearchQuery,
-        filter: FactFilter<'_>,
-        limit: i64,
-    ) -> Result<Vec<Fact>> {
-        let (ranked, _) = self.rank_matches(matches, owner, query, filter, limit).await?;
+        if let Some(scored) = self.scored(&search) {
+            let rows: Vec<ScoredRow> = with_pool!(self, pool => {
+                sqlx::query_as(scored.context.as_str())
+                    .bind_owner(owner)
+                    .bind(search.terms())
+                    .bind(None::<&str>)
+                    .bind(limit)
+                    .bind(false)
+                    .bind(filter.as_of)
+                    .bind(filter.horizon())
+                    .fetch_all(pool)
+                    .await?
+            });
+            super::counted(&rows);
+            return rows.into_iter().map(|row| Fact::try_from(row.fact)).collect();
+        }
+        let ranked = self.rank_matches(&search, owner, filter, limit).await?;
         let ids = serde_json::Value::from(ranked.iter().map(|r| r.id.to_string()).collect::<Vec<_>>()).to_string();
         let rows: Vec<PartRow> = with_pool!(self, pool => {
-            sqlx::query_as(context)
+            sqlx::query_as(self.reads().context.as_str())
                 .bind_owner(owner)
                 .bind(ids)
                 .bind(filter.horizon())
@@ -1260,20 +1227,9 @@ impl Tx {
     ) -> Result<Option<FactRow>> {
         let stored = new_row(owner, fact, origin, now, created_at);
         let normalized = fact.text.normalized();
-        Ok(match &mut self.0 {
-            super::Backend::Postgres(tx) => {
-                bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap)
-                    .fetch_optional(&mut **tx)
-                    .await?
-            }
-            super::Backend::Sqlite(tx) => {
-                let terms = word_index::fact_terms(owner, &stored.fact);
-                bind_insert(sqlx::query_as(INSERT_SQLITE), owner, &stored, normalized, now, cap)
-                    .bind(terms)
-                    .fetch_optional(&mut **tx)
-                    .await?
-            }
-        })
+        Ok(with_tx!(self, tx => {
+            bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap).fetch_optional(&mut **tx).await?
+        }))
     }
 
     /// Inserts a fact that takes no slot with its `fact.added` event, or returns `None`
@@ -1451,9 +1407,8 @@ mod tests {
     /// them (see [`Dialect`]).
     #[tokio::test]
     async fn reading_facts_by_id_builds_no_temporary_b_tree() {
-        let reads = Reads::sqlite();
-        let Search::Matches { context, .. } = &reads.search else { panic!("SQLite ranks its matches") };
-        for sql in [reads.by_id.as_str(), context.as_str()] {
+        let reads = Reads::new(&SQLITE);
+        for sql in [reads.by_id.as_str(), reads.context.as_str()] {
             let opcodes = super::super::tests::sqlite_opcodes(sql).await;
             assert!(opcodes.iter().any(|op| op == "VFilter"), "reads the ids: {opcodes:?}");
             assert!(!opcodes.iter().any(|op| op == "OpenEphemeral"), "{sql}: {opcodes:?}");
@@ -1493,7 +1448,8 @@ mod tests {
     /// A database written before the word index (migrations up to 0018, its facts indexed
     /// by the full-text table 0019 replaces) is searched as before once the next start has
     /// migrated it: 0019 makes the index anew, empty, and `Store::migrate` writes every
-    /// fact's terms, which the triggers index.
+    /// fact's terms, which the triggers index. (The API test of the same name runs on both
+    /// backends; this one also checks SQLite's plan and the backfill's own statement.)
     #[tokio::test]
     async fn facts_stored_before_the_word_index_are_found_after_the_upgrade() {
         let path = std::env::temp_dir().join(format!("engram-terms-{}.db", Uuid::now_v7().simple()));
@@ -1536,6 +1492,10 @@ mod tests {
         let mut found: Vec<String> = hits.into_iter().map(|hit| hit.fact.fact).collect();
         found.sort();
         assert_eq!(found, texts[..2], "Caroline's facts, found by the stems of their words");
+        // A fact whose text was written since the backfill read it keeps that text's terms.
+        let id: Uuid = sqlx::query_scalar("SELECT id FROM facts LIMIT 1").fetch_one(pool).await.unwrap();
+        let set = sqlx::query(SET_TERMS).bind(id).bind("stale").execute(pool).await.unwrap();
+        assert_eq!(set.rows_affected(), 0, "terms already written are not replaced");
         store.close().await;
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -1544,7 +1504,7 @@ mod tests {
 
     #[test]
     fn every_hole_of_the_reads_is_filled() {
-        for reads in [Reads::postgres(), Reads::sqlite()] {
+        for reads in [Reads::new(&POSTGRES), Reads::new(&SQLITE)] {
             for sql in reads.all() {
                 assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
             }

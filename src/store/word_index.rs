@@ -1,17 +1,19 @@
-//! SQLite's word index: each stem of a fact keyed by the fact's owner, so that the facts
-//! of one owner holding one word are one term's postings, found by one lookup.
+//! The word index: each stem of a fact keyed by the fact's owner, so that the facts of
+//! one owner holding one word are one term's postings, found by one lookup.
 //!
-//! FTS5 over the fact's text, with the owner as a token of its own, answered a query word
-//! with `"<owner>" AND word`: the owner's whole posting list walked beside the word's, for
-//! every word, and a 1 000-entry list has no doclist index to skip through. When every
-//! query word is common among a user's facts, that walk was a quarter of a 20-word search's
-//! instructions. Here each term is the owner's tag followed by a stem, made in Rust when a
-//! fact's text is written (`facts.search_terms`, indexed by `facts_fts` with FTS5's `ascii`
-//! tokenizer and no positions: migration 0019), and a search asks for every query word's
-//! term at once (`OR`): each matching fact comes back once, with its terms, and
+//! Each term is the owner's tag followed by a stem, made here when a fact's text is
+//! written (`facts.search_terms`), and indexed by each backend: SQLite's FTS5 table
+//! `facts_fts` with its `ascii` tokenizer and no positions (migration 0019), PostgreSQL's
+//! GIN index over the terms as a `tsvector` (0020). A search asks for every query word's
+//! term at once: each matching fact comes back once, with its terms, and
 //! [`WordSearch::matches`] tells which query words it holds. The stems are those of
-//! [`crate::domain::search_query::stems`], the Snowball English stemmer's, which is
-//! also what PostgreSQL's `english` configuration stems with.
+//! [`crate::domain::search_query::stems`], the Snowball English stemmer's.
+//!
+//! Before, FTS5 indexed the fact's text with the owner as a token of its own and answered
+//! a query word with `"<owner>" AND word`: the owner's whole posting list walked beside the
+//! word's, for every word (a quarter of a 20-word search's instructions when every query
+//! word was common among a user's facts); and PostgreSQL made owner-keyed lexemes itself
+//! but counted each word's matches in SQL, one heap visit per (fact, word) pair.
 
 use uuid::Uuid;
 
@@ -21,6 +23,11 @@ use crate::domain::{owner::Owner, search_query::stems};
 /// Hex digits of an owner's tag: every term starts with exactly this many, so a term
 /// splits into its owner's tag and its stem in one way only.
 const TAG_LEN: usize = 16;
+
+/// The longest stem indexed or looked for, in bytes: PostgreSQL refuses a lexeme over
+/// 2 047 bytes, tag included (its own parser drops such words too). A run of letters
+/// this long is no word anyone searches for.
+const MAX_STEM_BYTES: usize = 2047 - TAG_LEN;
 
 /// Most query words a search tells apart: a bit each in a `u64`. A query's words are
 /// capped below it ([`crate::domain::search_query::MAX_QUERY_TERMS`]).
@@ -46,13 +53,21 @@ fn owner_tag(owner: Owner<'_>) -> String {
     format!("{:0width$x}", fnv1a(parts.map(str::as_bytes)), width = TAG_LEN)
 }
 
+/// The stems of `text` the index holds: those not over [`MAX_STEM_BYTES`].
+fn indexed_stems(text: &str) -> Vec<String> {
+    let mut stems = stems(text);
+    stems.retain(|stem| stem.len() <= MAX_STEM_BYTES);
+    stems
+}
+
 /// What `facts.search_terms` holds for a fact of this owner with this text: its distinct
 /// stems, each after the owner's tag, separated by spaces (empty when every word is a stop
 /// word). A stem holds only letters and digits, so FTS5's `ascii` tokenizer, which splits
-/// at ASCII characters other than letters and digits only, reads each term as one token.
+/// at ASCII characters other than letters and digits only, reads each term as one token,
+/// and PostgreSQL's `string_to_array(…, ' ')` splits the terms apart.
 pub(super) fn fact_terms(owner: Owner<'_>, text: &str) -> String {
     let tag = owner_tag(owner);
-    let stems = stems(text);
+    let stems = indexed_stems(text);
     let mut terms = String::with_capacity(stems.iter().map(|stem| TAG_LEN + 1 + stem.len()).sum());
     for stem in &stems {
         if !terms.is_empty() {
@@ -65,7 +80,7 @@ pub(super) fn fact_terms(owner: Owner<'_>, text: &str) -> String {
 }
 
 /// A search of one owner's facts for the stems of a query's words (its first
-/// [`MAX_WORDS`]): what FTS5 is asked, and which words each fact it finds holds.
+/// [`MAX_WORDS`]): what the index is asked, and which words each fact it finds holds.
 pub(super) struct WordSearch {
     tag: String,
     stems: Vec<String>,
@@ -77,6 +92,7 @@ pub(super) struct WordSearch {
 impl WordSearch {
     /// `None` when there is no stem: FTS5 refuses an empty query, and nothing matches.
     pub(super) fn new(owner: Owner<'_>, mut stems: Vec<String>) -> Option<WordSearch> {
+        stems.retain(|stem| stem.len() <= MAX_STEM_BYTES);
         stems.truncate(MAX_WORDS);
         if stems.is_empty() {
             return None;
@@ -120,6 +136,21 @@ impl WordSearch {
     pub(super) fn fts5_query(&self) -> String {
         let tag = &self.tag;
         self.stems.iter().map(|stem| format!("\"{tag}{stem}\"")).collect::<Vec<_>>().join(" OR ")
+    }
+
+    /// The owner's terms of the stems, separated by spaces: what PostgreSQL's search of a
+    /// short query looks up one by one.
+    pub(super) fn terms(&self) -> String {
+        let tag = &self.tag;
+        self.stems.iter().map(|stem| format!("{tag}{stem}")).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The PostgreSQL `tsquery` for the same: each term quoted, joined by `|`. A term is
+    /// letters and digits only, so quoting keeps it out of the `tsquery` syntax, and a
+    /// quoted term is taken as it is, not stemmed again.
+    pub(super) fn tsquery(&self) -> String {
+        let tag = &self.tag;
+        self.stems.iter().map(|stem| format!("'{tag}{stem}'")).collect::<Vec<_>>().join(" | ")
     }
 
     /// Which words each matching fact holds, as a bit per word in the query's order, from
@@ -202,10 +233,23 @@ mod tests {
     }
 
     #[test]
+    fn stems_too_long_for_postgresql_are_neither_indexed_nor_asked_for() {
+        let (longest, over) = ("k".repeat(MAX_STEM_BYTES), "k".repeat(MAX_STEM_BYTES + 1));
+        with_owner("caroline", |owner, tag| {
+            assert_eq!(fact_terms(owner, &format!("{over} tea {longest}")), format!("{tag}tea {tag}{longest}"));
+            assert_eq!(tag.len() + longest.len(), 2047, "PostgreSQL's longest lexeme");
+        });
+        assert!(searching("u", &[over.as_str()]).is_none());
+        assert_eq!(searching("u", &[over.as_str(), "tea"]).unwrap().words(), 1);
+    }
+
+    #[test]
     fn a_search_asks_for_each_stem_of_its_owner() {
         let tag = with_owner("u", |_, tag| tag);
         let search = searching("u", &["tea", "hike"]).unwrap();
         assert_eq!(search.fts5_query(), format!("\"{tag}tea\" OR \"{tag}hike\""));
+        assert_eq!(search.tsquery(), format!("'{tag}tea' | '{tag}hike'"));
+        assert_eq!(search.terms(), format!("{tag}tea {tag}hike"));
         assert_eq!(search.words(), 2);
         assert!(searching("u", &[]).is_none());
     }
