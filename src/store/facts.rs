@@ -1445,38 +1445,17 @@ mod tests {
         assert_eq!(found, ids.iter().enumerate().map(|(word, id)| (*id, 1 << word)).collect::<Vec<_>>());
     }
 
-    /// A database written before the word index (migrations up to 0018, its facts indexed
-    /// by the full-text table 0019 replaces) is searched as before once the next start has
-    /// migrated it: 0019 makes the index anew, empty, and `Store::migrate` writes every
-    /// fact's terms, which the triggers index. (The API test of the same name runs on both
-    /// backends; this one also checks SQLite's plan and the backfill's own statement.)
+    /// The start's backfill of word-index terms (`Store::migrate`; the API test
+    /// `facts_stored_before_the_word_index_are_found_after_the_upgrade` runs it on a
+    /// database of the build before, on both backends): it finds the facts without terms
+    /// through their own index, never a scan of the table, and never replaces terms a
+    /// write of the fact's text gave it since it was read.
     #[tokio::test]
-    async fn facts_stored_before_the_word_index_are_found_after_the_upgrade() {
+    async fn the_terms_backfill_reads_an_index_and_replaces_no_written_terms() {
         let path = std::env::temp_dir().join(format!("engram-terms-{}.db", Uuid::now_v7().simple()));
         let url = format!("sqlite://{}?mode=rwc", path.display());
-        let old = sqlx::SqlitePool::connect(&url).await.expect("SQLite");
-        sqlx::migrate!("migrations/sqlite").run_to(18, &old).await.expect("the migrations before the word index");
-        let texts = ["Caroline drinks green tea", "Caroline hikes on Sundays", "Melanie hikes too"];
-        for (text, user) in texts.into_iter().zip(["caroline", "caroline", "melanie"]) {
-            sqlx::query(
-                "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, source, \
-                   created_at, updated_at, observed_at) VALUES ('t', 'a', $1, $2, $3, $4, '[]', 'manual', $5, $5, $5)",
-            )
-            .bind(user)
-            .bind(Uuid::now_v7())
-            .bind(text)
-            .bind(text.to_lowercase())
-            .bind(super::super::now())
-            .execute(&old)
-            .await
-            .expect("a fact as the build before stored it");
-        }
-        old.close().await;
-
         let store = Store::connect(&url, 2, std::time::Duration::from_secs(5)).await.expect("SQLite");
         store.migrate().await.expect("the start's migrations");
-        // Every start looks for facts without terms: through their own index, never a scan
-        // of the table.
         let super::super::Backend::Sqlite(pool) = &store.backend else { panic!("{url} opened SQLite") };
         let plan: Vec<(i64, i64, i64, String)> =
             sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {WITHOUT_TERMS}")))
@@ -1484,18 +1463,19 @@ mod tests {
                 .await
                 .expect("the plan");
         assert!(plan.iter().any(|step| step.3.contains("USING INDEX facts_without_terms")), "{plan:?}");
+
         let (tenant, agent) = (TenantId::parse("t".into()).unwrap(), AgentId::parse("a".into()).unwrap());
         let user = ExternalRef::parse("caroline".into()).unwrap();
         let owner = Owner::new(&tenant, &agent, &user);
-        let query = SearchQuery::parse("tea hiking").unwrap();
-        let hits = store.search_facts(owner, &query, FactFilter::CURRENT, 10).await.unwrap();
-        let mut found: Vec<String> = hits.into_iter().map(|hit| hit.fact.fact).collect();
-        found.sort();
-        assert_eq!(found, texts[..2], "Caroline's facts, found by the stems of their words");
-        // A fact whose text was written since the backfill read it keeps that text's terms.
-        let id: Uuid = sqlx::query_scalar("SELECT id FROM facts LIMIT 1").fetch_one(pool).await.unwrap();
+        let fact = crate::domain::fact::FactInput { fact: "Caroline drinks green tea".into(), ..Default::default() }
+            .validate(super::super::now())
+            .unwrap();
+        store.import_facts(owner, &[fact], Origin::Manual).await.unwrap();
+        let id: Uuid = sqlx::query_scalar("SELECT id FROM facts").fetch_one(pool).await.unwrap();
         let set = sqlx::query(SET_TERMS).bind(id).bind("stale").execute(pool).await.unwrap();
         assert_eq!(set.rows_affected(), 0, "terms already written are not replaced");
+        let query = SearchQuery::parse("tea").unwrap();
+        assert_eq!(store.search_facts(owner, &query, FactFilter::CURRENT, 10).await.unwrap().len(), 1);
         store.close().await;
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
