@@ -53,11 +53,9 @@ fn owner_tag(owner: Owner<'_>) -> String {
     format!("{:0width$x}", fnv1a(parts.map(str::as_bytes)), width = TAG_LEN)
 }
 
-/// The stems of `text` the index holds: those not over [`MAX_STEM_BYTES`].
-fn indexed_stems(text: &str) -> Vec<String> {
-    let mut stems = stems(text);
-    stems.retain(|stem| stem.len() <= MAX_STEM_BYTES);
-    stems
+/// Whether the index holds `stem`, in a fact's terms and in a search alike.
+fn indexed(stem: &str) -> bool {
+    stem.len() <= MAX_STEM_BYTES
 }
 
 /// What `facts.search_terms` holds for a fact of this owner with this text: its distinct
@@ -67,7 +65,8 @@ fn indexed_stems(text: &str) -> Vec<String> {
 /// and PostgreSQL's `string_to_array(…, ' ')` splits the terms apart.
 pub(super) fn fact_terms(owner: Owner<'_>, text: &str) -> String {
     let tag = owner_tag(owner);
-    let stems = indexed_stems(text);
+    let mut stems = stems(text);
+    stems.retain(|stem| indexed(stem));
     let mut terms = String::with_capacity(stems.iter().map(|stem| TAG_LEN + 1 + stem.len()).sum());
     for stem in &stems {
         if !terms.is_empty() {
@@ -92,7 +91,7 @@ pub(super) struct WordSearch {
 impl WordSearch {
     /// `None` when there is no stem: FTS5 refuses an empty query, and nothing matches.
     pub(super) fn new(owner: Owner<'_>, mut stems: Vec<String>) -> Option<WordSearch> {
-        stems.retain(|stem| stem.len() <= MAX_STEM_BYTES);
+        stems.retain(|stem| indexed(stem));
         stems.truncate(MAX_WORDS);
         if stems.is_empty() {
             return None;
@@ -134,23 +133,26 @@ impl WordSearch {
     /// The FTS5 query for the owner's facts holding any of the stems: each term quoted,
     /// joined by `OR`.
     pub(super) fn fts5_query(&self) -> String {
-        let tag = &self.tag;
-        self.stems.iter().map(|stem| format!("\"{tag}{stem}\"")).collect::<Vec<_>>().join(" OR ")
+        self.joined("\"", " OR ")
     }
 
     /// The owner's terms of the stems, separated by spaces: what PostgreSQL's search of a
     /// short query looks up one by one.
     pub(super) fn terms(&self) -> String {
-        let tag = &self.tag;
-        self.stems.iter().map(|stem| format!("{tag}{stem}")).collect::<Vec<_>>().join(" ")
+        self.joined("", " ")
     }
 
     /// The PostgreSQL `tsquery` for the same: each term quoted, joined by `|`. A term is
     /// letters and digits only, so quoting keeps it out of the `tsquery` syntax, and a
     /// quoted term is taken as it is, not stemmed again.
     pub(super) fn tsquery(&self) -> String {
+        self.joined("'", " | ")
+    }
+
+    /// Each stem's term (tag and stem) between `quote`s, joined by `separator`.
+    fn joined(&self, quote: &str, separator: &str) -> String {
         let tag = &self.tag;
-        self.stems.iter().map(|stem| format!("'{tag}{stem}'")).collect::<Vec<_>>().join(" | ")
+        self.stems.iter().map(|stem| format!("{quote}{tag}{stem}{quote}")).collect::<Vec<_>>().join(separator)
     }
 
     /// Which words each matching fact holds, as a bit per word in the query's order, from
