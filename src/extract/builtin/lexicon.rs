@@ -107,6 +107,13 @@ pub(super) const SUBJECT_PRONOUNS: &[&str] = &[
     "then", "these", "those",
 ];
 
+/// Words that are never the verb right after "I": pronouns, articles and possessives.
+/// Typed in a hurry ("yeah I its quite hard", "I the dog runs"), such a word was taken for
+/// the verb and conjugated into facts like "Itses quite hard" or "Thes dog runs".
+pub(super) fn never_a_verb(word: &str) -> bool {
+    in_list(SUBJECT_PRONOUNS, word) || in_list(&["a", "an", "the", "its", "thats", "me", "him", "us", "them"], word)
+}
+
 /// Filler at the end of an object ("I love tea a lot", "I like dogs too").
 pub(super) const TAIL_FILLERS: &[&[&str]] = &[
     &["as", "well"],

@@ -737,6 +737,13 @@ mod tests {
     }
 
     #[test]
+    fn a_garbled_clause_gives_no_conjugated_pronoun() {
+        // Typed in a hurry: the word after "I" is not a verb, so there is no fact to state.
+        assert_eq!(facts("Yeah I its quite not that hard to understand the rules of it"), Vec::<String>::new());
+        assert_eq!(facts("lol I the dog runs the house"), Vec::<String>::new());
+    }
+
+    #[test]
     fn short_answers_to_be_and_have_questions() {
         assert_eq!(asked("Are you a teacher?", "Yes, I am."), ["Is a teacher"]);
         assert_eq!(asked("Are you afraid of spiders?", "Yeah."), ["Is afraid of spiders"]);

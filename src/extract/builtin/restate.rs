@@ -123,7 +123,12 @@ fn first_person(c: &[Tok], w: &[&str]) -> Option<String> {
     // outvoted", "we live and learn"), their refusal stands; where they only do not know
     // its complement ("I work odd shifts", "I grew up on boats"), the model weighs it.
     let decided = in_list(DECIDED_VERBS, verb) && (w[0] == "i" || matches!(verb, "live" | "reside"));
-    if !c[k].word || !verb.chars().all(char::is_alphabetic) || in_list(NOT_STATEMENTS, verb) || decided {
+    if !c[k].word
+        || !verb.chars().all(char::is_alphabetic)
+        || in_list(NOT_STATEMENTS, verb)
+        || never_a_verb(verb)
+        || decided
+    {
         return None;
     }
     if !lasting_complement(c, w, k, verb) {
@@ -302,6 +307,13 @@ mod tests {
         assert_eq!(said("I'm pretty handy with engines").as_deref(), Some("is handy with engines"));
         assert_eq!(said("I whittle").as_deref(), Some("whittles"));
         assert_eq!(said("we bought an orchard").as_deref(), Some("bought an orchard"));
+    }
+
+    #[test]
+    fn a_pronoun_or_an_article_after_i_is_not_restated_as_a_verb() {
+        assert_eq!(said("yeah I its quite not that hard to get"), None);
+        assert_eq!(said("I the garden grows fast"), None);
+        assert_eq!(said("I them all the time"), None);
     }
 
     #[test]

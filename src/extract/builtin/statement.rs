@@ -12,7 +12,7 @@
 //! present moment ("today", "right now", "last night").
 
 use super::clauses::AUXILIARIES;
-use super::lexicon::{IRREGULAR_PAST, in_list};
+use super::lexicon::{IRREGULAR_PAST, in_list, never_a_verb};
 use super::phrase::{fact, lower_words, object, tags_for, third_person};
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
@@ -56,7 +56,7 @@ pub(super) fn plain_statement(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     let verb = *w.get(k)?;
     let is_word = c[k].word && verb.chars().all(|ch| ch.is_alphabetic());
     let past = verb.ends_with("ed") && !verb.ends_with("eed") || in_list(IRREGULAR_PAST, verb);
-    if !is_word || in_list(STANCE_VERBS, verb) || in_list(AUXILIARIES, verb) {
+    if !is_word || in_list(STANCE_VERBS, verb) || in_list(AUXILIARIES, verb) || never_a_verb(verb) {
         return None;
     }
     if w.iter().any(|x| in_list(MOMENT_WORDS, x)) {
@@ -90,6 +90,14 @@ mod tests {
         assert_eq!(said("I stood in for the actor").as_deref(), Some("Stood in for the actor"));
         assert_eq!(said("I trained dogs").as_deref(), Some("Trained dogs"));
         assert!(plain_statement(&tokenize("I raise chickens"), 1).is_some_and(|f| f.score >= 0.7));
+    }
+
+    #[test]
+    fn a_pronoun_or_an_article_after_i_is_no_verb() {
+        assert_eq!(said("I its quite hard"), None);
+        assert_eq!(said("I the dog runs"), None);
+        assert_eq!(said("I that works"), None);
+        assert_eq!(said("I it is hard"), None);
     }
 
     #[test]
