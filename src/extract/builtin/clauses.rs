@@ -28,11 +28,41 @@ pub(super) fn skip_lead(tokens: &[Tok], mut i: usize) -> (usize, bool) {
             i += 1;
         } else if greeting && (tok.is("there") || tok.is("everyone") || tok.is("all")) {
             i += 1;
+        } else if let Some(n) = reaction_before_i(tokens, i) {
+            i += n;
         } else {
             break;
         }
     }
     (i, greeting)
+}
+
+/// Words of a reaction to the partner ("that's great", "no worries", "how sad").
+#[rustfmt::skip]
+const REACTIONS: &[&str] = &[
+    "ok", "okay", "fine", "good", "great", "cool", "nice", "awesome", "amazing", "interesting",
+    "funny", "fun", "sad", "neat", "wonderful", "fantastic", "true", "alright", "sweet", "lovely",
+    "understandable", "impressive", "terrible", "crazy", "worries", "problem", "shame", "pity",
+];
+
+/// The length of a reaction typed without a comma before one's own clause ("that's ok i
+/// don't drink", "no worries I have two", "thats great i have a cat"). Only when "I"
+/// follows it: "that's great food" is a clause of its own.
+fn reaction_before_i(tokens: &[Tok], i: usize) -> Option<usize> {
+    let w = |k: usize| tokens.get(i + k).map(|t| t.lower.as_str());
+    let mut k = match (w(0), w(1)) {
+        (Some("that" | "it" | "this"), Some("is" | "was" | "sounds")) => 2,
+        (Some("that" | "thats" | "its" | "sounds" | "how" | "what"), _) => 1,
+        _ => 0,
+    };
+    // Two intensifiers at most ("so very sad"): a bounded look, whatever the text.
+    for _ in 0..2 {
+        if !matches!(w(k), Some("very" | "really" | "so" | "pretty" | "a")) {
+            break;
+        }
+        k += 1;
+    }
+    (w(k).is_some_and(|x| REACTIONS.contains(&x)) && w(k + 1) == Some("i")).then_some(k + 1)
 }
 
 /// Verbs that open a subjectless clause about oneself after a first-person sentence ("I

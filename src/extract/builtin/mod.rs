@@ -737,6 +737,16 @@ mod tests {
     }
 
     #[test]
+    fn a_reaction_typed_without_a_comma_does_not_hide_the_clause_after_it() {
+        assert_eq!(facts("that's ok i don't drink wine."), ["Does not drink wine"]);
+        assert_eq!(facts("that ok i don't drink wine."), ["Does not drink wine"]);
+        assert_eq!(facts("No worries I have two ferrets."), ["Has two ferrets"]);
+        assert_eq!(facts("Thats so great i have a kayak"), ["Has a kayak"]);
+        // Without "I" after it, the reaction is the clause, and it states nothing.
+        assert_eq!(facts("That's great news about the kayak"), Vec::<String>::new());
+    }
+
+    #[test]
     fn a_garbled_clause_gives_no_conjugated_pronoun() {
         // Typed in a hurry: the word after "I" is not a verb, so there is no fact to state.
         assert_eq!(facts("Yeah I its quite not that hard to understand the rules of it"), Vec::<String>::new());
