@@ -424,7 +424,16 @@ fn base_form(verb: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tokens::tokenize;
-    use super::{base_form, question_after_statement};
+    use super::{base_form, question_after_statement, reaction_before_i};
+
+    #[test]
+    fn a_reaction_is_a_lead_only_before_i() {
+        assert_eq!(reaction_before_i(&tokenize("that's ok i have a kayak"), 0), Some(3));
+        assert_eq!(reaction_before_i(&tokenize("no worries I have two"), 1), Some(1));
+        // Without "I" after it, the reaction opens the clause and stays in it.
+        assert_eq!(reaction_before_i(&tokenize("That's great news about the kayak"), 0), None);
+        assert_eq!(reaction_before_i(&tokenize("Fine wine is my thing"), 0), None);
+    }
 
     #[test]
     fn a_contrast_opens_a_clause_whatever_its_subject() {
