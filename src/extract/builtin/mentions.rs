@@ -46,16 +46,51 @@ pub(super) struct Mention {
     pub(super) fact: ExtractedFact,
 }
 
-/// Each relative or pet the words call "my" or "our" or say "we have", as a fact that the
-/// user has them; "and" carries the "my" on ("my husband and daughter").
-pub(super) fn kin_and_pets(words: &[Tok]) -> Vec<Mention> {
+/// Whose relatives and pets a turn's words are about.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Whose {
+    /// The user's own words: "my", "our", "we have".
+    Speaker,
+    /// The other person's words to the user: "your" ("How is your daughter?"). What they
+    /// call the user's is less certain than what the user says, so it scores lower.
+    Listener,
+}
+
+/// Words by which an answer takes up someone the question named ("How is your daughter?"
+/// "She loves the dorm"): a pronoun for them, or a yes.
+const TAKEN_UP_BY: &[&str] =
+    &["he", "she", "they", "it", "him", "her", "them", "his", "their", "its", "yes", "yeah", "yep", "yup"];
+
+impl Mention {
+    /// Whether `answer` speaks of this relative or pet again, by its noun or a pronoun: an
+    /// answer that goes on about something else has not said the other person was right.
+    pub(super) fn taken_up(&self, answer: &[Tok]) -> bool {
+        answer.iter().any(|t| {
+            let word = t.lower.strip_suffix("'s").unwrap_or(&t.lower);
+            in_list(TAKEN_UP_BY, word)
+                || KIN_AND_PETS.iter().any(|(s, p, _)| *s == self.noun && (*s == word || *p == word))
+        })
+    }
+}
+
+/// Each relative or pet the words call "my" or "our" or say "we have" (or, in the other
+/// person's words, "your"), as a fact that the user has them; "and" carries the "my" on
+/// ("my husband and daughter").
+pub(super) fn kin_and_pets(words: &[Tok], whose: Whose) -> Vec<Mention> {
+    let score = match whose {
+        Whose::Speaker => 0.75,
+        Whose::Listener => 0.7,
+    };
     let mut out = Vec::new();
     // Where the last mention's noun was, so that "and" right after it starts another.
     let mut last_noun = None;
     for (i, tok) in words.iter().enumerate() {
         let continues = tok.is("and") && last_noun.is_some_and(|n: usize| n + 1 == i);
-        let we_have = tok.is("have") && i > 0 && words[i - 1].is("we");
-        if !(tok.is("my") || tok.is("our") || continues || we_have) {
+        let opens = match whose {
+            Whose::Speaker => tok.is("my") || tok.is("our") || tok.is("have") && i > 0 && words[i - 1].is("we"),
+            Whose::Listener => tok.is("your"),
+        };
+        if !(opens || continues) {
             continue;
         }
         let mut kept: Vec<&str> = Vec::new();
@@ -89,7 +124,7 @@ pub(super) fn kin_and_pets(words: &[Tok]) -> Vec<Mention> {
         }
         phrase.extend(&kept);
         phrase.push(word);
-        out.push(Mention { noun: singular, fact: fact(&format!("Has {}", phrase.join(" ")), 0.75, &[tag]) });
+        out.push(Mention { noun: singular, fact: fact(&format!("Has {}", phrase.join(" ")), score, &[tag]) });
     }
     out
 }

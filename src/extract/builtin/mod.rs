@@ -40,6 +40,8 @@ use clauses::{
     implied_subject, is_hypothetical, is_question, question_after_statement, short_answer, skip_lead, split_clauses,
     statements,
 };
+use lexicon::in_list;
+use mentions::Whose;
 use rules::match_clause;
 use tokens::{Tok, split_sentences, tokenize};
 
@@ -78,18 +80,36 @@ fn read(
     let mut asked: Option<Vec<Tok>> = None;
     // Whether the other person's last turn asked anything.
     let mut questioned = false;
+    // Relatives and pets the other person's last turn called the user's ("How is your
+    // daughter?"): the user has them when the answer takes them up and does not deny it.
+    let mut offered = Vec::new();
     for turn in &request.turns {
         if turn.role != Role::User || turn.seq <= request.from_seq {
             let sentences = split_sentences(&turn.text);
             questioned = sentences.iter().any(|s| s.question);
             asked = sentences.last().filter(|s| s.question).map(|s| tokenize(s.text));
+            offered = match turn.role {
+                Role::Assistant => sentences
+                    .iter()
+                    .map(|s| tokenize(s.text))
+                    .filter(|tokens| !is_hypothetical(tokens))
+                    .flat_map(|tokens| mentions::kin_and_pets(&tokens, Whose::Listener))
+                    .collect(),
+                _ => Vec::new(),
+            };
             continue;
         }
+        let sentences = split_sentences(&turn.text);
+        if !offered.is_empty() && !sentences.first().is_some_and(|s| denies(&tokenize(s.text))) {
+            let answer: Vec<Tok> = sentences.iter().flat_map(|s| tokenize(s.text)).collect();
+            mentioned.extend(offered.drain(..).filter(|m| m.taken_up(&answer)));
+        }
+        offered.clear();
         // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
         let mut greeted = false;
         // "I live in the country. Just drive my truck": the subject carries on.
         let mut about_self = false;
-        for sentence in split_sentences(&turn.text) {
+        for sentence in sentences {
             let mut tokens = tokenize(sentence.text);
             let (mut start, greeting) = skip_lead(&tokens, 0);
             if about_self && let Some(with_subject) = implied_subject(&tokens, start) {
@@ -111,7 +131,7 @@ fn read(
                 let Some(end) = question_after_statement(&tokens, start) else { continue };
                 tokens.truncate(end);
             }
-            mentioned.extend(mentions::kin_and_pets(&tokens[start..]));
+            mentioned.extend(mentions::kin_and_pets(&tokens[start..], Whose::Speaker));
             for (n, clause) in split_clauses(&tokens).into_iter().enumerate() {
                 let (lead, _) = skip_lead(clause, 0);
                 for part in statements(clause, lead) {
@@ -166,6 +186,12 @@ fn read(
         }
     }
     facts
+}
+
+/// Whether an answer's first sentence says no to what it answers ("No, she moved out",
+/// "I don't have a dog"): then nothing the question took for granted is the user's.
+fn denies(first: &[Tok]) -> bool {
+    first.iter().any(|t| in_list(&["no", "nope", "nah", "not", "never"], &t.lower))
 }
 
 #[cfg(test)]
@@ -734,6 +760,27 @@ mod tests {
         assert!(asked("Do you play the guitar?", "Hi. Yes.").is_empty());
         assert!(asked("Do you play the guitar?", "Yes, but I hate it.").iter().all(|f| f != "Plays the guitar"));
         assert!(asked("Do you think so?", "Yes.").is_empty());
+    }
+
+    #[test]
+    fn relatives_and_pets_the_agent_calls_the_users() {
+        assert_eq!(asked("How is your daughter settling in?", "Great, she loves the dorm."), ["Has a daughter"]);
+        assert_eq!(asked("Did your two cats like the new flat?", "They hide all day"), ["Has two cats"]);
+        let out =
+            extract(&request(&[(Role::Assistant, "Say hi to your husband!"), (Role::User, "I will tell him")], 0));
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].fact.as_str(), out[0].score), ("Has a husband", 0.7));
+        // What the user says of them wins ("Has a dog named Rex" says more).
+        assert_eq!(asked("How is your dog?", "I have a dog named Rex, he is fine"), ["Has a dog named Rex"]);
+        // Denied, supposed, or said by someone else than the agent: not the user's.
+        assert_eq!(asked("How is your dog?", "I don't have a dog, that was my neighbour's"), ["Has no dog"]);
+        assert!(asked("How is your wife?", "No, we split up last year").is_empty());
+        assert!(asked("If you had kids, would your kids play chess?", "Maybe").is_empty());
+        assert!(asked("Is your brother coming?", "What lovely weather today").is_empty());
+        let earlier = [(Role::User, "Is your dog friendly?"), (Role::User, "Anyway, lovely weather")];
+        assert!(extract(&request(&earlier, 1)).is_empty());
+        let system = [(Role::System, "Be kind to your users"), (Role::User, "Hello there")];
+        assert!(extract(&request(&system, 0)).is_empty());
     }
 
     #[test]
