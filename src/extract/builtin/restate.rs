@@ -25,7 +25,7 @@ const NOT_STATEMENTS: &[&str] = &[
     "bet", "wonder", "mean", "meant", "suppose", "imagine", "agree", "understand", "hear",
     "heard", "wish", "doubt", "assume", "say", "said", "tell", "told", "figure", "figured",
     "forgot", "forget", "thank", "apologize", "gotta", "swear", "mind", "reckon", "totally",
-    "had", "did", "does", "is", "been", "be", "will",
+    "had", "did", "does", "is", "been", "be", "will", "better",
 ];
 
 /// Words that tie a clause to the day of the conversation: an event, not a fact.
@@ -314,6 +314,8 @@ mod tests {
         assert_eq!(said("yeah I its quite not that hard to get"), None);
         assert_eq!(said("I the garden grows fast"), None);
         assert_eq!(said("I them all the time"), None);
+        // "I (had) better go": a modal typed without "had", not a verb to conjugate.
+        assert_eq!(said("well I better pick a hideout"), None);
     }
 
     #[test]

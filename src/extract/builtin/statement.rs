@@ -34,7 +34,7 @@ const STANCE_VERBS: &[&str] = &[
     "like", "enjoy", "hate", "prefer", "want", "need", "appreciate", "remember", "forgot",
     "forget", "figured", "figure", "noticed", "notice", "find", "recommend", "suggest", "totally",
     "gotta", "got", "get", "let", "retired", "played", "come", "grew", "lost", "plan", "intend",
-    "dream", "code", "program", "turned", "wake", "speak", "would", "will", "shall", "must", "may", "might", "ought",
+    "dream", "code", "program", "turned", "wake", "speak", "would", "will", "shall", "must", "may", "might", "ought", "better",
     "not", "never", "no", "am", "had", "were", "been", "thank", "miss", "wanted", "needed",
     "loved", "liked", "enjoyed", "hated", "try", "tried", "trying", "'d", "'ll",
 ];
@@ -104,6 +104,8 @@ mod tests {
     fn stances_moments_events_and_context_are_not_facts() {
         assert_eq!(said("I think the movie was great"), None);
         assert_eq!(said("I hear you"), None);
+        // "I (had) better go" is a modal, not "Betters go".
+        assert_eq!(said("I better get back on the road"), None);
         assert_eq!(said("I will bake a pie"), None);
         assert_eq!(said("I bake pies today"), None);
         assert_eq!(said("I do that"), None);
