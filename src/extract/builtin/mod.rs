@@ -178,8 +178,11 @@ fn read(
         questioned = false;
     }
     // Relatives and pets named in passing come last, and only those no rule has already
-    // said something about ("Has a dog named Rex" beats "Has a dog").
-    let mut covered: HashSet<&str> = facts.iter().flat_map(|f| mentions::nouns_in(&f.fact)).collect();
+    // said the user has ("Has a dog named Rex" beats "Has a dog"); a fact about what one
+    // does with them ("Calls their son every night") does not say it, and is what a search
+    // for "son" or "children" would have to infer it from.
+    let mut covered: HashSet<&str> =
+        facts.iter().filter(|f| f.fact.starts_with("Has ")).flat_map(|f| mentions::nouns_in(&f.fact)).collect();
     for mention in mentioned {
         if covered.insert(mention.noun) && seen.insert(mention.fact.fact.to_lowercase()) {
             facts.push(mention.fact);
@@ -337,6 +340,7 @@ mod tests {
         // A rule that said more wins, wherever the mention was.
         assert_eq!(facts("My dog is old. I have a dog named Rex."), ["Has a dog named Rex"]);
         assert_eq!(facts("I have two kids. My kids love the beach."), ["Has two kids"]);
+        assert_eq!(facts("I call my son every night."), ["Calls their son every night", "Has a son"]);
         assert!(facts("My ex wife lives in Ohio").is_empty());
         assert!(facts("My late husband loved gardening").is_empty());
         assert!(facts("My friend's dog is cute").is_empty());
