@@ -1,7 +1,8 @@
-//! Facts stated in passing: people and animals the user calls theirs anywhere in a sentence
-//! ("my twin sister runs marathons", "walking my two dogs") say that the user has them,
-//! even when the sentence is about something else. In chat this is how family and pets
-//! come up far more often than "I have a sister".
+//! Facts stated in passing: people, animals and a few kinds of things the user calls
+//! theirs anywhere in a sentence ("my twin sister runs marathons", "walking my two dogs",
+//! "my truck broke down") say that the user has them, even when the sentence is about
+//! something else. In chat this is how family, pets and possessions come up far more often
+//! than "I have a sister"; so does the other person's "How is your daughter?", answered.
 
 use super::lexicon::{in_list, is_number};
 use super::phrase::fact;
@@ -28,6 +29,30 @@ const KIN_AND_PETS: &[(&str, &str, &str)] = &[
     ("bunny", "bunnies", "pets"), ("hamster", "hamsters", "pets"), ("parrot", "parrots", "pets"),
     ("turtle", "turtles", "pets"), ("snake", "snakes", "pets"), ("lizard", "lizards", "pets"),
     ("goldfish", "goldfish", "pets"), ("ferret", "ferrets", "pets"), ("pony", "ponies", "pets"),
+];
+
+/// Things people call theirs in passing ("my truck broke down", "weeding my garden") as
+/// often as they say they have them. Nouns as often said of what is not one's own ("my
+/// house" for where one is, "my job" for today's work) are left out.
+#[rustfmt::skip]
+const POSSESSIONS: &[(&str, &str, &str)] = &[
+    ("garden", "gardens", "hobby"), ("farm", "farms", "personal"), ("ranch", "ranches", "personal"),
+    ("cabin", "cabins", "personal"), ("car", "cars", "vehicle"), ("truck", "trucks", "vehicle"),
+    ("bike", "bikes", "vehicle"), ("motorcycle", "motorcycles", "vehicle"), ("boat", "boats", "vehicle"),
+    ("guitar", "guitars", "hobby"), ("band", "bands", "hobby"),
+];
+
+/// The entry of [`KIN_AND_PETS`] or [`POSSESSIONS`] whose singular or plural `word` is.
+fn owned(word: &str) -> Option<&'static (&'static str, &'static str, &'static str)> {
+    KIN_AND_PETS.iter().chain(POSSESSIONS).find(|(s, p, _)| *s == word || *p == word)
+}
+
+/// Words that say what was called one's own is gone ("we sold our boat", "my dog died
+/// last spring", "the storm wrecked my truck"): no fact that the user has it.
+#[rustfmt::skip]
+const LOSS: &[&str] = &[
+    "sold", "selling", "lost", "losing", "died", "passed", "stolen", "totaled", "totalled",
+    "wrecked", "crashed", "miss", "missed", "late", "former",
 ];
 
 /// Words that may stand between "my" and the noun and are kept in the fact ("my twin
@@ -67,8 +92,7 @@ impl Mention {
     pub(super) fn taken_up(&self, answer: &[Tok]) -> bool {
         answer.iter().any(|t| {
             let word = t.lower.strip_suffix("'s").unwrap_or(&t.lower);
-            in_list(TAKEN_UP_BY, word)
-                || KIN_AND_PETS.iter().any(|(s, p, _)| *s == self.noun && (*s == word || *p == word))
+            in_list(TAKEN_UP_BY, word) || owned(word).is_some_and(|(s, _, _)| *s == self.noun)
         })
     }
 }
@@ -76,7 +100,10 @@ impl Mention {
 /// Each relative or pet the words call "my" or "our" or say "we have" (or, in the other
 /// person's words, "your"), as a fact that the user has them; "and" carries the "my" on
 /// ("my husband and daughter").
-pub(super) fn kin_and_pets(words: &[Tok], whose: Whose) -> Vec<Mention> {
+pub(super) fn of(words: &[Tok], whose: Whose) -> Vec<Mention> {
+    if words.iter().any(|t| in_list(LOSS, &t.lower)) {
+        return Vec::new();
+    }
     let score = match whose {
         Whose::Speaker => 0.75,
         Whose::Listener => 0.7,
@@ -110,7 +137,7 @@ pub(super) fn kin_and_pets(words: &[Tok], whose: Whose) -> Vec<Mention> {
         }
         let Some(word) = words.get(j).map(|t| t.lower.as_str()) else { continue };
         let word = word.strip_suffix("'s").unwrap_or(word);
-        let Some(&(singular, _, tag)) = KIN_AND_PETS.iter().find(|(s, p, _)| *s == word || *p == word) else {
+        let Some(&(singular, _, tag)) = owned(word) else {
             continue;
         };
         last_noun = Some(j);
@@ -129,11 +156,20 @@ pub(super) fn kin_and_pets(words: &[Tok], whose: Whose) -> Vec<Mention> {
     out
 }
 
-/// The singular of each relative or pet a fact's text names, so that a mention adds
-/// nothing when a rule already said more ("Has a dog named Rex").
+/// The singular of each relative, pet or possession a fact's text names.
 pub(super) fn nouns_in(text: &str) -> impl Iterator<Item = &'static str> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter_map(|w| {
         let w = w.to_lowercase();
-        KIN_AND_PETS.iter().find(|(s, p, _)| *s == w || *p == w).map(|(s, _, _)| *s)
+        owned(&w).map(|(s, _, _)| *s)
     })
+}
+
+/// The singular of each relative, pet or possession a fact already tells of, so that a
+/// mention adds nothing then ("Has a dog named Rex" beats "Has a dog"). A possession named
+/// in any fact is that fact's detail ("Rides their bike to work"); a relative or pet is a
+/// fact of its own beside what the user does with them ("Calls their son every night" and
+/// "Has a son"), unless the fact already says the user has them.
+pub(super) fn covered_by(fact: &str) -> impl Iterator<Item = &'static str> + '_ {
+    let has = fact.starts_with("Has ");
+    nouns_in(fact).filter(move |noun| has || POSSESSIONS.iter().any(|(s, _, _)| s == noun))
 }

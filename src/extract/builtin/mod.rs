@@ -93,7 +93,7 @@ fn read(
                     .iter()
                     .map(|s| tokenize(s.text))
                     .filter(|tokens| !is_hypothetical(tokens))
-                    .flat_map(|tokens| mentions::kin_and_pets(&tokens, Whose::Listener))
+                    .flat_map(|tokens| mentions::of(&tokens, Whose::Listener))
                     .collect(),
                 _ => Vec::new(),
             };
@@ -131,7 +131,7 @@ fn read(
                 let Some(end) = question_after_statement(&tokens, start) else { continue };
                 tokens.truncate(end);
             }
-            mentioned.extend(mentions::kin_and_pets(&tokens[start..], Whose::Speaker));
+            mentioned.extend(mentions::of(&tokens[start..], Whose::Speaker));
             for (n, clause) in split_clauses(&tokens).into_iter().enumerate() {
                 let (lead, _) = skip_lead(clause, 0);
                 for part in statements(clause, lead) {
@@ -177,12 +177,9 @@ fn read(
         }
         questioned = false;
     }
-    // Relatives and pets named in passing come last, and only those no rule has already
-    // said the user has ("Has a dog named Rex" beats "Has a dog"); a fact about what one
-    // does with them ("Calls their son every night") does not say it, and is what a search
-    // for "son" or "children" would have to infer it from.
-    let mut covered: HashSet<&str> =
-        facts.iter().filter(|f| f.fact.starts_with("Has ")).flat_map(|f| mentions::nouns_in(&f.fact)).collect();
+    // Relatives, pets and possessions named in passing come last, and only those no fact
+    // already tells of (`mentions::covered_by`).
+    let mut covered: HashSet<&str> = facts.iter().flat_map(|f| mentions::covered_by(&f.fact)).collect();
     for mention in mentioned {
         if covered.insert(mention.noun) && seen.insert(mention.fact.fact.to_lowercase()) {
             facts.push(mention.fact);
@@ -330,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn relatives_and_pets_named_in_passing() {
+    fn relatives_pets_and_possessions_named_in_passing() {
         assert_fact("My twin sister runs marathons too.", "Has a twin sister", "family");
         assert_fact("i'll probably just walk my two dogs on the beach", "Has two dogs", "pets");
         assert_fact("Our kids would eat pizza every night", "Has kids", "family");
@@ -341,6 +338,13 @@ mod tests {
         assert_eq!(facts("My dog is old. I have a dog named Rex."), ["Has a dog named Rex"]);
         assert_eq!(facts("I have two kids. My kids love the beach."), ["Has two kids"]);
         assert_eq!(facts("I call my son every night."), ["Calls their son every night", "Has a son"]);
+        // A few kinds of things too, unless a fact already names them or they are gone.
+        assert_eq!(facts("my truck broke down again"), ["Has a truck"]);
+        assert_eq!(facts("my guitars are all vintage"), ["Has guitars"]);
+        assert_eq!(facts("I ride my bike to work."), ["Rides their bike to work"]);
+        assert!(facts("we sold our boat last year").is_empty());
+        assert!(facts("My dog died last spring").is_empty());
+        assert!(facts("My house is a mess").is_empty());
         assert!(facts("My ex wife lives in Ohio").is_empty());
         assert!(facts("My late husband loved gardening").is_empty());
         assert!(facts("My friend's dog is cute").is_empty());
