@@ -24,6 +24,8 @@ const KIN_AND_PETS: &[(&str, &str, &str)] = &[
     ("granddaughter", "granddaughters", "family"), ("grandchild", "grandchildren", "family"),
     ("grandkid", "grandkids", "family"), ("stepson", "stepsons", "family"),
     ("stepdaughter", "stepdaughters", "family"), ("roommate", "roommates", "family"),
+    ("aunt", "aunts", "family"), ("uncle", "uncles", "family"),
+    ("cousin", "cousins", "family"), ("niece", "nieces", "family"), ("nephew", "nephews", "family"),
     ("dog", "dogs", "pets"), ("cat", "cats", "pets"), ("puppy", "puppies", "pets"),
     ("kitten", "kittens", "pets"), ("horse", "horses", "pets"), ("rabbit", "rabbits", "pets"),
     ("bunny", "bunnies", "pets"), ("hamster", "hamsters", "pets"), ("parrot", "parrots", "pets"),
@@ -39,7 +41,7 @@ const POSSESSIONS: &[(&str, &str, &str)] = &[
     ("garden", "gardens", "hobby"), ("farm", "farms", "personal"), ("ranch", "ranches", "personal"),
     ("cabin", "cabins", "personal"), ("car", "cars", "vehicle"), ("truck", "trucks", "vehicle"),
     ("bike", "bikes", "vehicle"), ("motorcycle", "motorcycles", "vehicle"), ("boat", "boats", "vehicle"),
-    ("guitar", "guitars", "hobby"), ("band", "bands", "hobby"),
+    ("guitar", "guitars", "hobby"), ("band", "bands", "hobby"), ("camera", "cameras", "hobby"),
 ];
 
 /// The entry of [`KIN_AND_PETS`] or [`POSSESSIONS`] whose singular or plural `word` is.
@@ -145,7 +147,8 @@ pub(super) fn of(words: &[Tok], whose: Whose) -> Vec<Mention> {
         match count {
             Some(n) => phrase.push(n),
             None if word == singular => {
-                phrase.push(if kept.first().is_some_and(|m| m.starts_with(['o', 'e', 'i'])) { "an" } else { "a" })
+                let next = kept.first().copied().unwrap_or(word);
+                phrase.push(if next.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" })
             }
             None => {}
         }

@@ -340,6 +340,7 @@ mod tests {
         assert_eq!(facts("I call my son every night."), ["Calls their son every night", "Has a son"]);
         // A few kinds of things too, unless a fact already names them or they are gone.
         assert_eq!(facts("my truck broke down again"), ["Has a truck"]);
+        assert_eq!(facts("my aunt and my uncle visit often"), ["Has an aunt", "Has an uncle"]);
         assert_eq!(facts("my guitars are all vintage"), ["Has guitars"]);
         assert_eq!(facts("I ride my bike to work."), ["Rides their bike to work"]);
         assert!(facts("we sold our boat last year").is_empty());
