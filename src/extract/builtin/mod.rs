@@ -464,6 +464,15 @@ mod tests {
         assert_fact("I've had my cat for ten years", "Has had their cat for ten years", "pets");
         assert!(one("I've been playing a lot since you asked").score < 0.7);
         assert!(one("I've been busy").score < 0.7);
+        // What one has taken up, without how long: kept; of the moment or the listener: not.
+        assert_fact(
+            "I have been volunteering at my local animal shelter.",
+            "Has been volunteering at their local animal shelter",
+            "hobby",
+        );
+        assert_fact("I've been rewatching old Pixar movies", "Has been rewatching old Pixar movies", "hobby");
+        assert!(one("I've been feeling sick").score < 0.7);
+        assert!(one("I've been baking bread lately").score < 0.7);
         assert_fact("I've been a vegetarian for years", "Has been a vegetarian for years", "hobby");
         assert!(one("I have worked hard today").score < 0.7);
     }

@@ -326,6 +326,17 @@ fn match_want(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     with_object(c, rest, "Wants", 0.6, &["goal"])
 }
 
+/// What "I've been …ing" says of the moment rather than of what one has taken up.
+#[rustfmt::skip]
+const PASSING_ACTIVITIES: &[&str] = &[
+    "feeling", "thinking", "wondering", "meaning", "waiting", "looking", "going", "getting",
+    "having", "doing", "sitting", "sleeping", "resting", "trying", "hoping", "talking",
+    "saying", "telling", "asking", "dying", "wanting", "planning", "considering", "missing",
+];
+
+/// Words that tie "I've been …ing" to the day of the conversation.
+const MOMENT: &[&str] = &["today", "tonight", "yesterday", "lately", "recently"];
+
 fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     while w
@@ -352,6 +363,15 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             // "I've been up since four" is about today.
             m if states_duration(&w[rest..]) && !in_list(AWAKE_OR_AWAY, m) => {
                 with_object(c, rest + 1, "Has been", 0.75, &["hobby"])
+            }
+            // "I've been volunteering at the shelter": what one has taken up, unless it is
+            // said of the moment, of the listener or only of how much.
+            g if g.ends_with("ing")
+                && !in_list(PASSING_ACTIVITIES, g)
+                && !w.iter().any(|x| in_list(SECOND_PERSON, x) || in_list(MOMENT, x))
+                && !w.windows(2).any(|p| p == ["a", "lot"]) =>
+            {
+                with_object(c, rest + 1, "Has been", 0.7, &tags_for(&w[rest + 1..], "hobby"))
             }
             _ => with_object(c, rest + 1, "Has been", 0.6, &["hobby"]),
         },
