@@ -483,6 +483,7 @@ mod tests {
         assert_eq!(one("i have never been on a plane actually").fact, "Has never been on a plane");
         assert!(one("I have never been on a plane").score < 0.7);
         assert_eq!(one("I've never even left my home state").fact, "Has never left their home state");
+        assert_fact("I've never had a cat before.", "Has never had a cat before", "pets");
         assert!(facts("I've never heard of them").is_empty());
         assert!(facts("I have never heard of Fortnite").is_empty());
         assert!(facts("I have never noticed the difference").is_empty());

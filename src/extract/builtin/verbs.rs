@@ -711,10 +711,12 @@ fn states_duration(words: &[&str]) -> bool {
     })
 }
 
-/// "I have never been married" is a lasting state; "I've never been to a casino", "I've
-/// never left my home state" are true but more often answers to the other person than
-/// what one would say about oneself, so they score below the default threshold. What one
-/// has heard of or thought about is no fact at all.
+/// "I have never been married" is a lasting state, and "I've never had a cat", "I've never
+/// left my home state" what one has or has not lived, kept at the default threshold; "I've
+/// never been to a casino" is true but more often an answer to the other person than what
+/// one would say about oneself (on Synthetic-Persona-Chat such facts almost never matched a
+/// persona line), so it scores below. What one has heard of or thought about is no fact
+/// at all.
 fn match_never_done(c: &[Tok], mut at: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     while w.get(at).is_some_and(|x| in_list(ADVERBS, x)) {
@@ -731,6 +733,7 @@ fn match_never_done(c: &[Tok], mut at: usize) -> Option<ExtractedFact> {
     let state = w.get(at + 1).filter(|s| verb == "been" && in_list(LASTING_STATES, s));
     let (score, tags) = match state {
         Some(s) => (0.8, vec![lasting_state_tag(s)]),
+        None if verb != "been" => (0.7, tags_for(&w[at..], "identity")),
         None => (0.65, tags_for(&w[at..], "identity")),
     };
     Some(fact(&format!("Has never {verb} {rest}"), score, &tags))
