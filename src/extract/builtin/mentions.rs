@@ -54,7 +54,7 @@ fn owned(word: &str) -> Option<&'static (&'static str, &'static str, &'static st
 #[rustfmt::skip]
 const LOSS: &[&str] = &[
     "sold", "selling", "lost", "losing", "died", "passed", "stolen", "totaled", "totalled",
-    "wrecked", "crashed", "miss", "missed", "late", "former",
+    "wrecked", "crashed", "miss", "missed", "former",
 ];
 
 /// Words that may stand between "my" and the noun and are kept in the fact ("my twin
@@ -73,7 +73,7 @@ pub(super) struct Mention {
     pub(super) fact: ExtractedFact,
 }
 
-/// Whose relatives and pets a turn's words are about.
+/// Whose relatives, pets and things a turn's words are about.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Whose {
     /// The user's own words: "my", "our", "we have".
@@ -89,7 +89,7 @@ const TAKEN_UP_BY: &[&str] =
     &["he", "she", "they", "it", "him", "her", "them", "his", "their", "its", "yes", "yeah", "yep", "yup"];
 
 impl Mention {
-    /// Whether `answer` speaks of this relative or pet again, by its noun or a pronoun: an
+    /// Whether `answer` speaks of what was named again, by its noun or a pronoun: an
     /// answer that goes on about something else has not said the other person was right.
     pub(super) fn taken_up(&self, answer: &[Tok]) -> bool {
         answer.iter().any(|t| {
@@ -99,9 +99,9 @@ impl Mention {
     }
 }
 
-/// Each relative or pet the words call "my" or "our" or say "we have" (or, in the other
-/// person's words, "your"), as a fact that the user has them; "and" carries the "my" on
-/// ("my husband and daughter").
+/// Each relative, pet or possession the words call "my" or "our" or say "we have" (or, in
+/// the other person's words, "your"), as a fact that the user has them; "and" carries the
+/// "my" on ("my husband and daughter"). None in a sentence that says it is gone.
 pub(super) fn of(words: &[Tok], whose: Whose) -> Vec<Mention> {
     if words.iter().any(|t| in_list(LOSS, &t.lower)) {
         return Vec::new();

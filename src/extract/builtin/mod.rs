@@ -80,8 +80,8 @@ fn read(
     let mut asked: Option<Vec<Tok>> = None;
     // Whether the other person's last turn asked anything.
     let mut questioned = false;
-    // Relatives and pets the other person's last turn called the user's ("How is your
-    // daughter?"): the user has them when the answer takes them up and does not deny it.
+    // Relatives, pets and things the other person's last turn called the user's ("How is
+    // your daughter?"): the user has them when the answer takes them up and denies nothing.
     let mut offered = Vec::new();
     for turn in &request.turns {
         if turn.role != Role::User || turn.seq <= request.from_seq {

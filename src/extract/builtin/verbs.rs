@@ -334,8 +334,10 @@ const PASSING_ACTIVITIES: &[&str] = &[
     "saying", "telling", "asking", "dying", "wanting", "planning", "considering", "missing",
 ];
 
-/// Words that tie "I've been …ing" to the day of the conversation.
-const MOMENT: &[&str] = &["today", "tonight", "yesterday", "lately", "recently"];
+/// Words that make "I've been …ing" a spell of the day or of late ("I've been baking a lot
+/// lately") rather than what one has taken up. Not `restate`'s list: there "recently" marks
+/// news worth keeping ("I recently moved").
+const LATELY: &[&str] = &["today", "tonight", "yesterday", "lately", "recently"];
 
 fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
@@ -368,7 +370,7 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             // said of the moment, of the listener or only of how much.
             g if g.ends_with("ing")
                 && !in_list(PASSING_ACTIVITIES, g)
-                && !w.iter().any(|x| in_list(SECOND_PERSON, x) || in_list(MOMENT, x))
+                && !w.iter().any(|x| in_list(SECOND_PERSON, x) || in_list(LATELY, x))
                 && !w.windows(2).any(|p| p == ["a", "lot"]) =>
             {
                 with_object(c, rest + 1, "Has been", 0.7, &tags_for(&w[rest + 1..], "hobby"))
