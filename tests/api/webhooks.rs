@@ -6,6 +6,7 @@
 //! `standardwebhooks` package) in clients/python/tests/test_webhooks.py; a receiver down
 //! while Engram is killed is in tests/api/processes.rs.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -123,8 +124,12 @@ async fn a_receiver_that_keeps_up_gets_events_in_order(backend: Backend) {
     }
     let written = event_ids(&app).await;
     assert_eq!(written.len(), 12);
-    delivery_reaching(&app, subscription["id"].as_str().unwrap(), written[11], "delivered", Duration::from_secs(20))
-        .await;
+    let id = subscription["id"].as_str().unwrap();
+    let mut deliveries = HashMap::new();
+    for event in &written {
+        let delivery = delivery_reaching(&app, id, *event, "delivered", Duration::from_secs(20)).await;
+        deliveries.insert(*event, delivery);
+    }
     let ids: Vec<i64> = receiver
         .received_requests()
         .await
@@ -132,7 +137,18 @@ async fn a_receiver_that_keeps_up_gets_events_in_order(backend: Backend) {
         .iter()
         .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["data"]["id"].as_i64().unwrap())
         .collect();
-    assert_eq!(ids, written, "each event once, in order");
+    let mut distinct = ids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct, written, "every event reached the receiver: {ids:?}");
+    // Each once and in `id` order, but for what the API documents: an attempt that failed
+    // on the way (a connection the loaded machine dropped) is retried after newer events,
+    // and at least once may mean twice. A delivery sent once must be in its place.
+    for (at, event) in ids.iter().enumerate() {
+        let late = ids[..at].iter().any(|earlier| earlier >= event);
+        let delivery = &deliveries[event];
+        assert!(!late || delivery["attempts"].as_i64() > Some(1), "event {event} came late in {ids:?}: {delivery}");
+    }
 }
 
 async fn a_receivers_retry_after_is_honoured(backend: Backend) {
