@@ -262,9 +262,11 @@ pub(super) fn is_hypothetical(tokens: &[Tok]) -> bool {
     )
 }
 
+/// Words after which "I", "my" or "we" opens a new clause ("…, which is why I became a bee
+/// farmer").
 const CONJUNCTIONS: &[&str] = &[
     "and", "but", "so", "because", "cause", "since", "although", "though", "while", "plus", "also", "then", "or",
-    "yet", "whereas", "now", "as",
+    "yet", "whereas", "now", "as", "why",
 ];
 
 /// Words that always open a new clause.
@@ -441,6 +443,14 @@ mod tests {
         let clauses = super::split_clauses(&tokens);
         assert_eq!(clauses.len(), 2);
         assert!(clauses[1][0].is("but"));
+    }
+
+    #[test]
+    fn a_reason_given_with_why_opens_a_clause() {
+        let tokens = tokenize("I like isolation, which is why I became a bee farmer");
+        let clauses = super::split_clauses(&tokens);
+        assert_eq!(clauses.len(), 2);
+        assert!(clauses[1][0].is("i") && clauses[1][1].is("became"));
     }
 
     #[test]
