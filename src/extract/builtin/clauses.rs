@@ -184,12 +184,23 @@ fn asks_a_stance(verb: &Tok, first: &Tok) -> bool {
     in_list(&["had", "heard", "thought", "decided", "eaten", "finished", "done", "seen", "tried"], word)
 }
 
+/// Words that answer yes.
+pub(super) const YES: &[&str] =
+    &["yes", "yeah", "yep", "yup", "yea", "ya", "sure", "absolutely", "definitely", "certainly"];
+
+/// Words that answer no.
+const NO: &[&str] = &["no", "nope", "nah", "never"];
+
+/// Whether an answer's first sentence says no to what it answers ("No, she moved out",
+/// "I don't have a dog"): then nothing the question took for granted is the user's.
+pub(super) fn denies(first: &[Tok]) -> bool {
+    first.iter().any(|t| in_list(NO, &t.lower) || t.is("not"))
+}
+
 /// Whether a bare answer says no (`Some(true)`), yes (`Some(false)`), or is more than a
 /// yes or a no (`None`). `own` is the question's verb as the speaker says it ("do", "am",
 /// "have"): "I do", "I am not", "I have never" give it back.
 fn answer_polarity(words: &[&str], own: &str) -> Option<bool> {
-    const YES: &[&str] = &["yes", "yeah", "yep", "yup", "yea", "ya", "sure", "absolutely", "definitely", "certainly"];
-    const NO: &[&str] = &["no", "nope", "nah", "never"];
     const FILLERS: &[&str] = &["oh", "well", "actually", "indeed", "of", "course", "too", "either", "haha", "lol"];
     let core = words.iter().rposition(|w| *w == "i");
     let (lead, tail) = match core {

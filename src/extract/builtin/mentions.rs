@@ -4,6 +4,7 @@
 //! something else. In chat this is how family, pets and possessions come up far more often
 //! than "I have a sister"; so does the other person's "How is your daughter?", answered.
 
+use super::clauses::YES;
 use super::lexicon::{in_list, is_number};
 use super::phrase::fact;
 use super::tokens::Tok;
@@ -83,18 +84,18 @@ pub(super) enum Whose {
     Listener,
 }
 
-/// Words by which an answer takes up someone the question named ("How is your daughter?"
-/// "She loves the dorm"): a pronoun for them, or a yes.
-const TAKEN_UP_BY: &[&str] =
-    &["he", "she", "they", "it", "him", "her", "them", "his", "their", "its", "yes", "yeah", "yep", "yup"];
+/// Pronouns by which an answer takes up someone the question named ("How is your
+/// daughter?" "She loves the dorm").
+const TAKEN_UP_BY: &[&str] = &["he", "she", "they", "it", "him", "her", "them", "his", "their", "its"];
 
 impl Mention {
-    /// Whether `answer` speaks of what was named again, by its noun or a pronoun: an
-    /// answer that goes on about something else has not said the other person was right.
+    /// Whether `answer` speaks of what was named again, by its noun or a pronoun, or says
+    /// yes: an answer that goes on about something else has not said the other person was
+    /// right.
     pub(super) fn taken_up(&self, answer: &[Tok]) -> bool {
         answer.iter().any(|t| {
             let word = t.lower.strip_suffix("'s").unwrap_or(&t.lower);
-            in_list(TAKEN_UP_BY, word) || owned(word).is_some_and(|(s, _, _)| *s == self.noun)
+            in_list(TAKEN_UP_BY, word) || in_list(YES, word) || owned(word).is_some_and(|(s, _, _)| *s == self.noun)
         })
     }
 }

@@ -37,10 +37,9 @@ use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
 use clause_model::ClauseModel;
 use clauses::{
-    implied_subject, is_hypothetical, is_question, question_after_statement, short_answer, skip_lead, split_clauses,
-    statements,
+    denies, implied_subject, is_hypothetical, is_question, question_after_statement, short_answer, skip_lead,
+    split_clauses, statements,
 };
-use lexicon::in_list;
 use mentions::Whose;
 use rules::match_clause;
 use tokens::{Tok, split_sentences, tokenize};
@@ -186,12 +185,6 @@ fn read(
         }
     }
     facts
-}
-
-/// Whether an answer's first sentence says no to what it answers ("No, she moved out",
-/// "I don't have a dog"): then nothing the question took for granted is the user's.
-fn denies(first: &[Tok]) -> bool {
-    first.iter().any(|t| in_list(&["no", "nope", "nah", "not", "never"], &t.lower))
 }
 
 #[cfg(test)]
@@ -793,12 +786,12 @@ mod tests {
         assert_eq!(asked("How is your dog?", "I have a dog named Rex, he is fine"), ["Has a dog named Rex"]);
         // Denied, supposed, or said by someone else than the agent: not the user's.
         assert_eq!(asked("How is your dog?", "I don't have a dog, that was my neighbour's"), ["Has no dog"]);
-        assert!(asked("How is your wife?", "No, we split up last year").is_empty());
-        assert!(asked("If you had kids, would your kids play chess?", "Maybe").is_empty());
+        assert!(asked("How is your wife?", "No, she left me last year").is_empty());
+        assert!(asked("If you had kids, would your kids play chess?", "They would love it").is_empty());
         assert!(asked("Is your brother coming?", "What lovely weather today").is_empty());
-        let earlier = [(Role::User, "Is your dog friendly?"), (Role::User, "Anyway, lovely weather")];
+        let earlier = [(Role::User, "Is your dog friendly?"), (Role::User, "He looks it")];
         assert!(extract(&request(&earlier, 1)).is_empty());
-        let system = [(Role::System, "Be kind to your users"), (Role::User, "Hello there")];
+        let system = [(Role::System, "You keep a dog; talk about your dog"), (Role::User, "Tell me about him")];
         assert!(extract(&request(&system, 0)).is_empty());
     }
 
