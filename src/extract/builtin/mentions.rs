@@ -2,7 +2,8 @@
 //! theirs anywhere in a sentence ("my twin sister runs marathons", "walking my two dogs",
 //! "my truck broke down") say that the user has them, even when the sentence is about
 //! something else. In chat this is how family, pets and possessions come up far more often
-//! than "I have a sister"; so does the other person's "How is your daughter?", answered.
+//! than "I have a sister"; so does the other person's "How is your daughter?", answered,
+//! and where one lives ("so hot here in Alabama").
 
 use super::clauses::YES;
 use super::lexicon::{in_list, is_number};
@@ -102,9 +103,12 @@ impl Mention {
 
 /// Each relative, pet or possession the words call "my" or "our" or say "we have" (or, in
 /// the other person's words, "your"), as a fact that the user has them; "and" carries the
-/// "my" on ("my husband and daughter"). None in a sentence that says it is gone.
+/// "my" on ("my husband and daughter"). None in a sentence that says it is gone, or in
+/// which the other person is sorry.
 pub(super) fn of(words: &[Tok], whose: Whose) -> Vec<Mention> {
-    if words.iter().any(|t| in_list(LOSS, &t.lower)) {
+    // The other person's sympathy ("sorry about your husband") says the same.
+    let gone = |t: &Tok| in_list(LOSS, &t.lower) || whose == Whose::Listener && t.is("sorry");
+    if words.iter().any(gone) {
         return Vec::new();
     }
     let score = match whose {
@@ -176,4 +180,50 @@ pub(super) fn nouns_in(text: &str) -> impl Iterator<Item = &'static str> + '_ {
 pub(super) fn covered_by(fact: &str) -> impl Iterator<Item = &'static str> + '_ {
     let has = fact.starts_with("Has ");
     nouns_in(fact).filter(move |noun| has || POSSESSIONS.iter().any(|(s, _, _)| s == noun))
+}
+
+/// Words that end the name of a place after "here in" ("here in Boston and it's cold").
+#[rustfmt::skip]
+const PLACE_ENDS: &[&str] = &[
+    "and", "but", "so", "or", "because", "where", "with", "for", "at", "on", "by", "near", "is", "are",
+    "was", "it", "its", "we", "i", "they", "right", "now", "today", "too", "lol", "haha", "during",
+    "this", "these", "every", "all", "since", "though", "yet", "either", "as", "of", "to",
+];
+
+/// Words that make "here in …" a time, an amount or a state rather than a place ("here in
+/// the next few days", "here in two weeks", "here in the meantime", "here in traction").
+#[rustfmt::skip]
+const NOT_PLACES: &[&str] = &[
+    "a", "an", "my", "our", "your", "his", "her", "their", "next", "last", "past", "coming", "few",
+    "more", "most", "same", "meantime", "middle", "summer", "winter", "spring", "fall", "autumn",
+    "morning", "evening", "afternoon", "night", "day", "days", "week", "weeks", "month", "months",
+    "year", "years", "time", "moment", "while", "future", "person", "traction", "line", "bed",
+    "front", "case", "general", "particular", "order", "spirit", "hospital", "office", "house",
+];
+
+/// Words that make where one is "here" a visit, not a home ("on vacation here in Maui").
+const VISITS: &[&str] = &["visit", "visiting", "vacation", "trip", "holiday", "hotel", "staying", "tour"];
+
+/// "It is so hot here in Alabama", "the winters here in the tundra": where the speaker
+/// lives, said in passing. The place is the one to three words after "here in" (with "the"
+/// kept), up to a word that ends it; none when they name a time, an amount or the speaker's
+/// own rooms, or the sentence speaks of a visit.
+pub(super) fn home(words: &[Tok]) -> Option<ExtractedFact> {
+    if words.iter().any(|t| in_list(VISITS, &t.lower)) {
+        return None;
+    }
+    let at = words.windows(2).position(|p| p[0].is("here") && p[1].is("in"))? + 2;
+    let the = words.get(at).is_some_and(|t| t.is("the"));
+    let from = at + usize::from(the);
+    let place: Vec<&Tok> = words[from..]
+        .iter()
+        .take(3)
+        .take_while(|t| t.word && !in_list(PLACE_ENDS, &t.lower) && t.lower.chars().all(char::is_alphabetic))
+        .collect();
+    if place.is_empty() || place.iter().any(|t| in_list(NOT_PLACES, &t.lower) || is_number(&t.lower)) {
+        return None;
+    }
+    let name: Vec<&str> = place.iter().map(|t| t.text.as_str()).collect();
+    let the = if the { "the " } else { "" };
+    Some(fact(&format!("Lives in {the}{}", name.join(" ")), 0.7, &["location"]))
 }

@@ -82,6 +82,8 @@ fn read(
     // Relatives, pets and things the other person's last turn called the user's ("How is
     // your daughter?"): the user has them when the answer takes them up and denies nothing.
     let mut offered = Vec::new();
+    // Where the user lives, said in passing ("cold here in Boston"), if no fact says it.
+    let mut home = None;
     for turn in &request.turns {
         if turn.role != Role::User || turn.seq <= request.from_seq {
             let sentences = split_sentences(&turn.text);
@@ -131,6 +133,7 @@ fn read(
                 tokens.truncate(end);
             }
             mentioned.extend(mentions::of(&tokens[start..], Whose::Speaker));
+            home = home.or_else(|| mentions::home(&tokens[start..]));
             for (n, clause) in split_clauses(&tokens).into_iter().enumerate() {
                 let (lead, _) = skip_lead(clause, 0);
                 for part in statements(clause, lead) {
@@ -178,6 +181,9 @@ fn read(
     }
     // Relatives, pets and possessions named in passing come last, and only those no fact
     // already tells of (`mentions::covered_by`).
+    if let Some(home) = home.filter(|_| !facts.iter().any(|f| f.fact.starts_with("Lives "))) {
+        facts.push(home);
+    }
     let mut covered: HashSet<&str> = facts.iter().flat_map(|f| mentions::covered_by(&f.fact)).collect();
     for mention in mentioned {
         if covered.insert(mention.noun) && seen.insert(mention.fact.fact.to_lowercase()) {
@@ -384,6 +390,38 @@ mod tests {
         assert!(facts("I'm working on dinner").is_empty());
         assert_fact("i played football in college", "Played football in college", "hobby");
         assert!(facts("I played games last night").is_empty());
+    }
+
+    #[test]
+    fn a_habit_one_does_not_have_is_a_fact() {
+        assert_fact("I don't watch tv.", "Does not watch tv", "hobby");
+        assert_eq!(facts("I don't really read much"), ["Does not read much"]);
+        assert_eq!(facts("Honestly I don't read."), ["Does not read"]);
+        assert_eq!(facts("I don't use facebook at all"), ["Does not use facebook"]);
+        assert_eq!(facts("I do not speak Italian"), ["Does not speak Italian"]);
+        // What the positive rules refuse stays refused when negated.
+        assert!(facts("I don't watch it").is_empty());
+        assert!(facts("I don't play with them").is_empty());
+        assert!(facts("I don't play around much").is_empty());
+        assert!(facts("I don't help with that").is_empty());
+        assert!(facts("I don't think so").is_empty());
+    }
+
+    #[test]
+    fn where_one_lives_said_in_passing() {
+        assert_eq!(facts("It is so hot here in Alabama"), ["Lives in Alabama"]);
+        assert_eq!(facts("the winters here in the tundra are long"), ["Lives in the tundra"]);
+        assert_eq!(
+            facts("I play sax here in New Orleans and love it"),
+            ["Plays sax here in New Orleans", "Lives in New Orleans"]
+        );
+        // What the user says of where they live wins.
+        assert_eq!(facts("It's cold here in Erie, I live in Pennsylvania."), ["Lives in Pennsylvania"]);
+        // A time, a visit or one's own rooms is no home.
+        assert!(facts("I'll be there here in the next few days").is_empty());
+        assert!(facts("I'll see you here in two weeks").is_empty());
+        assert!(facts("We are on vacation here in Maui").is_empty());
+        assert!(facts("I'm at the desk here in my office").is_empty());
     }
 
     #[test]
@@ -789,6 +827,7 @@ mod tests {
         assert!(asked("How is your wife?", "No, she left me last year").is_empty());
         assert!(asked("If you had kids, would your kids play chess?", "They would love it").is_empty());
         assert!(asked("Is your brother coming?", "What lovely weather today").is_empty());
+        assert!(asked("I'm so sorry about your husband.", "Thank you. He loved this garden.").is_empty());
         let earlier = [(Role::User, "Is your dog friendly?"), (Role::User, "He looks it")];
         assert!(extract(&request(&earlier, 1)).is_empty());
         let system = [(Role::System, "You keep a dog; talk about your dog"), (Role::User, "Tell me about him")];

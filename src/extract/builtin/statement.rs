@@ -28,7 +28,7 @@ const SCORE: f64 = 0.7;
 /// "I love that" that the preference rule refused stays refused).
 #[rustfmt::skip]
 const STANCE_VERBS: &[&str] = &[
-    "think", "thought", "know", "knew", "guess", "hope", "hoped", "bet", "feel", "felt",
+    "think", "thought", "know", "knew", "guess", "hope", "hoped", "bet", "feel", "felt", "smell",
     "believe", "wonder", "mean", "meant", "agree", "understand", "hear", "heard", "imagine",
     "suppose", "doubt", "see", "saw", "assume", "say", "said", "wish", "tell", "told", "love",
     "like", "enjoy", "hate", "prefer", "want", "need", "appreciate", "remember", "forgot",
@@ -104,6 +104,7 @@ mod tests {
     fn stances_moments_events_and_context_are_not_facts() {
         assert_eq!(said("I think the movie was great"), None);
         assert_eq!(said("I hear you"), None);
+        assert_eq!(said("I smell like coffee all the time"), None);
         // "I (had) better go" is a modal, not "Betters go".
         assert_eq!(said("I better get back on the road"), None);
         assert_eq!(said("I will bake a pie"), None);

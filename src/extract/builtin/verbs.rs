@@ -252,8 +252,28 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
             }
             Some(fact(&format!("Does not have {}", object(c, v + 1)?), 0.6, &tags))
         }
-        _ => None,
+        _ => negated_habit(c, v),
     }
+}
+
+/// Verbs besides the pastimes whose negation states a habit ("I don't use facebook",
+/// "I don't speak Italian").
+const NEGATABLE_HABITS: &[&str] = &["play", "use", "speak", "wear", "gamble", "party", "vote", "celebrate"];
+
+/// "I don't watch tv", "I don't travel much": a habit the person does not have, as sure
+/// as one they have. The clause is read as if it were positive, so that every refusal of
+/// the positive rules holds ("I don't watch it", "I don't play with my kids"), and only
+/// what those rules keep is negated, at the threshold's floor.
+fn negated_habit(c: &[Tok], v: usize) -> Option<ExtractedFact> {
+    let verb = c.get(v)?.lower.as_str();
+    if !in_list(HOBBY_VERBS, verb) && !in_list(NEGATABLE_HABITS, verb) {
+        return None;
+    }
+    let positive: Vec<Tok> = c[..1].iter().chain(&c[v..]).cloned().collect();
+    let said = match_i(&positive, false).filter(|f| f.score >= 0.7)?;
+    let conjugated = third_person(verb);
+    let rest = said.fact.get(conjugated.len()..).filter(|_| said.fact.to_lowercase().starts_with(&conjugated))?;
+    Some(ExtractedFact { fact: format!("Does not {verb}{rest}"), score: 0.7, ..said })
 }
 
 pub(super) fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
