@@ -2,7 +2,7 @@
 //! and hypotheticals (which state no fact), and the cut of a sentence into clauses that
 //! each state at most one fact.
 
-use super::lexicon::{ADVERBS, in_list};
+use super::lexicon::{ADVERBS, CONTEXTUAL_STARTS, MOMENTARY, in_list};
 use super::tokens::Tok;
 
 /// Words that open a message without carrying content ("Oh, well, I live in Paris").
@@ -161,6 +161,38 @@ pub(super) fn short_answer(question: &[Tok], answer: &[Tok]) -> Option<Vec<Tok>>
         _ => t.clone(),
     }));
     Some(out)
+}
+
+/// "Where do you live?" "Chicago, in a tiny flat.", "Where are you from?" "Canada!": a
+/// place given alone as the answer, as the statement it stands for ("I live in Chicago, in
+/// a tiny flat", "I am from Canada"), for the rules to read. Only a short answer that
+/// opens with neither a subject nor a word that answers something else ("That's nice",
+/// "Yes", "Good question", "Nowhere really") is a place.
+pub(super) fn place_answer(question: &[Tok], answer: &[Tok]) -> Option<Vec<Tok>> {
+    let (q, _) = skip_lead(question, 0);
+    let mut asked: Vec<&str> = question[q..].iter().filter(|t| t.word).map(|t| t.lower.as_str()).collect();
+    if asked.last() == Some(&"now") {
+        asked.pop();
+    }
+    let said: &[&str] = match asked.as_slice() {
+        ["where", "do" | "did", "you" | "u", "live"] => &["I", "live", "in"],
+        ["where", "are" | "r", "you" | "u", "from"] => &["I", "am", "from"],
+        _ => return None,
+    };
+    let (mut a, _) = skip_lead(answer, 0);
+    if answer.get(a).is_some_and(|t| in_list(&["in", "from", "near"], &t.lower)) {
+        a += 1;
+    }
+    let first = answer.get(a).filter(|t| t.word)?;
+    let words = answer[a..].iter().filter(|t| t.word).count();
+    const NO_PLACE: &[&str] = &["nowhere", "anywhere", "somewhere", "everywhere", "around", "close", "far", "near"];
+    let no_place =
+        [SUBJECTS, CONTEXTUAL_STARTS, MOMENTARY, NO, NO_PLACE].iter().any(|list| in_list(list, &first.lower));
+    if words > 8 || no_place {
+        return None;
+    }
+    let word = |text: &str| Tok { text: text.into(), lower: text.to_lowercase(), word: true };
+    Some(said.iter().map(|w| word(w)).chain(answer[a..].iter().cloned()).collect())
 }
 
 /// Whether "do/are/have you" followed by `first` asks for an opinion, a plan or a state of

@@ -37,8 +37,8 @@ use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::message::Role;
 use clause_model::ClauseModel;
 use clauses::{
-    denies, implied_subject, is_hypothetical, is_question, question_after_statement, short_answer, skip_lead,
-    split_clauses, statements,
+    denies, implied_subject, is_hypothetical, is_question, place_answer, question_after_statement, short_answer,
+    skip_lead, split_clauses, statements,
 };
 use mentions::Whose;
 use rules::match_clause;
@@ -116,7 +116,10 @@ fn read(
             if about_self && let Some(with_subject) = implied_subject(&tokens, start) {
                 (tokens, start) = (with_subject, 0);
             }
-            if let Some(statement) = asked.take().and_then(|question| short_answer(&question, &tokens)) {
+            if let Some(statement) = asked
+                .take()
+                .and_then(|question| short_answer(&question, &tokens).or_else(|| place_answer(&question, &tokens)))
+            {
                 (tokens, start) = (statement, 0);
             }
             if sentence.question {
@@ -273,6 +276,9 @@ mod tests {
     fn work() {
         assert_fact("I work as a nurse.", "Works as a nurse", "work");
         assert_fact("I work at Acme.", "Works at Acme", "work");
+        // "IT" in capitals is a trade, not "it".
+        assert_fact("I work in IT for a hospital", "Works in IT for a hospital", "work");
+        assert!(facts("I work in it").is_empty());
         assert_fact("I'm a software engineer.", "Is a software engineer", "work");
         assert_fact("I am retired", "Is retired", "work");
         assert_fact("I teach math at a high school.", "Teaches math at a high school", "work");
@@ -810,6 +816,16 @@ mod tests {
         assert!(asked("Do you play the guitar?", "Hi. Yes.").is_empty());
         assert!(asked("Do you play the guitar?", "Yes, but I hate it.").iter().all(|f| f != "Plays the guitar"));
         assert!(asked("Do you think so?", "Yes.").is_empty());
+    }
+
+    #[test]
+    fn a_place_given_as_the_answer_to_where_one_lives() {
+        assert_eq!(asked("So where do you live?", "Chicago, in a tiny flat downtown."), ["Lives in Chicago"]);
+        assert_eq!(asked("Cool. Where are you from?", "Canada!"), ["Is from Canada"]);
+        assert!(asked("Where do you live?", "Haha, good question.").is_empty());
+        assert!(asked("Where do you live?", "That's far away").is_empty());
+        assert!(asked("Where do you live?", "Nowhere really").is_empty());
+        assert!(asked("Where do you work?", "Chicago, in a tiny flat downtown.").is_empty());
     }
 
     #[test]

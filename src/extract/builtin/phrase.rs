@@ -120,7 +120,7 @@ fn object_span(c: &[Tok], mut start: usize) -> Option<&[Tok]> {
     let last = span.last()?;
     if in_list(CONTEXTUAL_STARTS, &first.lower)
         || in_list(CONTEXTUAL_ENDS, &last.lower)
-        || span.iter().any(|t| in_list(SECOND_PERSON, &t.lower) || in_list(DEICTIC, &t.lower))
+        || span.iter().any(|t| in_list(SECOND_PERSON, &t.lower) || in_list(DEICTIC, &t.lower) && t.text != "IT")
         || (span.len() >= 2
             && first.is("the")
             && matches!(

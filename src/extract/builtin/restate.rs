@@ -170,7 +170,8 @@ fn first_person(c: &[Tok], w: &[&str]) -> Option<String> {
 /// "I have to dash").
 fn lasting_complement(c: &[Tok], w: &[&str], k: usize, verb: &str) -> bool {
     let mut at = k + 1;
-    while w.get(at).is_some_and(|x| in_list(ADVERBS, x)) {
+    // "We're both tired": the state is still what follows.
+    while w.get(at).is_some_and(|x| in_list(ADVERBS, x) || *x == "both") {
         at += 1;
     }
     let Some(next) = w.get(at).copied() else { return true };
@@ -382,6 +383,7 @@ mod tests {
         assert_eq!(said("I have to fly"), None);
         assert_eq!(said("I will fly a kite"), None);
         assert_eq!(said("I'm so sleepy"), None);
+        assert_eq!(said("we're both tired then"), None);
         assert_eq!(said("I'm flying a kite"), None);
         assert_eq!(said("I have a question"), None);
         assert_eq!(said("I speak to the kite club"), None, "the rules' refusal");
