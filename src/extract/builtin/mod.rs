@@ -323,6 +323,9 @@ mod tests {
     fn negations_that_state_a_fact() {
         assert_fact("I don't have any pets.", "Has no pets", "pets");
         assert_fact("I do not have a car", "Has no car", "vehicle");
+        assert_fact("I don't have kids yet.", "Has no kids", "family");
+        assert_fact("I don't have pets", "Has no pets", "pets");
+        assert!(one("I don't have money to spend").score < 0.7);
         assert_fact("I'm not good at math.", "Is not good at math", "hobby");
         assert_fact("I never drink alcohol.", "Never drinks alcohol", "diet");
         assert!(facts("I don't have any idea").is_empty());
@@ -377,6 +380,12 @@ mod tests {
         assert_eq!(facts("My job is nursing"), ["Job is nursing"]);
         assert_eq!(facts("me and my wife are taking the boys to Mexico"), ["Has a wife"]);
         assert!(one("I've been up since four").score < 0.7);
+        // Where one is in life ("in finance", "in remission"), not where one is today.
+        assert_fact("I'm in finance.", "Is in finance", "identity");
+        assert_fact("I'm in remission", "Is in remission", "identity");
+        assert!(one("I'm in bed").score < 0.7);
+        assert!(one("I'm in the kitchen").score < 0.7);
+        assert!(one("I'm in Paris today").score < 0.7);
     }
 
     #[test]

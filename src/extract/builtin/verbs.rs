@@ -4,6 +4,7 @@
 
 use super::clauses::AUXILIARIES;
 use super::lexicon::*;
+use super::mentions;
 use super::names::name_fact;
 use super::phrase::{
     fact, lower_words, mentions_job, object, object_end, preference, tags_for, third_person, with_object,
@@ -241,7 +242,15 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         }
         "have" => {
             // "I don't have any pets" / "a car": a possession the person lacks, said plainly.
+            // "I don't have kids" says as much as "any kids".
+            let kin = w.get(v + 1).is_some_and(|x| {
+                in_list(&["pets", "animals", "family", "friends"], x) || mentions::nouns_in(x).next().is_some()
+            });
             let article = w.get(v + 1).is_some_and(|a| matches!(*a, "any" | "a" | "an"));
+            if kin {
+                let tags = tags_for(&lower_words(c, v + 1), "possession");
+                return Some(fact(&format!("Has no {}", object(c, v + 1)?), 0.75, &tags));
+            }
             let thing = if article { v + 2 } else { v + 1 };
             if in_list(ABSTRACT_LACKS, w.get(thing)?) {
                 return None;
@@ -540,6 +549,7 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
             let end = (object_end(c, rest) - rest).min(words.len());
             let (score, tag) = match words[..end].iter().find_map(|x| in_group(x)) {
                 Some(tag) => (0.8, tag),
+                None if lasting_in(&words[1..end], &w) => (0.7, "identity"),
                 None => (0.5, "identity"),
             };
             return with_object(c, rest, "Is", score, &[tag]);
@@ -620,6 +630,27 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         return with_object(c, rest, "Is", 0.7, &["personality"]);
     }
     None
+}
+
+/// Words after "I'm in" that make it where or how one is at the moment ("in bed", "in
+/// no rush", "in the kitchen", "in a hurry") rather than a field, a place or a state one
+/// lives in ("in finance", "in Colorado", "in remission").
+#[rustfmt::skip]
+const PASSING_IN: &[&str] = &[
+    "the", "a", "an", "my", "our", "their", "your", "his", "her", "its", "this", "that", "some",
+    "no", "to", "so", "such", "just", "quite", "kind", "sort", "bed", "town", "pain", "trouble",
+    "shock", "awe", "line", "traffic", "tears", "heaven", "luck", "time", "favor", "doubt",
+    "person", "public", "place", "touch", "hurry", "rush", "mood", "shape", "denial", "front",
+    "there", "here", "between", "fact", "case", "general", "particular", "order", "charge",
+    "control", "agreement", "disbelief", "good", "bad", "great", "tune", "line", "it",
+];
+
+/// Whether "I'm in <object>" (the words after "in") says something lasting about the
+/// speaker: a bare noun that is no passing state, in a clause not tied to the day.
+fn lasting_in(object: &[&str], clause: &[&str]) -> bool {
+    let Some(first) = object.first() else { return false };
+    let today = clause.iter().any(|x| in_list(&["today", "tonight", "now", "right", "week", "weekend", "moment"], x));
+    !today && !in_list(PASSING_IN, first) && !first.ends_with("ed") && !first.ends_with("ing") && !is_number(first)
 }
 
 /// Groups one belongs to rather than places one happens to be in ("in the army", not "in
