@@ -786,6 +786,11 @@ mod tests {
     #[test]
     fn vague_patterns_score_below_default_threshold() {
         assert!(one("I'm going to the store later").score < 0.7);
+        assert!(one("I'm going to grab lunch").score < 0.7);
+        assert!(one("I'm going to bake cookies tonight").score < 0.7);
+        // A plan for one's life is kept.
+        assert_fact("I'm going to retire in a few years", "Is going to retire in a few years", "goal");
+        assert_fact("I am going to be a nurse.", "Is going to be a nurse", "goal");
         assert!(one("I love the colors").score < 0.7);
     }
 

@@ -580,7 +580,10 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         "taking" if w.get(rest + 1..).is_some_and(|o| o.iter().take(3).any(|x| in_list(COURSES, x))) => {
             return with_object(c, rest, "Is", 0.75, &["education"]);
         }
-        "going" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
+        "going" if after == Some("to") => {
+            let score = if planned(&w[rest + 2..]) { 0.7 } else { 0.6 };
+            return with_object(c, rest, "Is", score, &["goal"]);
+        }
         "trying" if after == Some("to") => return with_object(c, rest, "Is", 0.6, &["goal"]),
         "into" => return with_object(c, rest, "Is", 0.75, &["preference"]),
         "interested" | "passionate" | "obsessed" | "addicted" | "crazy"
@@ -630,6 +633,37 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         return with_object(c, rest, "Is", 0.7, &["personality"]);
     }
     None
+}
+
+/// What one is "going to" do on the way out of a conversation or on an errand ("going to
+/// grab lunch", "going to get some sleep", "going to the movies"), not a plan for one's life.
+#[rustfmt::skip]
+const ERRANDS: &[&str] = &[
+    "get", "grab", "make", "go", "hit", "do", "take", "have", "head", "try", "check", "watch",
+    "eat", "sleep", "call", "let", "see", "say", "tell", "ask", "give", "keep", "guess", "look",
+    "need", "think", "put", "run", "pick", "bring", "leave", "stop", "buy", "cook", "order",
+    "clean", "finish", "wash", "send", "text", "email", "read", "relax", "rest", "nap", "shower",
+    "visit", "meet", "stay", "the", "a", "an", "my", "their",
+];
+
+/// Whether what follows "I'm going to" (`plan`) is a plan worth keeping ("retire in a few
+/// years", "business school", "study physical therapy"): not an errand, and not for today
+/// or the weekend.
+fn planned(plan: &[&str]) -> bool {
+    const SOON: &[&str] = &[
+        "today",
+        "tonight",
+        "tomorrow",
+        "later",
+        "soon",
+        "now",
+        "weekend",
+        "morning",
+        "afternoon",
+        "evening",
+        "shortly",
+    ];
+    plan.first().is_some_and(|first| !in_list(ERRANDS, first)) && !plan.iter().any(|x| in_list(SOON, x))
 }
 
 /// Words after "I'm in" that make it where or how one is at the moment ("in bed", "in
