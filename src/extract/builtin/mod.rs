@@ -569,6 +569,10 @@ mod tests {
         assert_fact("i do yoga every morning", "Does yoga every morning", "hobby");
         assert!(one("I do a lot of cleaning").score < 0.7);
         assert_fact("I knit.", "Knits", "hobby");
+        // An emphatic "do" before a pastime leaves the pastime.
+        assert_fact("I do watch a lot of news", "Watches a lot of news", "hobby");
+        assert_fact("I do meditate.", "Meditates", "hobby");
+        assert!(one("I do electrical work").score < 0.7);
     }
 
     #[test]

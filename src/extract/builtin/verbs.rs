@@ -185,9 +185,24 @@ pub(super) const CONVERSATIONAL_HAVES: &[&str] = &[
 pub(super) const NEGATED_RULE_VERBS: &[&str] =
     &["like", "enjoy", "love", "eat", "drink", "smoke", "drive", "swim", "cook", "have", "stand", "fan", "good"];
 
-/// Verbs that may follow an emphatic "do" ("I do love tea").
+/// Verbs that may follow an emphatic "do" ("I do love tea", "I do watch a lot of news"):
+/// "do" before any other word is the verb itself ("I do electrical work").
 fn is_emphasisable(word: &str) -> bool {
-    matches!(word, "like" | "love" | "enjoy" | "have" | "live" | "work" | "speak" | "play" | "prefer")
+    matches!(
+        word,
+        "like"
+            | "love"
+            | "enjoy"
+            | "have"
+            | "live"
+            | "work"
+            | "speak"
+            | "play"
+            | "prefer"
+            | "teach"
+            | "volunteer"
+            | "wear"
+    ) || in_list(HOBBY_VERBS, word)
 }
 
 /// Only a few negations state a fact; "I don't live in Paris anymore" says nothing about
