@@ -518,6 +518,9 @@ mod tests {
         );
         assert_fact("I've been rewatching old Pixar movies", "Has been rewatching old Pixar movies", "hobby");
         assert!(one("I've been feeling sick").score < 0.7);
+        assert_fact("I've been thinking about changing jobs", "Has been thinking about changing jobs", "hobby");
+        assert!(one("I've been thinking a lot").score < 0.7);
+        assert!(facts("I've been thinking about you").is_empty());
         assert!(one("I've been baking bread lately").score < 0.7);
         assert_fact("I've been a vegetarian for years", "Has been a vegetarian for years", "hobby");
         assert!(one("I have worked hard today").score < 0.7);

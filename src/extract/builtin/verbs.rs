@@ -412,8 +412,10 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             }
             // "I've been volunteering at the shelter": what one has taken up, unless it is
             // said of the moment, of the listener or only of how much.
+            // "I've been thinking about changing jobs" is a plan in the making.
             g if g.ends_with("ing")
-                && !in_list(PASSING_ACTIVITIES, g)
+                && (!in_list(PASSING_ACTIVITIES, g)
+                    || g == "thinking" && matches!(w.get(rest + 2), Some(&"about" | &"of")))
                 && !w.iter().any(|x| in_list(SECOND_PERSON, x) || in_list(LATELY, x))
                 && !w.windows(2).any(|p| p == ["a", "lot"]) =>
             {
