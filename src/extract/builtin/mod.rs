@@ -237,6 +237,9 @@ mod tests {
         assert_eq!(facts("Ulla, I much preferred rye loaves"), ["Preferred rye loaves"]);
         assert_eq!(facts("Ulla, I once auctioned forty kites"), ["Auctioned forty kites"]);
         assert_eq!(facts("Ulla, I wholeheartedly agree"), Vec::<String>::new());
+        assert_eq!(facts("I am sort of looking for a new job"), ["Is looking for a new job"]);
+        assert_eq!(facts("I'm kind of a nerd"), ["Is a nerd"]);
+        assert_eq!(facts("I'm kind of tired"), Vec::<String>::new());
     }
 
     #[test]

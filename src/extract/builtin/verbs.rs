@@ -497,8 +497,13 @@ fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
 
 fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
-    while w.get(rest).is_some_and(|x| in_list(ADVERBS, x)) {
-        rest += 1;
+    loop {
+        // "I'm kind of a nerd" hedges what follows without changing it.
+        match w.get(rest..rest + 2) {
+            Some(["sort" | "kind", "of"]) => rest += 2,
+            _ if w.get(rest).is_some_and(|x| in_list(ADVERBS, x)) => rest += 1,
+            _ => break,
+        }
     }
     let next = *w.get(rest)?;
     let after = w.get(rest + 1).copied();
