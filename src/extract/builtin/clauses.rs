@@ -271,8 +271,16 @@ pub(super) fn question_after_statement(tokens: &[Tok], start: usize) -> Option<u
             || (WH_WORDS.contains(&word) && next.is_some_and(|n| AUXILIARIES.contains(&n.lower.as_str())))
             || (matches!(word, "and" | "or") && listener(next))
     };
-    (start + 2..tokens.len())
-        .find(|&j| tokens[j].word && asks(j) || tokens[j].text == "," && j + 1 < tokens.len() && asks(j + 1))
+    // After a comma, a question about the thing just named asks too ("I have never played
+    // baseball, is it fun?").
+    let asks_about_it = |j: usize| {
+        AUXILIARIES.contains(&tokens[j].lower.as_str())
+            && tokens.get(j + 1).is_some_and(|t| in_list(&["it", "that", "this", "there", "they"], &t.lower))
+    };
+    (start + 2..tokens.len()).find(|&j| {
+        tokens[j].word && asks(j)
+            || tokens[j].text == "," && j + 1 < tokens.len() && (asks(j + 1) || asks_about_it(j + 1))
+    })
 }
 
 const WH_WORDS: &[&str] = &["what", "who", "where", "when", "why", "how", "which", "whose"];
@@ -504,6 +512,9 @@ mod tests {
         assert_eq!(at("my geese are loud, and yours?"), Some(4));
         assert_eq!(at("I keep geese, which do you keep?"), Some(3));
         assert_eq!(at("I keep geese?"), None);
+        // After a comma, a question about what was just named.
+        assert_eq!(at("I have never kept geese, is it hard?"), Some(5));
+        assert_eq!(at("I keep geese is it hard?"), None);
         assert_eq!(at("Do you keep geese?"), None);
     }
 
