@@ -459,6 +459,9 @@ mod tests {
         assert_fact("During the summer I work as a lifeguard at the lake.", "Works as a lifeguard at the lake", "work");
         assert_fact("for my hobby i like to do canning", "Likes doing canning", "preference");
         assert_fact("in my free time i paint", "Paints", "hobby");
+        assert_fact("Yes, 5 days a week I dance.", "Dances", "hobby");
+        assert_fact("Growing up I lived on a farm", "Lived on a farm", "personal");
+        assert!(facts("One time I lived on a farm").is_empty());
         assert!(facts("on sunday she said i was rude").is_empty());
         // Someone else's words about the user are not the user's.
         assert!(facts("at work she thinks i play golf").is_empty());

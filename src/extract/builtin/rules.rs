@@ -152,13 +152,17 @@ fn compares(words: &[&str]) -> bool {
 const SETTING_OPENERS: &[&str] = &[
     "in", "on", "at", "during", "for", "every", "most", "these", "nowadays", "lately", "around",
     "outside", "besides", "over", "weekdays", "weekends", "mornings", "evenings", "nights",
+    "twice", "sometimes", "usually", "often", "always", "growing",
 ];
 
-/// Where "I" starts after a short setting phrase ("in my free time I paint" -> at "I"),
-/// if the clause opens with one. The phrase may hold no other subject ("on Sunday she
+/// Where "I" starts after a short setting phrase ("in my free time I paint", "twice a week
+/// I swim", "growing up I lived on a farm" -> at "I"), if the clause opens with one. The phrase may hold no other subject ("on Sunday she
 /// said I …" is about her).
 fn after_setting(w: &[&str]) -> Option<usize> {
-    if !in_list(SETTING_OPENERS, w.first()?) {
+    let first = *w.first()?;
+    // "5 days a week I dance"; "one day I'll …" is a wish and "one time I …" a story.
+    let how_often = is_number(first) && first != "one";
+    if !in_list(SETTING_OPENERS, first) && !how_often {
         return None;
     }
     let i = w.iter().take(7).position(|x| *x == "i")?;
