@@ -680,6 +680,11 @@ mod tests {
         assert!(facts("I never liked tea.").is_empty());
         assert!(facts("I'm not vegetarian.").is_empty());
         assert!(facts("I used to live in Paris").is_empty());
+        assert!(facts("I used to be a lot happier").is_empty());
+        assert!(facts("I used to be a big fan of jazz").is_empty());
+        // The work one did is one's history.
+        assert_fact("I used to be a pilot, flew cargo planes for thirty years.", "Used to be a pilot", "work");
+        assert_fact("I used to work in finance", "Used to work in finance", "work");
         assert!(facts("I don't work at Acme").is_empty());
         assert!(facts("I live in Paris, not Rome").iter().all(|f| f == "Lives in Paris"));
     }

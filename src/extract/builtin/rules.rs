@@ -7,7 +7,7 @@ use super::lexicon::*;
 use super::names::{name_fact, name_words};
 use super::phrase::{fact, lower_words, object_end, render, with_object};
 use super::tokens::Tok;
-use super::verbs::{match_i, match_live};
+use super::verbs::{match_former_work, match_i, match_live};
 use crate::extract::ExtractedFact;
 
 /// The fact one clause states about the user, if any. `after_greeting` says the sentence
@@ -20,6 +20,10 @@ pub(super) fn match_clause(clause: &[Tok], after_greeting: bool) -> Option<Extra
     let first = *w.first()?;
     if in_list(NON_FACTUAL_OPENERS, first) {
         return None;
+    }
+    // "I used to be a pilot": a former trade is part of one's history, kept as such.
+    if let ["i", "used", "to", "be" | "work", ..] = w.as_slice() {
+        return match_former_work(c);
     }
     let no_longer_true = w.contains(&"anymore")
         || w.contains(&"formerly")

@@ -300,6 +300,27 @@ fn negated_habit(c: &[Tok], v: usize) -> Option<ExtractedFact> {
     Some(ExtractedFact { fact: format!("Does not {verb}{rest}"), score: 0.7, ..said })
 }
 
+/// "I used to be a pilot", "I used to work in finance": the work one did, from a clause
+/// that opens "I used to be" or "I used to work". Other things one used to do or be ("I
+/// used to live in Paris", "I used to be happier") say nothing about now and are not kept:
+/// on Synthetic-Persona-Chat they matched a persona line 4 % of the time. Former work is
+/// what a memory is asked about ("what did they do before retiring?"); it matched half
+/// the time on the development split.
+pub(super) fn match_former_work(c: &[Tok]) -> Option<ExtractedFact> {
+    let w = lower_words(c, 0);
+    let trade = match w.get(3..5)? {
+        ["be", "a" | "an"] => {
+            !in_list(MOMENTARY, w.get(5)?) && !w[5..].iter().any(|x| in_list(&["lot", "bit", "fan"], x))
+        }
+        ["work", "as" | "at" | "in" | "for"] => true,
+        _ => false,
+    };
+    if !trade {
+        return None;
+    }
+    with_object(c, 2, "Used", 0.7, &["work"])
+}
+
 pub(super) fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     match w.get(rest).copied() {
