@@ -160,8 +160,8 @@ const SETTING_OPENERS: &[&str] = &[
 ];
 
 /// Where "I" starts after a short setting phrase ("in my free time I paint", "twice a week
-/// I swim", "growing up I lived on a farm" -> at "I"), if the clause opens with one. The phrase may hold no other subject ("on Sunday she
-/// said I …" is about her).
+/// I swim", "growing up I lived on a farm" -> at "I"), if the clause opens with one. The
+/// phrase may hold no other subject ("on Sunday she said I …" is about her).
 fn after_setting(w: &[&str]) -> Option<usize> {
     let first = *w.first()?;
     // "5 days a week I dance"; "one day I'll …" is a wish and "one time I …" a story.

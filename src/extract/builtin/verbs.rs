@@ -185,28 +185,19 @@ pub(super) const CONVERSATIONAL_HAVES: &[&str] = &[
 pub(super) const NEGATED_RULE_VERBS: &[&str] =
     &["like", "enjoy", "love", "eat", "drink", "smoke", "drive", "swim", "cook", "have", "stand", "fan", "good"];
 
-/// Verbs that may follow an emphatic "do" ("I do love tea", "I do watch a lot of news"):
-/// "do" before any other word is the verb itself ("I do electrical work").
+/// Verbs besides the pastimes that may follow an emphatic "do" ("I do love tea").
+const EMPHASISABLE: &[&str] =
+    &["like", "love", "enjoy", "have", "live", "work", "speak", "play", "prefer", "teach", "volunteer", "wear"];
+
+/// Whether `word` may follow an emphatic "do" ("I do love tea", "I do watch a lot of
+/// news"): "do" before any other word is the verb itself ("I do electrical work").
 fn is_emphasisable(word: &str) -> bool {
-    matches!(
-        word,
-        "like"
-            | "love"
-            | "enjoy"
-            | "have"
-            | "live"
-            | "work"
-            | "speak"
-            | "play"
-            | "prefer"
-            | "teach"
-            | "volunteer"
-            | "wear"
-    ) || in_list(HOBBY_VERBS, word)
+    in_list(EMPHASISABLE, word) || in_list(HOBBY_VERBS, word)
 }
 
-/// Only a few negations state a fact; "I don't live in Paris anymore" says nothing about
-/// where the user lives now, while "I don't like onions" is a dislike.
+/// Only some negations state a fact; "I don't live in Paris anymore" says nothing about
+/// where the user lives now, while "I don't like onions" is a dislike and "I don't watch
+/// tv" a habit one does not have ([`negated_habit`]).
 fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     let (aux, neg) = (w[k], w.get(k + 1).copied().unwrap_or(""));
@@ -286,7 +277,7 @@ const NEGATABLE_HABITS: &[&str] = &["play", "use", "speak", "wear", "gamble", "p
 
 /// "I don't watch tv", "I don't travel much": a habit the person does not have, as sure
 /// as one they have. The clause is read as if it were positive, so that every refusal of
-/// the positive rules holds ("I don't watch it", "I don't play with my kids"), and only
+/// the positive rules holds ("I don't watch it", "I don't play around much"), and only
 /// what those rules keep is negated, at the threshold's floor.
 fn negated_habit(c: &[Tok], v: usize) -> Option<ExtractedFact> {
     let verb = c.get(v)?.lower.as_str();
@@ -693,21 +684,17 @@ const ERRANDS: &[&str] = &[
 /// years", "business school", "study physical therapy"): not an errand, and not for today
 /// or the weekend.
 fn planned(plan: &[&str]) -> bool {
-    const SOON: &[&str] = &[
-        "today",
-        "tonight",
-        "tomorrow",
-        "later",
-        "soon",
-        "now",
-        "weekend",
-        "morning",
-        "afternoon",
-        "evening",
-        "shortly",
-    ];
     plan.first().is_some_and(|first| !in_list(ERRANDS, first)) && !plan.iter().any(|x| in_list(SOON, x))
 }
+
+/// Words that tie "I'm going to …" or "I'm in …" to the day or the days ahead ("going to
+/// bake tonight", "in Paris this week"): a plan for the moment, a place one is passing
+/// through.
+#[rustfmt::skip]
+const SOON: &[&str] = &[
+    "today", "tonight", "tomorrow", "later", "soon", "now", "right", "week", "weekend", "moment",
+    "morning", "afternoon", "evening", "shortly",
+];
 
 /// Words after "I'm in" that make it where or how one is at the moment ("in bed", "in
 /// no rush", "in the kitchen", "in a hurry") rather than a field, a place or a state one
@@ -719,15 +706,18 @@ const PASSING_IN: &[&str] = &[
     "shock", "awe", "line", "traffic", "tears", "heaven", "luck", "time", "favor", "doubt",
     "person", "public", "place", "touch", "hurry", "rush", "mood", "shape", "denial", "front",
     "there", "here", "between", "fact", "case", "general", "particular", "order", "charge",
-    "control", "agreement", "disbelief", "good", "bad", "great", "tune", "line", "it",
+    "control", "agreement", "disbelief", "good", "bad", "great", "tune", "it",
 ];
 
 /// Whether "I'm in <object>" (the words after "in") says something lasting about the
 /// speaker: a bare noun that is no passing state, in a clause not tied to the day.
 fn lasting_in(object: &[&str], clause: &[&str]) -> bool {
     let Some(first) = object.first() else { return false };
-    let today = clause.iter().any(|x| in_list(&["today", "tonight", "now", "right", "week", "weekend", "moment"], x));
-    !today && !in_list(PASSING_IN, first) && !first.ends_with("ed") && !first.ends_with("ing") && !is_number(first)
+    !clause.iter().any(|x| in_list(SOON, x))
+        && !in_list(PASSING_IN, first)
+        && !first.ends_with("ed")
+        && !first.ends_with("ing")
+        && !is_number(first)
 }
 
 /// Groups one belongs to rather than places one happens to be in ("in the army", not "in
