@@ -324,6 +324,24 @@ pub(super) const IRREGULAR_PAST: &[&str] = &[
     "woke", "held", "fed", "led", "dug", "drew", "hung", "shot", "quit", "hurt", "put", "got",
 ];
 
+/// Words after "in" that make it where or how one is for the moment, or when, rather than
+/// a place, a field or a state one lives in: "I'm in bed", "in no rush", "in the kitchen",
+/// "here in the next few days", "here in two weeks", against "I'm in finance", "here in
+/// Alabama". Read by the rule for "I'm in …" and by where one lives said in passing.
+#[rustfmt::skip]
+pub(super) const PASSING_PLACES: &[&str] = &[
+    "the", "a", "an", "my", "our", "their", "your", "his", "her", "its", "this", "that", "some",
+    "no", "to", "so", "such", "just", "quite", "kind", "sort", "bed", "town", "pain", "trouble",
+    "shock", "awe", "line", "traffic", "tears", "heaven", "luck", "time", "favor", "doubt",
+    "person", "public", "place", "touch", "hurry", "rush", "mood", "shape", "denial", "front",
+    "there", "here", "between", "fact", "case", "general", "particular", "order", "charge",
+    "control", "agreement", "disbelief", "good", "bad", "great", "tune", "it", "next", "last",
+    "past", "coming", "few", "more", "most", "same", "meantime", "middle", "summer", "winter",
+    "spring", "fall", "autumn", "morning", "evening", "afternoon", "night", "day", "days",
+    "week", "weeks", "month", "months", "year", "years", "moment", "while", "future",
+    "traction", "spirit", "hospital", "office", "house",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 //! and where one lives ("so hot here in Alabama").
 
 use super::clauses::YES;
-use super::lexicon::{in_list, is_number};
+use super::lexicon::{PASSING_PLACES, in_list, is_number};
 use super::phrase::fact;
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
@@ -190,17 +190,6 @@ const PLACE_ENDS: &[&str] = &[
     "this", "these", "every", "all", "since", "though", "yet", "either", "as", "of", "to",
 ];
 
-/// Words that make "here in …" a time, an amount or a state rather than a place ("here in
-/// the next few days", "here in two weeks", "here in the meantime", "here in traction").
-#[rustfmt::skip]
-const NOT_PLACES: &[&str] = &[
-    "a", "an", "my", "our", "your", "his", "her", "their", "next", "last", "past", "coming", "few",
-    "more", "most", "same", "meantime", "middle", "summer", "winter", "spring", "fall", "autumn",
-    "morning", "evening", "afternoon", "night", "day", "days", "week", "weeks", "month", "months",
-    "year", "years", "time", "moment", "while", "future", "person", "traction", "line", "bed",
-    "front", "case", "general", "particular", "order", "spirit", "hospital", "office", "house",
-];
-
 /// Words that make where one is "here" a visit, not a home ("on vacation here in Maui").
 const VISITS: &[&str] = &["visit", "visiting", "vacation", "trip", "holiday", "hotel", "staying", "tour"];
 
@@ -220,7 +209,7 @@ pub(super) fn home(words: &[Tok]) -> Option<ExtractedFact> {
         .take(3)
         .take_while(|t| t.word && !in_list(PLACE_ENDS, &t.lower) && t.lower.chars().all(char::is_alphabetic))
         .collect();
-    if place.is_empty() || place.iter().any(|t| in_list(NOT_PLACES, &t.lower) || is_number(&t.lower)) {
+    if place.is_empty() || place.iter().any(|t| in_list(PASSING_PLACES, &t.lower) || is_number(&t.lower)) {
         return None;
     }
     let name: Vec<&str> = place.iter().map(|t| t.text.as_str()).collect();

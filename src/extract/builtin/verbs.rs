@@ -696,25 +696,12 @@ const SOON: &[&str] = &[
     "morning", "afternoon", "evening", "shortly",
 ];
 
-/// Words after "I'm in" that make it where or how one is at the moment ("in bed", "in
-/// no rush", "in the kitchen", "in a hurry") rather than a field, a place or a state one
-/// lives in ("in finance", "in Colorado", "in remission").
-#[rustfmt::skip]
-const PASSING_IN: &[&str] = &[
-    "the", "a", "an", "my", "our", "their", "your", "his", "her", "its", "this", "that", "some",
-    "no", "to", "so", "such", "just", "quite", "kind", "sort", "bed", "town", "pain", "trouble",
-    "shock", "awe", "line", "traffic", "tears", "heaven", "luck", "time", "favor", "doubt",
-    "person", "public", "place", "touch", "hurry", "rush", "mood", "shape", "denial", "front",
-    "there", "here", "between", "fact", "case", "general", "particular", "order", "charge",
-    "control", "agreement", "disbelief", "good", "bad", "great", "tune", "it",
-];
-
 /// Whether "I'm in <object>" (the words after "in") says something lasting about the
 /// speaker: a bare noun that is no passing state, in a clause not tied to the day.
 fn lasting_in(object: &[&str], clause: &[&str]) -> bool {
     let Some(first) = object.first() else { return false };
     !clause.iter().any(|x| in_list(SOON, x))
-        && !in_list(PASSING_IN, first)
+        && !in_list(PASSING_PLACES, first)
         && !first.ends_with("ed")
         && !first.ends_with("ing")
         && !is_number(first)
