@@ -613,6 +613,17 @@ mod tests {
         assert_fact("I want to learn guitar.", "Wants to learn guitar", "goal");
         assert_fact("I'm planning to run a marathon", "Plans to run a marathon", "goal");
         assert_fact("My dream is to open a bakery", "Dream is to open a bakery", "goal");
+        // A wish is a goal, with the refusals of "I want to …".
+        assert_fact("I would love to learn Spanish.", "Wants to learn Spanish", "goal");
+        assert_fact("I'd like to be a lawyer", "Wants to be a lawyer", "goal");
+        assert_fact("I would really love to move to London", "Wants to move to London", "goal");
+        assert!(facts("I'd love to hear more about it").is_empty());
+        assert!(facts("If I could I would love to travel the world").is_empty());
+        assert!(facts("I would love to").is_empty());
+        for small_talk in ["I would love to be friends", "I'd love to visit sometime", "I'd love to learn though"] {
+            assert!(one(small_talk).score < 0.7, "{small_talk}");
+        }
+        assert!(one("I want to explore more").score < 0.7);
     }
 
     #[test]
@@ -665,10 +676,11 @@ mod tests {
     #[test]
     fn hypotheticals_are_ignored() {
         assert!(facts("If I lived in Paris, I would walk everywhere.").is_empty());
-        assert!(facts("I would love to visit Japan.").is_empty());
+        // "I would love to visit Japan" is a wish (`plans_and_goals`); "I would walk" is not.
+        assert!(facts("I would walk everywhere.").is_empty());
         assert!(facts("I wish I had a dog.").is_empty());
         assert!(facts("Imagine I lived in Rome.").is_empty());
-        assert!(facts("I'd like to be a pilot").is_empty());
+        assert!(facts("I'd be a pilot").is_empty());
         assert!(facts("Maybe I will learn French").is_empty());
         assert!(facts("I think I like tea").is_empty());
     }

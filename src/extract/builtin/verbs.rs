@@ -104,6 +104,13 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
         "plan" if matches!(w.get(rest), Some(&"to" | &"on")) => with_object(c, rest, "Plans", 0.8, &["goal"]),
         "intend" if w.get(rest) == Some(&"to") => with_object(c, rest, "Intends", 0.75, &["goal"]),
         "want" => match_want(c, rest),
+        // "I would love to learn Spanish", "I'd like to be a lawyer": a wish, read as "I
+        // want to …" with the same refusals ("I'd love to hear more", "I'd like to try it").
+        "would" => match w.get(rest..rest + 2)? {
+            ["love" | "like", "to"] => match_want(c, rest + 1),
+            ["really" | "so", "love" | "like"] if w.get(rest + 2) == Some(&"to") => match_want(c, rest + 2),
+            _ => None,
+        },
         "hope" if w.get(rest) == Some(&"to") => with_object(c, rest, "Hopes", 0.7, &["goal"]),
         "dream" if matches!(w.get(rest), Some(&"of" | &"about")) => with_object(c, rest, "Dreams", 0.7, &["goal"]),
         "can" => match w.get(rest) {
@@ -368,19 +375,31 @@ fn match_want(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     if w.get(rest) == Some(&"to") {
         let conversational = [
             "know", "hear", "see", "say", "ask", "tell", "thank", "talk", "chat", "try", "check", "read", "share",
-            "make", "go", "let", "get", "do",
+            "make", "go", "let", "get", "do", "hang", "come", "meet", "join",
         ];
         // "I want to go to college in New York" is a goal; "I want to go" is not.
         let schooling = w.get(rest + 1..rest + 4).is_some_and(|g| {
             matches!(g, ["go", "to" | "back", x] if in_list(&["college", "school", "university", "grad", "law", "med"], x))
         });
-        if w.get(rest + 1).is_some_and(|v| in_list(&conversational, v)) && !schooling {
+        // "I'd love to learn", "to visit sometime", "to be friends" name no goal.
+        let end = object_end(c, rest + 2).max(rest + 2);
+        let bare = w.get(rest + 2..end).unwrap_or_default().iter().all(|x| in_list(NO_GOAL, x))
+            || w.get(rest + 1).is_none_or(|v| never_a_verb(v) || v.ends_with("ly") || *v == "however");
+        if w.get(rest + 1).is_some_and(|v| in_list(&conversational, v)) && !schooling || bare {
             return with_object(c, rest, "Wants", 0.6, &["goal"]);
         }
         return with_object(c, rest, "Wants", 0.75, &["goal"]);
     }
     with_object(c, rest, "Wants", 0.6, &["goal"])
 }
+
+/// What alone after "I want to <verb>" names no goal: "to visit sometime", "to explore
+/// more", "to be friends", "to play some".
+#[rustfmt::skip]
+const NO_GOAL: &[&str] = &[
+    "more", "some", "sometime", "someday", "there", "again", "too", "a", "few", "one", "out",
+    "around", "like", "much", "it", "that", "soon", "friends", "together", "along", "in",
+];
 
 /// What "I've been …ing" says of the moment rather than of what one has taken up.
 #[rustfmt::skip]
