@@ -721,6 +721,18 @@ mod tests {
         assert!(facts("I'm a big fan of both of them").is_empty());
         assert!(facts("I have to go now").is_empty());
         assert!(facts("I have a question").is_empty());
+        assert!(facts("I have a lot of work to do").is_empty());
+        assert!(facts("I have a few questions").is_empty());
+        assert!(facts("I have a couple days off").is_empty());
+        assert!(facts("I have a lot of favorite movies").is_empty());
+        assert!(facts("I have a lot").is_empty());
+    }
+
+    #[test]
+    fn things_one_has_counted() {
+        assert_fact("I have a lot of new clients.", "Has a lot of new clients", "possession");
+        assert_fact("I have a few friends", "Has a few friends", "possession");
+        assert_fact("I have a couple of horses", "Has a couple of horses", "pets");
     }
 
     #[test]

@@ -188,6 +188,29 @@ pub(super) const CONVERSATIONAL_HAVES: &[&str] = &[
     "blast", "look", "idea", "wonderful", "nice",
 ];
 
+/// "a lot of new clients", "a few friends", "a couple of horses" (the words after "I have
+/// a"): things one has, counted, unlike "a lot of work", "a few questions", "a couple of
+/// days off".
+fn counted_possession(w: &[&str]) -> bool {
+    let noun = match w {
+        ["lot", "of", rest @ ..] | ["few" | "couple", "of", rest @ ..] | ["few" | "couple", rest @ ..] => rest,
+        _ => return false,
+    };
+    let noun = noun.iter().find(|x| !in_list(&["new", "good", "great", "close", "old", "really", "very"], x));
+    noun.is_some_and(|x| x.len() > 2 && !in_list(PASSING_AMOUNTS, x))
+}
+
+/// What one has "a lot of" or "a few" of for the day or the conversation.
+#[rustfmt::skip]
+const PASSING_AMOUNTS: &[&str] = &[
+    "work", "homework", "things", "stuff", "questions", "time", "fun", "errands", "chores", "days",
+    "hours", "minutes", "weeks", "months", "ideas", "thoughts", "options", "plans", "free", "spare",
+    "reading", "studying", "cleaning", "catching", "energy", "bills", "errands", "more", "left",
+    "other", "different", "extra", "people", "guests", "projects", "assignments", "tests", "exams",
+    "favorite", "favorites", "favourite", "favourites", "advice", "memories", "each", "life",
+    "experience", "respect", "them", "those", "these", "things", "fond",
+];
+
 /// Verbs whose negation has a rule of its own ("I don't like onions", "I don't have a boat").
 pub(super) const NEGATED_RULE_VERBS: &[&str] =
     &["like", "enjoy", "love", "eat", "drink", "smoke", "drive", "swim", "cook", "have", "stand", "fan", "good"];
@@ -425,7 +448,7 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
     let next = w.get(rest).copied()?;
     let conversational =
         matches!(next, "a" | "an") && w.get(rest + 1).is_some_and(|x| in_list(CONVERSATIONAL_HAVES, x));
-    if conversational {
+    if conversational && !counted_possession(&w[rest + 1..]) {
         return None;
     }
     match next {
