@@ -239,6 +239,7 @@ mod tests {
         assert_eq!(facts("Ulla, I wholeheartedly agree"), Vec::<String>::new());
         assert_eq!(facts("I am sort of looking for a new job"), ["Is looking for a new job"]);
         assert_eq!(facts("I'm kind of a nerd"), ["Is a nerd"]);
+        assert_eq!(facts("I am a bit of a feminist"), ["Is a feminist"]);
         assert_eq!(facts("I'm kind of tired"), Vec::<String>::new());
     }
 
@@ -330,6 +331,7 @@ mod tests {
         assert_fact("I don't have pets", "Has no pets", "pets");
         assert!(one("I don't have money to spend").score < 0.7);
         assert_fact("I'm not good at math.", "Is not good at math", "hobby");
+        assert_fact("I'm not very good at swimming", "Is not good at swimming", "hobby");
         assert_fact("I never drink alcohol.", "Never drinks alcohol", "diet");
         assert!(facts("I don't have any idea").is_empty());
         assert!(facts("I don't have a clue what you mean").is_empty());
@@ -624,6 +626,14 @@ mod tests {
             assert!(one(small_talk).score < 0.7, "{small_talk}");
         }
         assert!(one("I want to explore more").score < 0.7);
+        assert_fact("I am wanting to be an attorney", "Wants to be an attorney", "goal");
+        // A plan in the making, not what one is thinking of right now.
+        assert_fact("I'm thinking about getting a dog", "Is thinking about getting a dog", "goal");
+        assert_fact("I'm considering retiring early", "Is considering retiring early", "goal");
+        assert!(facts("I'm thinking about going to bed now").is_empty());
+        assert!(facts("I'm thinking about it").is_empty());
+        assert!(facts("I'm thinking about my mom").is_empty());
+        assert!(facts("I'm thinking").is_empty());
     }
 
     #[test]

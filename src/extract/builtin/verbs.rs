@@ -243,8 +243,14 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         if aux == "am" && w.get(k + 2..k + 5) == Some(&["a", "fan", "of"]) {
             return with_object(c, k + 5, "Dislikes", 0.7, &["preference"]);
         }
-        if aux == "am" && matches!(w.get(k + 2..k + 4), Some(["good", "at"])) {
-            return with_object(c, k + 4, "Is not good at", 0.7, &["hobby"]);
+        // "I'm not (very) good at swimming".
+        let good = if w.get(k + 2).is_some_and(|x| matches!(*x, "very" | "that" | "too" | "really" | "so")) {
+            k + 3
+        } else {
+            k + 2
+        };
+        if aux == "am" && matches!(w.get(good..good + 2), Some(["good", "at"])) {
+            return with_object(c, good + 2, "Is not good at", 0.7, &["hobby"]);
         }
         if aux == "can" && w.get(k + 2) == Some(&"stand") {
             return with_object(c, k + 3, "Dislikes", 0.8, &["preference"]);
@@ -552,9 +558,10 @@ fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
 fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     loop {
-        // "I'm kind of a nerd" hedges what follows without changing it.
+        // "I'm kind of a nerd", "a bit of a feminist" hedge what follows without changing it.
         match w.get(rest..rest + 2) {
             Some(["sort" | "kind", "of"]) => rest += 2,
+            Some(["a", "bit"]) if matches!(w.get(rest + 2..rest + 4), Some(["of", "a" | "an"])) => rest += 3,
             _ if w.get(rest).is_some_and(|x| in_list(ADVERBS, x)) => rest += 1,
             _ => break,
         }
@@ -646,6 +653,17 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         }
         "planning" if matches!(after, Some("to" | "on")) => {
             return with_object(c, rest + 1, "Plans", 0.8, &["goal"]);
+        }
+        // "I am wanting to be an attorney" says "I want to …".
+        "wanting" if after == Some("to") => return match_want(c, rest + 1),
+        // "I'm considering retiring", "thinking about getting a dog": a plan in the making.
+        "considering" | "thinking"
+            if w.get(rest + 1..).is_some_and(|o| {
+                let o = if next == "thinking" && matches!(o.first(), Some(&"about" | &"of")) { &o[1..] } else { o };
+                o.first().is_some_and(|g| g.ends_with("ing") && g.len() > 4) && !o.iter().any(|x| in_list(SOON, x))
+            }) =>
+        {
+            return with_object(c, rest, "Is", 0.7, &["goal"]);
         }
         "hoping" if after == Some("to") => {
             return with_object(c, rest + 1, "Hopes", 0.7, &["goal"]);
