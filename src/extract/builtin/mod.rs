@@ -308,6 +308,7 @@ mod tests {
         assert_fact("I prefer tea over coffee.", "Prefers tea over coffee", "preference");
         assert_fact("My favorite color is blue.", "Favorite color is blue", "preference");
         assert_fact("Pizza is my favorite food.", "Favorite food is Pizza", "preference");
+        assert_fact("Bob Dylan is my favorite!", "Favorite is Bob Dylan", "preference");
         assert_fact("I like dogs too.", "Likes dogs", "preference");
     }
 

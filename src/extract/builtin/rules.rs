@@ -76,7 +76,8 @@ fn match_other(c: &[Tok]) -> Option<ExtractedFact> {
                 let verb = w[copula];
                 Some(fact(&format!("Favorite {category} {verb} {subject}"), 0.8, &["preference"]))
             } else {
-                Some(fact(&format!("Likes {subject}"), 0.8, &["preference"]))
+                // "Bob Dylan is my favorite": more than a liking, as "My favorite is pizza".
+                Some(fact(&format!("Favorite is {subject}"), 0.8, &["preference"]))
             }
         }
         "passion" | "hobby" | "life" => Some(fact(&format!("Loves {subject}"), 0.75, &["hobby"])),
