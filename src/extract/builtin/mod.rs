@@ -530,7 +530,10 @@ mod tests {
         assert_fact("I've been thinking about changing jobs", "Has been thinking about changing jobs", "hobby");
         assert!(one("I've been thinking a lot").score < 0.7);
         assert!(facts("I've been thinking about you").is_empty());
-        assert!(one("I've been baking bread lately").score < 0.7);
+        // Of late is news worth keeping; of the day is not.
+        assert_fact("I've been baking bread lately", "Has been baking bread lately", "hobby");
+        assert_fact("I've been cooking a lot", "Has been cooking", "hobby");
+        assert!(one("I've been baking bread all day today").score < 0.7);
         assert_fact("I've been a vegetarian for years", "Has been a vegetarian for years", "hobby");
         assert!(one("I have worked hard today").score < 0.7);
     }
