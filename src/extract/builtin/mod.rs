@@ -333,6 +333,9 @@ mod tests {
         assert!(one("I don't have money to spend").score < 0.7);
         assert_fact("I'm not good at math.", "Is not good at math", "hobby");
         assert_fact("I'm not very good at swimming", "Is not good at swimming", "hobby");
+        assert_fact("I am not a big fan of mushrooms", "Dislikes mushrooms", "preference");
+        assert_fact("I'm not married yet.", "Is not married", "family");
+        assert!(facts("I'm not married to the idea").is_empty());
         assert_fact("I never drink alcohol.", "Never drinks alcohol", "diet");
         assert!(facts("I don't have any idea").is_empty());
         assert!(facts("I don't have a clue what you mean").is_empty());

@@ -240,8 +240,23 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         };
     }
     if aux != "do" || neg != "not" {
-        if aux == "am" && w.get(k + 2..k + 5) == Some(&["a", "fan", "of"]) {
-            return with_object(c, k + 5, "Dislikes", 0.7, &["preference"]);
+        // "I'm not a (big) fan of mushrooms".
+        let fan_of = match w.get(k + 2..) {
+            Some(["a", "fan", "of", ..]) => Some(k + 5),
+            Some(["a", "big" | "huge" | "great" | "real", "fan", "of", ..]) => Some(k + 6),
+            _ => None,
+        };
+        if aux == "am"
+            && let Some(at) = fan_of
+        {
+            return with_object(c, at, "Dislikes", 0.7, &["preference"]);
+        }
+        // "I'm not married (yet)": a status, as "I'm married" is.
+        if aux == "am"
+            && let Some(status) = w.get(k + 2).filter(|x| matches!(**x, "married" | "single" | "engaged" | "divorced"))
+            && w.get(k + 3).is_none_or(|x| matches!(*x, "yet" | "anymore" | "and" | "but" | "either"))
+        {
+            return Some(fact(&format!("Is not {status}"), 0.75, &["family"]));
         }
         // "I'm not (very) good at swimming".
         let good = if w.get(k + 2).is_some_and(|x| matches!(*x, "very" | "that" | "too" | "really" | "so")) {
