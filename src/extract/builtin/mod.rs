@@ -743,6 +743,8 @@ mod tests {
         assert!(facts("I have a couple days off").is_empty());
         assert!(facts("I have a lot of favorite movies").is_empty());
         assert!(facts("I have a lot").is_empty());
+        assert!(facts("I have some questions").is_empty());
+        assert!(facts("I have some free time this week").is_empty());
     }
 
     #[test]

@@ -473,6 +473,10 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
     if conversational && !counted_possession(&w[rest + 1..]) {
         return None;
     }
+    // "I have some questions", "some free time", "some fun": the day's, not one's own.
+    if next == "some" && w.get(rest + 1).is_some_and(|x| in_list(PASSING_AMOUNTS, x)) {
+        return None;
+    }
     match next {
         "never" => match_never_done(c, rest + 1),
         "to" | "not" | "heard" | "seen" | "done" | "tried" | "read" => None,
