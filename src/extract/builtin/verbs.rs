@@ -193,7 +193,7 @@ pub(super) const CONVERSATIONAL_HAVES: &[&str] = &[
 /// days off".
 fn counted_possession(w: &[&str]) -> bool {
     let noun = match w {
-        ["lot", "of", rest @ ..] | ["few" | "couple", "of", rest @ ..] | ["few" | "couple", rest @ ..] => rest,
+        ["lot" | "few" | "couple", "of", rest @ ..] | ["few" | "couple", rest @ ..] => rest,
         _ => return false,
     };
     let noun = noun.iter().find(|x| !in_list(&["new", "good", "great", "close", "old", "really", "very"], x));
@@ -205,10 +205,10 @@ fn counted_possession(w: &[&str]) -> bool {
 const PASSING_AMOUNTS: &[&str] = &[
     "work", "homework", "things", "stuff", "questions", "time", "fun", "errands", "chores", "days",
     "hours", "minutes", "weeks", "months", "ideas", "thoughts", "options", "plans", "free", "spare",
-    "reading", "studying", "cleaning", "catching", "energy", "bills", "errands", "more", "left",
-    "other", "different", "extra", "people", "guests", "projects", "assignments", "tests", "exams",
+    "reading", "studying", "cleaning", "catching", "energy", "bills", "more", "left", "other",
+    "different", "extra", "people", "guests", "projects", "assignments", "tests", "exams",
     "favorite", "favorites", "favourite", "favourites", "advice", "memories", "each", "life",
-    "experience", "respect", "them", "those", "these", "things", "fond",
+    "experience", "respect", "them", "those", "these", "fond",
 ];
 
 /// Verbs whose negation has a rule of its own ("I don't like onions", "I don't have a boat").
