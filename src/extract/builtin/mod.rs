@@ -392,6 +392,7 @@ mod tests {
         // Where one is in life ("in finance", "in remission"), not where one is today.
         assert_fact("I'm in finance.", "Is in finance", "identity");
         assert_fact("I'm in remission", "Is in remission", "identity");
+        assert_fact("I'm in my early thirties", "Is in their early thirties", "age");
         assert!(one("I'm in bed").score < 0.7);
         assert!(one("I'm in the kitchen").score < 0.7);
         assert!(one("I'm in Paris today").score < 0.7);

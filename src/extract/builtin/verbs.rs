@@ -794,6 +794,9 @@ fn in_group(word: &str) -> Option<&'static str> {
         "band" | "choir" | "orchestra" | "club" | "team" | "league" | "scouts" => Some("hobby"),
         "relationship" | "love" => Some("family"),
         "grade" | "class" | "college" | "school" | "university" | "program" => Some("education"),
+        // "I'm in my early thirties": an age group.
+        "teens" | "twenties" | "thirties" | "forties" | "fifties" | "sixties" | "seventies" | "eighties"
+        | "nineties" => Some("age"),
         _ => None,
     }
 }
