@@ -253,17 +253,13 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         }
         // "I'm not married (yet)": a status, as "I'm married" is.
         if aux == "am"
-            && let Some(status) = w.get(k + 2).filter(|x| matches!(**x, "married" | "single" | "engaged" | "divorced"))
+            && let Some(status) = w.get(k + 2).filter(|x| in_list(FAMILY_STATUSES, x))
             && w.get(k + 3).is_none_or(|x| matches!(*x, "yet" | "anymore" | "and" | "but" | "either"))
         {
             return Some(fact(&format!("Is not {status}"), 0.75, &["family"]));
         }
         // "I'm not (very) good at swimming".
-        let good = if w.get(k + 2).is_some_and(|x| matches!(*x, "very" | "that" | "too" | "really" | "so")) {
-            k + 3
-        } else {
-            k + 2
-        };
+        let good = if w.get(k + 2).is_some_and(|x| in_list(ADVERBS, x) || *x == "that") { k + 3 } else { k + 2 };
         if aux == "am" && matches!(w.get(good..good + 2), Some(["good", "at"])) {
             return with_object(c, good + 2, "Is not good at", 0.7, &["hobby"]);
         }
@@ -494,8 +490,7 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             // said of the day or of the listener.
             // "I've been thinking about changing jobs" is a plan in the making.
             g if g.ends_with("ing")
-                && (!in_list(PASSING_ACTIVITIES, g)
-                    || g == "thinking" && matches!(w.get(rest + 2), Some(&"about" | &"of")))
+                && (!in_list(PASSING_ACTIVITIES, g) || plan_in_making(g, &w[rest + 2..]))
                 && !w.iter().any(|x| in_list(SECOND_PERSON, x) || in_list(LATELY, x)) =>
             {
                 with_object(c, rest + 1, "Has been", 0.7, &tags_for(&w[rest + 1..], "hobby"))
@@ -616,7 +611,7 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         "married" | "engaged" if after == Some("to") => {
             return with_object(c, rest, "Is", 0.85, &["family"]);
         }
-        "married" | "divorced" | "single" | "engaged" | "widowed" | "pregnant" | "separated" => {
+        s if in_list(FAMILY_STATUSES, s) => {
             return Some(fact(&format!("Is {next}"), 0.85, &["family"]));
         }
         "retired" | "unemployed" | "self-employed" => {
@@ -676,12 +671,7 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         // "I am wanting to be an attorney" says "I want to …".
         "wanting" if after == Some("to") => return match_want(c, rest + 1),
         // "I'm considering retiring", "thinking about getting a dog": a plan in the making.
-        "considering" | "thinking"
-            if w.get(rest + 1..).is_some_and(|o| {
-                let o = if next == "thinking" && matches!(o.first(), Some(&"about" | &"of")) { &o[1..] } else { o };
-                o.first().is_some_and(|g| g.ends_with("ing") && g.len() > 4) && !o.iter().any(|x| in_list(SOON, x))
-            }) =>
-        {
+        "considering" | "thinking" if plan_in_making(next, &w[rest + 1..]) => {
             return with_object(c, rest, "Is", 0.7, &["goal"]);
         }
         "hoping" if after == Some("to") => {
@@ -746,6 +736,20 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
         return with_object(c, rest, "Is", 0.7, &["personality"]);
     }
     None
+}
+
+/// Where one stands in family life: "I'm married", and as surely "I'm not married (yet)".
+const FAMILY_STATUSES: &[&str] = &["married", "divorced", "single", "engaged", "widowed", "pregnant", "separated"];
+
+/// Whether "thinking" or "considering" and the words after it (`rest`) are a plan in the
+/// making ("considering retiring", "thinking about getting a dog"), not what is on one's
+/// mind right now ("thinking about it", "about my mom", "about going to bed now").
+fn plan_in_making(verb: &str, rest: &[&str]) -> bool {
+    let plan = match (verb, rest) {
+        ("thinking", ["about" | "of", plan @ ..]) | ("considering", plan) => plan,
+        _ => return false,
+    };
+    plan.first().is_some_and(|g| g.ends_with("ing") && g.len() > 4) && !plan.iter().any(|x| in_list(SOON, x))
 }
 
 /// What one is "going to" do on the way out of a conversation or on an errand ("going to
