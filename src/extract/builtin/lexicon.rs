@@ -76,6 +76,19 @@ pub(super) const HEDGES: &[&str] = &[
     "actually", "still", "honestly",
 ];
 
+/// Sides of something under discussion ("I love the food", "the ending", "the feeling of
+/// it"): a preference for "the" one is a reaction to what was just said, not a taste.
+#[rustfmt::skip]
+pub(super) const ASPECTS: &[&str] = &[
+    "feeling", "feel", "taste", "flavor", "flavors", "sound", "look", "color", "colors",
+    "atmosphere", "vibe", "energy", "view", "views", "scenery", "food", "people", "culture",
+    "story", "stories", "plot", "ending", "characters", "character", "cast", "acting",
+    "dialogue", "writing", "lyrics", "music", "beat", "humor", "imagery", "design", "style",
+    "idea", "way", "process", "challenge", "competition", "thrill", "rush", "adrenaline",
+    "fresh", "peace", "support", "kind", "version", "attention", "name", "show", "movie",
+    "film", "book", "song", "game", "episode", "series", "album",
+];
+
 /// Words that point into the conversation; an object holding one cannot stand alone.
 pub(super) const DEICTIC: &[&str] = &["it", "them", "those", "these", "this", "theirs", "hers", "his", "ours"];
 

@@ -856,6 +856,17 @@ mod tests {
         assert_fact("I'm going to retire in a few years", "Is going to retire in a few years", "goal");
         assert_fact("I am going to be a nurse.", "Is going to be a nurse", "goal");
         assert!(one("I love the colors").score < 0.7);
+        // "The" a side of what is being talked about, or a list of them: a reaction.
+        assert!(one("I love the food").score < 0.7);
+        assert!(one("I love the story and the characters").score < 0.7);
+    }
+
+    #[test]
+    fn a_taste_for_the_beach_is_kept() {
+        // "The" in general, not pointing at anything said before.
+        assert_fact("I love the beach!", "Loves the beach", "preference");
+        assert_fact("I really like the outdoors", "Likes the outdoors", "preference");
+        assert_fact("I hate the cold", "Hates the cold", "preference");
     }
 
     /// On human chat (the Multi-Session Chat development split) these matched a persona

@@ -192,12 +192,19 @@ pub(super) fn with_object(c: &[Tok], start: usize, prefix: &str, score: f64, tag
     object(c, start).map(|obj| fact(&format!("{prefix} {obj}"), score, tags))
 }
 
-/// A preference for "the colors" or "the feeling of it" points at something in the
-/// conversation; "The Beatles" (capitalised) is a name and stands alone. ("I love the
-/// beach" stays below the threshold too: on spc-valid such facts never matched a persona
-/// line, being small talk about a place as often as a taste.)
+/// A preference for "the colors", "the feeling of it" or "the story and the characters"
+/// points at something in the conversation: a side of a place, a dish or a work being
+/// talked about ([`ASPECTS`]), or a list of them. "The Beatles" (capitalised) is a name,
+/// and "the beach", "the outdoors", "the holidays" alone are tastes in general: on the
+/// Multi-Session Chat development split such facts matched a persona sentence 65 times in
+/// 100 (on spc-valid, whose persona lines are seeds, they never do).
 fn definite_reference(obj: &str) -> bool {
-    obj.strip_prefix("the ").is_some_and(|rest| rest.starts_with(|c: char| c.is_lowercase()))
+    obj.strip_prefix("the ").is_some_and(|rest| {
+        rest.starts_with(|c: char| c.is_lowercase())
+            && (rest.contains(" and ")
+                || rest.contains(',')
+                || rest.split(' ').next().is_some_and(|w| in_list(ASPECTS, w)))
+    })
 }
 
 /// "watch" -> "watches", "study" -> "studies", "have" -> "has".
