@@ -28,7 +28,7 @@ pub(super) fn skip_lead(tokens: &[Tok], mut i: usize) -> (usize, bool) {
             i += 1;
         } else if greeting && (tok.is("there") || tok.is("everyone") || tok.is("all")) {
             i += 1;
-        } else if let Some(n) = reaction_before_i(tokens, i) {
+        } else if let Some(n) = reaction_before_i(tokens, i).or_else(|| belief_before_own(tokens, i)) {
             i += n;
         } else {
             break;
@@ -63,6 +63,19 @@ fn reaction_before_i(tokens: &[Tok], i: usize) -> Option<usize> {
         k += 1;
     }
     (w(k).is_some_and(|x| REACTIONS.contains(&x)) && w(k + 1) == Some("i")).then_some(k + 1)
+}
+
+/// The length of "I think", "I guess (that)", "I believe" before a clause about oneself
+/// ("I think I'd like to move to London", "I guess my favorite is rock"): a hedge on the
+/// clause, which states the fact. Only when "I" or "my" follows: "I think the movie was
+/// great" is an opinion.
+fn belief_before_own(tokens: &[Tok], i: usize) -> Option<usize> {
+    let w = |k: usize| tokens.get(i + k).map(|t| t.lower.as_str());
+    if w(0) != Some("i") || !matches!(w(1), Some("think" | "guess" | "believe" | "suppose")) {
+        return None;
+    }
+    let k = if w(2) == Some("that") { 3 } else { 2 };
+    matches!(w(k), Some("i" | "my")).then_some(k)
 }
 
 /// Verbs that open a subjectless clause about oneself after a first-person sentence ("I
