@@ -2,7 +2,7 @@
 //! and hypotheticals (which state no fact), and the cut of a sentence into clauses that
 //! each state at most one fact.
 
-use super::lexicon::{ADVERBS, CONTEXTUAL_STARTS, MOMENTARY, in_list};
+use super::lexicon::{ADVERBS, CONTEXTUAL_STARTS, MOMENTARY, in_list, is_past};
 use super::tokens::Tok;
 
 /// Words that open a message without carrying content ("Oh, well, I live in Paris").
@@ -411,15 +411,25 @@ const ACTION_VERBS: &[&str] = &[
 /// read as its own clause. `start` is where the clause's words begin (after lead words).
 fn verb_coordination(clause: &[Tok], start: usize) -> Option<usize> {
     let words = clause.get(start..)?;
-    let first = words.get(1)?.lower.as_str();
+    let mut v = 1;
+    while words.get(v).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
+        v += 1;
+    }
+    let first = words.get(v)?.lower.as_str();
     // "I'm 25 and live with my parents", "I'm a nurse and have two kids", "I play tennis
     // and have a dog": the first verb may also be "am", the second one of having or liking.
-    if !words.first()?.is("i") || !(first == "am" || ACTION_VERBS.contains(&first)) {
+    let acting = first == "am" || ACTION_VERBS.contains(&first);
+    // "I just started third grade and love to write poetry", "I like tea and have a cat":
+    // after what one did or likes, only having or liking is a second statement.
+    // "I love to dance and have fun" likes both; so does "I like to read and write".
+    let infinitive = words.get(v + 1).is_some_and(|t| t.is("to"));
+    let other = (in_list(SECOND_PREDICATES, first) && !infinitive) || is_past(first);
+    if !words.first()?.is("i") || !(acting || other) {
         return None;
     }
-    let at = words.iter().skip(2).position(|t| t.is("and"))? + 2;
+    let at = words.iter().skip(v + 1).position(|t| t.is("and"))? + v + 1;
     let next = words.get(at + 1)?.lower.as_str();
-    let second = ACTION_VERBS.contains(&next) || SECOND_PREDICATES.contains(&next);
+    let second = acting && ACTION_VERBS.contains(&next) || SECOND_PREDICATES.contains(&next);
     second.then_some(start + at)
 }
 

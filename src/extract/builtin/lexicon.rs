@@ -327,7 +327,13 @@ pub(super) const ABSTRACT_LACKS: &[&str] = &[
     "words",
 ];
 
-/// Past forms that do not end in "-ed", which take no "-s" ("Went to Peru", not "Wents").
+/// Whether `verb` is a past form ("moved", "went"), which takes no "-s" ("Went to Peru",
+/// not "Wents"); "need", "feed" are not.
+pub(super) fn is_past(verb: &str) -> bool {
+    verb.ends_with("ed") && !verb.ends_with("eed") || in_list(IRREGULAR_PAST, verb)
+}
+
+/// Past forms that do not end in "-ed" ([`is_past`]).
 #[rustfmt::skip]
 pub(super) const IRREGULAR_PAST: &[&str] = &[
     "went", "grew", "took", "made", "built", "bought", "wrote", "ran", "swam", "rode", "drove",

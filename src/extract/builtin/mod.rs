@@ -322,6 +322,17 @@ mod tests {
         // The second verb of a preference is still liked, not done.
         assert_eq!(facts("I like to read and write"), ["Likes reading and writing"]);
         assert_eq!(facts("I play tennis and golf"), ["Plays tennis and golf"]);
+        assert_eq!(facts("I love to dance and have fun"), ["Loves dancing"]);
+        // An adverb before the first verb; after what one did or likes, having or liking.
+        assert_eq!(
+            facts("I also work at a bank and volunteer at the shelter"),
+            ["Works at a bank", "Volunteers at the shelter"]
+        );
+        assert_eq!(
+            facts("I just started third grade and love to write poetry!"),
+            ["Started third grade", "Loves writing poetry"]
+        );
+        assert_eq!(facts("I like tea and have a cat"), ["Likes tea", "Has a cat"]);
     }
 
     #[test]

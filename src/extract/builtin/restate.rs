@@ -137,7 +137,7 @@ fn first_person(c: &[Tok], w: &[&str]) -> Option<String> {
     let said = match verb {
         "am" | "are" => "is".to_owned(),
         "was" | "were" => "was".to_owned(),
-        v if v.ends_with("ed") && !v.ends_with("eed") || v.ends_with("ing") || in_list(IRREGULAR_PAST, v) => {
+        v if is_past(v) || v.ends_with("ing") => {
             v.to_owned()
         }
         v => third_person(v),

@@ -12,7 +12,7 @@
 //! present moment ("today", "right now", "last night").
 
 use super::clauses::AUXILIARIES;
-use super::lexicon::{IRREGULAR_PAST, in_list, never_a_verb};
+use super::lexicon::{in_list, is_past, never_a_verb};
 use super::phrase::{fact, lower_words, object, tags_for, third_person};
 use super::tokens::Tok;
 use crate::extract::ExtractedFact;
@@ -55,7 +55,7 @@ pub(super) fn plain_statement(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     let verb = *w.get(k)?;
     let is_word = c[k].word && verb.chars().all(|ch| ch.is_alphabetic());
-    let past = verb.ends_with("ed") && !verb.ends_with("eed") || in_list(IRREGULAR_PAST, verb);
+    let past = is_past(verb);
     if !is_word || in_list(STANCE_VERBS, verb) || in_list(AUXILIARIES, verb) || never_a_verb(verb) {
         return None;
     }
