@@ -295,6 +295,8 @@ mod tests {
         assert_fact("I have a dog named Rex.", "Has a dog named Rex", "pets");
         assert_fact("My dog's name is Rex", "Has a dog named Rex", "pets");
         assert_fact("My mother is a dentist.", "Mother is a dentist", "family");
+        assert_fact("My dad was a professional violinist.", "Dad was a professional violinist", "family");
+        assert!(facts("My dad was sick last week").is_empty());
     }
 
     #[test]

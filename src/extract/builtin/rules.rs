@@ -142,6 +142,11 @@ fn match_my(c: &[Tok]) -> Option<ExtractedFact> {
     if relative && !possessive && agrees && matches!(third, "is" | "are") && w.get(3).is_none_or(|x| *x != "not") {
         return with_object(c, 3, &format!("{noun} {third}"), 0.7, &["family"]);
     }
+    // "My dad was a violinist": what a relative was is part of the family's story ("My dad
+    // was sick" is not, nor anything past but "a" or "an").
+    if relative && !possessive && third == "was" && matches!(w.get(3), Some(&"a" | &"an")) {
+        return with_object(c, 3, &format!("{noun} was"), 0.7, &["family"]);
+    }
     None
 }
 
