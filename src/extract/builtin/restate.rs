@@ -137,9 +137,7 @@ fn first_person(c: &[Tok], w: &[&str]) -> Option<String> {
     let said = match verb {
         "am" | "are" => "is".to_owned(),
         "was" | "were" => "was".to_owned(),
-        v if is_past(v) || v.ends_with("ing") => {
-            v.to_owned()
-        }
+        v if is_past(v) || v.ends_with("ing") => v.to_owned(),
         v => third_person(v),
     };
     let said = match scarcely {
