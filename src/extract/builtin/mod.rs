@@ -300,6 +300,12 @@ mod tests {
     }
 
     #[test]
+    fn informal_spelling() {
+        assert_fact("i wanna be a doctor lol", "Wants to be a doctor", "goal");
+        assert_eq!(facts("i luv my cat"), ["Loves their cat", "Has a cat"]);
+    }
+
+    #[test]
     fn preferences() {
         assert_fact("I like hiking.", "Likes hiking", "preference");
         assert_fact("I love to bake cookies.", "Loves baking cookies", "preference");

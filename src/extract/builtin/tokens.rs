@@ -208,6 +208,15 @@ fn push_word(tokens: &mut Vec<Tok>, word: &str) {
         "you've" => Some(&["you", "have"]),
         "we've" => Some(&["we", "have"]),
         "they've" => Some(&["they", "have"]),
+        // Informal spellings of chat: "i wanna be a doctor" is "I want to be a doctor".
+        "wanna" => Some(&["want", "to"]),
+        "gonna" => Some(&["going", "to"]),
+        "gotta" => Some(&["got", "to"]),
+        "kinda" => Some(&["kind", "of"]),
+        "alot" => Some(&["a", "lot"]),
+        "tho" => Some(&["though"]),
+        "cuz" | "coz" => Some(&["because"]),
+        "luv" => Some(&["love"]),
         _ => None,
     };
     // "I m", "I ve": a contraction whose apostrophe became a space.
@@ -253,6 +262,16 @@ mod tests {
             words("Jim m meters isnt"),
             ["jim", "m", "meters", "is", "not"],
             "a lone m after another word stays"
+        );
+    }
+
+    #[test]
+    fn informal_spellings_are_read_as_said() {
+        let words = |text: &str| tokenize(text).into_iter().map(|t| t.lower).collect::<Vec<_>>();
+        assert_eq!(words("i wanna be a doctor"), ["i", "want", "to", "be", "a", "doctor"]);
+        assert_eq!(
+            words("Im gonna move, I kinda like it alot tho"),
+            ["i", "am", "going", "to", "move", ",", "i", "kind", "of", "like", "it", "a", "lot", "though"]
         );
     }
 
