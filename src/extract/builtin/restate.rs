@@ -68,7 +68,8 @@ fn refused(w: &[&str]) -> bool {
 /// `c`) may be weighed by the clause model. The rules doubt for reasons the model cannot
 /// see; those stand: a clause tied to the day or to the listener, a negation, "a lot" of
 /// something (how much, not what), an object that points at something in the conversation
-/// ("the colors", "the store"), a passing state ("I've been frazzled").
+/// ("the colors", "the store"), a passing state ("I've been frazzled"), a wish that names
+/// no goal ("I'd love to learn").
 pub(super) fn may_reweigh(c: &[Tok], fact: &str) -> bool {
     let (start, _) = skip_lead(c, 0);
     let c = &c[start..];
@@ -78,8 +79,10 @@ pub(super) fn may_reweigh(c: &[Tok], fact: &str) -> bool {
         .collect::<Vec<_>>()
         .windows(2)
         .any(|p| p[0].eq_ignore_ascii_case("the") && p[1].starts_with(char::is_lowercase));
+    let unnamed_goal = fact.strip_prefix("Wants to ").is_some_and(|goal| !goal.contains(' '));
     if refused(&w)
         || pointing
+        || unnamed_goal
         || w.iter().any(|x| in_list(SECOND_PERSON, x) || matches!(*x, "not" | "never"))
         || w.windows(2).any(|p| p == ["a", "lot"])
     {
