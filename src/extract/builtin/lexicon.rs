@@ -80,7 +80,7 @@ pub(super) const HEDGES: &[&str] = &[
 /// it"): a preference for "the" one is a reaction to what was just said, not a taste.
 #[rustfmt::skip]
 pub(super) const ASPECTS: &[&str] = &[
-    "feeling", "feel", "taste", "flavor", "flavors", "sound", "look", "color", "colors",
+    "feeling", "feel", "taste", "flavor", "flavors", "sound", "look", "colors",
     "atmosphere", "vibe", "energy", "view", "views", "scenery", "food", "people", "culture",
     "story", "stories", "plot", "ending", "characters", "character", "cast", "acting",
     "dialogue", "writing", "lyrics", "music", "beat", "humor", "imagery", "design", "style",

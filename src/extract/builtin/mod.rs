@@ -897,6 +897,15 @@ mod tests {
         assert_fact("I love the beach!", "Loves the beach", "preference");
         assert_fact("I really like the outdoors", "Likes the outdoors", "preference");
         assert_fact("I hate the cold", "Hates the cold", "preference");
+        // "The colors" of something shown; "the color blue" names one.
+        assert_fact("I love the color blue", "Loves the color blue", "preference");
+    }
+
+    #[test]
+    fn a_polite_distaste_is_a_dislike() {
+        assert_fact("I don't care for real physical sports", "Dislikes real physical sports", "preference");
+        assert_fact("I do not care much for chicken.", "Dislikes chicken", "preference");
+        assert!(facts("I don't care what you think").is_empty());
     }
 
     /// On human chat (the Multi-Session Chat development split) these matched a persona

@@ -285,6 +285,11 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
     }
     match w.get(v).copied()? {
         "like" | "enjoy" | "love" => preference(c, v + 1, "Dislikes", 0.75, &["preference"]),
+        // "I don't care for physical sports", "much for": a distaste, said politely.
+        "care" => {
+            let at = if w.get(v + 1) == Some(&"much") { v + 2 } else { v + 1 };
+            (w.get(at) == Some(&"for")).then(|| with_object(c, at + 1, "Dislikes", 0.7, &["preference"]))?
+        }
         "eat" => with_object(c, v + 1, "Does not eat", 0.8, &["diet"]),
         "drink" => with_object(c, v + 1, "Does not drink", 0.8, &["diet"]),
         "smoke" if object_end(c, v + 1) == v + 1 => Some(fact("Does not smoke", 0.8, &["health"])),
