@@ -288,7 +288,10 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         // "I don't care for physical sports", "much for": a distaste, said politely.
         "care" => {
             let at = if w.get(v + 1) == Some(&"much") { v + 2 } else { v + 1 };
-            (w.get(at) == Some(&"for")).then(|| with_object(c, at + 1, "Dislikes", 0.7, &["preference"]))?
+            if w.get(at) != Some(&"for") {
+                return None;
+            }
+            with_object(c, at + 1, "Dislikes", 0.7, &["preference"])
         }
         "eat" => with_object(c, v + 1, "Does not eat", 0.8, &["diet"]),
         "drink" => with_object(c, v + 1, "Does not drink", 0.8, &["diet"]),
