@@ -297,6 +297,9 @@ mod tests {
         assert_fact("My mother is a dentist.", "Mother is a dentist", "family");
         assert_fact("My dad was a professional violinist.", "Dad was a professional violinist", "family");
         assert!(facts("My dad was sick last week").is_empty());
+        assert_fact("I got divorced in my late 20s.", "Got divorced", "family");
+        // Taking something up is no possession, an adverb between or not.
+        assert!(facts("I got really into running after I beat cancer").iter().all(|f| !f.starts_with("Has")));
     }
 
     #[test]

@@ -39,8 +39,17 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
         "am" => match_am(c, rest, greeting),
         "was" => match_was(c, rest),
         "got" | "get" if w.get(rest) == Some(&"married") => Some(fact("Got married", 0.8, &["family"])),
-        // "I got out of class", "I got outvoted": events, not possessions.
-        "got" if w.get(rest).is_some_and(|x| in_list(PARTICLES, x) || x.ends_with("ed")) => None,
+        "got" if w.get(rest) == Some(&"divorced") => Some(fact("Got divorced", 0.8, &["family"])),
+        // "I got out of class", "I got outvoted", "I got really into running": events, not
+        // possessions (an adverb between changes nothing).
+        "got"
+            if w[rest..]
+                .iter()
+                .find(|x| !in_list(ADVERBS, x))
+                .is_some_and(|x| in_list(PARTICLES, x) || x.ends_with("ed")) =>
+        {
+            None
+        }
         "have" | "has" | "got" => match_have(c, rest),
         "turned" if w.get(rest).is_some_and(|x| is_number(x)) => {
             Some(fact(&format!("Is {} years old", c[rest].text), 0.8, &["age"]))
