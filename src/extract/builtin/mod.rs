@@ -274,6 +274,9 @@ mod tests {
         assert_fact("I come from a small town in Ohio.", "Is from a small town in Ohio", "location");
         assert_fact("I grew up in Texas", "Grew up in Texas", "location");
         assert_fact("I live in Paris, France, and I love it.", "Lives in Paris, France", "location");
+        assert_fact("I live directly on the beach.", "Lives on the beach", "location");
+        assert_fact("I live out in the Olympics", "Lives in the Olympics", "location");
+        assert_fact("I live up north", "Lives up north", "location");
     }
 
     #[test]
@@ -286,6 +289,11 @@ mod tests {
         assert_fact("I'm a software engineer.", "Is a software engineer", "work");
         assert_fact("I am retired", "Is retired", "work");
         assert_fact("I teach math at a high school.", "Teaches math at a high school", "work");
+        assert_fact("I work construction.", "Works construction", "work");
+        assert_fact("I work the night shift at a bar", "Works the night shift at a bar", "work");
+        assert_fact("I work 2 jobs", "Works 2 jobs", "work");
+        assert_fact("I work a lot.", "Works a lot", "work");
+        assert!(facts("I work the register today").is_empty());
     }
 
     #[test]

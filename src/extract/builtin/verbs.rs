@@ -376,14 +376,27 @@ pub(super) fn match_former_work(c: &[Tok]) -> Option<ExtractedFact> {
     with_object(c, 2, "Used", 0.7, &["work"])
 }
 
-pub(super) fn match_live(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
+pub(super) fn match_live(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
+    // "I live right by the beach", "out in the Olympics", "directly on the coast": where
+    // follows all the same.
+    while w.get(rest).is_some_and(|x| in_list(ADVERBS, x) || matches!(*x, "right" | "directly" | "out" | "up" | "down"))
+        && w.get(rest + 1).is_some_and(|x| matches!(*x, "in" | "on" | "near" | "by" | "right" | "out" | "up" | "down"))
+    {
+        rest += 1;
+    }
     match w.get(rest).copied() {
         Some("in" | "on" | "near" | "at" | "by" | "outside" | "downtown") => {
             with_object(place(c), rest, "Lives", 0.85, &["location"])
         }
         Some("with") => with_object(c, rest, "Lives", 0.75, &["family"]),
         Some("alone" | "abroad") => Some(fact(&format!("Lives {}", w[rest]), 0.8, &["location"])),
+        // "I live up north", "out west".
+        Some("up" | "out" | "down" | "back")
+            if w.get(rest + 1).is_some_and(|x| matches!(*x, "north" | "south" | "east" | "west")) =>
+        {
+            Some(fact(&format!("Lives {} {}", w[rest], w[rest + 1]), 0.8, &["location"]))
+        }
         _ => None,
     }
 }
@@ -398,9 +411,23 @@ fn match_work(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
         ) => with_object(c, rest, "Works", 0.8, &["work"]),
         Some("on") => with_object(c, rest, "Works", 0.65, &["work"]),
         Some("out") => Some(fact("Works out", 0.75, &["hobby"])),
+        // "I work construction", "I work retail": a trade named without "in".
+        Some(trade) if in_list(TRADES, trade) => with_object(c, rest, "Works", 0.8, &["work"]),
+        // "I work the night shift at a bar", "I work two jobs", "I work a lot".
+        Some("the") if w.get(rest + 1..rest + 3).is_some_and(|s| s.contains(&"shift")) => {
+            with_object(c, rest, "Works", 0.75, &["work"])
+        }
+        Some(n) if is_number(n) && matches!(w.get(rest + 1), Some(&"jobs" | &"shifts")) => {
+            with_object(c, rest, "Works", 0.75, &["work"])
+        }
+        Some("a") if matches!(w.get(rest + 1), Some(&"lot")) => Some(fact("Works a lot", 0.7, &["work"])),
         _ => None,
     }
 }
+
+/// Trades said as the object of "work" ("I work construction").
+const TRADES: &[&str] =
+    &["construction", "retail", "security", "maintenance", "landscaping", "sales", "customer", "hospitality"];
 
 fn match_language(c: &[Tok], rest: usize, score: f64) -> Option<ExtractedFact> {
     let w = lower_words(c, rest);
