@@ -38,8 +38,9 @@ pub(super) fn match_i(c: &[Tok], greeting: bool) -> Option<ExtractedFact> {
     match verb {
         "am" => match_am(c, rest, greeting),
         "was" => match_was(c, rest),
-        "got" | "get" if w.get(rest) == Some(&"married") => Some(fact("Got married", 0.8, &["family"])),
-        "got" if w.get(rest) == Some(&"divorced") => Some(fact("Got divorced", 0.8, &["family"])),
+        "got" | "get" if matches!(w.get(rest), Some(&("married" | "divorced"))) => {
+            Some(fact(&format!("Got {}", w[rest]), 0.8, &["family"]))
+        }
         // "I got out of class", "I got outvoted", "I got really into running": events, not
         // possessions (an adverb between changes nothing).
         "got"
@@ -380,15 +381,12 @@ pub(super) fn match_live(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
     // "I live right by the beach", "out in the Olympics", "directly on the coast": where
     // follows all the same.
-    while w.get(rest).is_some_and(|x| in_list(ADVERBS, x) || matches!(*x, "right" | "directly" | "out" | "up" | "down"))
-        && w.get(rest + 1).is_some_and(|x| matches!(*x, "in" | "on" | "near" | "by" | "right" | "out" | "up" | "down"))
-    {
-        rest += 1;
+    let at = rest + w[rest..].iter().take_while(|x| in_list(ADVERBS, x) || in_list(PLACE_LEADS, x)).count();
+    if w.get(at).is_some_and(|x| in_list(PLACE_PREPOSITIONS, x)) {
+        rest = at;
     }
     match w.get(rest).copied() {
-        Some("in" | "on" | "near" | "at" | "by" | "outside" | "downtown") => {
-            with_object(place(c), rest, "Lives", 0.85, &["location"])
-        }
+        Some(p) if in_list(PLACE_PREPOSITIONS, p) => with_object(place(c), rest, "Lives", 0.85, &["location"]),
         Some("with") => with_object(c, rest, "Lives", 0.75, &["family"]),
         Some("alone" | "abroad") => Some(fact(&format!("Lives {}", w[rest]), 0.8, &["location"])),
         // "I live up north", "out west".
@@ -400,6 +398,12 @@ pub(super) fn match_live(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
         _ => None,
     }
 }
+
+/// What "I live" names a place with ("in Ohio", "by the lake", "downtown").
+const PLACE_PREPOSITIONS: &[&str] = &["in", "on", "near", "at", "by", "outside", "downtown"];
+
+/// Words that may come between "I live" and its preposition ("right by", "out in").
+const PLACE_LEADS: &[&str] = &["right", "directly", "out", "up", "down"];
 
 fn match_work(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);
