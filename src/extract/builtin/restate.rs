@@ -15,7 +15,7 @@ use super::lexicon::*;
 use super::mentions;
 use super::phrase::{lower_words, object, object_end, render, third_person};
 use super::tokens::Tok;
-use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, NEGATED_RULE_VERBS};
+use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, NEGATED_RULE_VERBS, NO_GOAL};
 
 /// Verbs after "I" that make a clause a stance, a courtesy or a modal frame rather than a
 /// statement of fact.
@@ -69,7 +69,7 @@ fn refused(w: &[&str]) -> bool {
 /// see; those stand: a clause tied to the day or to the listener, a negation, "a lot" of
 /// something (how much, not what), an object that points at something in the conversation
 /// ("the colors", "the store"), a passing state ("I've been frazzled"), a wish that names
-/// no goal ("I'd love to learn").
+/// no goal ("I'd love to learn", "to visit sometime").
 pub(super) fn may_reweigh(c: &[Tok], fact: &str) -> bool {
     let (start, _) = skip_lead(c, 0);
     let c = &c[start..];
@@ -79,7 +79,9 @@ pub(super) fn may_reweigh(c: &[Tok], fact: &str) -> bool {
         .collect::<Vec<_>>()
         .windows(2)
         .any(|p| p[0].eq_ignore_ascii_case("the") && p[1].starts_with(char::is_lowercase));
-    let unnamed_goal = fact.strip_prefix("Wants to ").is_some_and(|goal| !goal.contains(' '));
+    // The want rule's wish with nothing but its verb and [`NO_GOAL`] words after it.
+    let unnamed_goal =
+        fact.strip_prefix("Wants to ").is_some_and(|goal| goal.split(' ').skip(1).all(|x| in_list(NO_GOAL, x)));
     if refused(&w)
         || pointing
         || unnamed_goal

@@ -484,7 +484,7 @@ fn match_want(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
 /// What alone after "I want to <verb>" names no goal: "to visit sometime", "to explore
 /// more", "to be friends", "to play some".
 #[rustfmt::skip]
-const NO_GOAL: &[&str] = &[
+pub(super) const NO_GOAL: &[&str] = &[
     "more", "some", "sometime", "someday", "there", "again", "too", "a", "few", "one", "out",
     "around", "like", "much", "it", "that", "soon", "friends", "together", "along", "in",
 ];
