@@ -352,6 +352,19 @@ mod tests {
             ["Started third grade", "Loves writing poetry"]
         );
         assert_eq!(facts("I like tea and have a cat"), ["Likes tea", "Has a cat"]);
+        // Two tastes, each a gerund with its object; not a bare gerund, nor "-ing" words
+        // that are no verb.
+        assert_eq!(
+            facts("I really love eating cheeseburgers and watching war documentaries"),
+            ["Loves eating cheeseburgers", "Loves watching war documentaries"]
+        );
+        assert_eq!(facts("I like hiking and biking"), ["Likes hiking and biking"]);
+        assert_eq!(facts("I like to watch tv and go to the gym"), ["Likes watching tv", "Likes going to the gym"]);
+        assert_eq!(facts("I like playing guitar and singing"), ["Likes playing guitar and singing"]);
+        assert_eq!(
+            facts("I love working on new and challenging projects"),
+            ["Loves working on new and challenging projects"]
+        );
     }
 
     #[test]
