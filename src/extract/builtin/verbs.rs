@@ -530,7 +530,7 @@ fn match_have(c: &[Tok], mut rest: usize) -> Option<ExtractedFact> {
             "in" if w.get(rest + 2..).is_some_and(|g| g.iter().take(4).any(|x| in_group(x).is_some())) => {
                 with_object(c, rest + 1, "Has been", 0.8, &["hobby"])
             }
-            // "I've been up since four" is about today.
+            // "I've been awake since four" is about today.
             m if states_duration(&w[rest..]) && !in_list(AWAKE_OR_AWAY, m) => {
                 with_object(c, rest + 1, "Has been", 0.75, &["hobby"])
             }
