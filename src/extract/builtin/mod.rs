@@ -349,6 +349,15 @@ mod tests {
     }
 
     #[test]
+    fn objects_that_name_nothing_in_particular_are_no_facts() {
+        assert!(facts("I like doing the same things.").is_empty());
+        assert!(facts("I love learning about a lot of different things").is_empty());
+        assert!(facts("I enjoy all sorts of stuff").is_empty());
+        assert_eq!(facts("I love learning new things"), ["Loves learning new things"]);
+        assert_eq!(facts("I'm into the technology side of things"), ["Is into the technology side of things"]);
+    }
+
+    #[test]
     fn coordinated_verb_phrases_are_two_facts() {
         assert_eq!(facts("I play the guitar and sing in a band."), ["Plays the guitar", "Sings in a band"]);
         assert_eq!(

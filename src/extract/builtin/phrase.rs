@@ -120,6 +120,7 @@ fn object_span(c: &[Tok], mut start: usize) -> Option<&[Tok]> {
     let last = span.last()?;
     if in_list(CONTEXTUAL_STARTS, &first.lower)
         || in_list(CONTEXTUAL_ENDS, &last.lower)
+        || vague(span)
         || span.iter().any(|t| in_list(SECOND_PERSON, &t.lower) || in_list(DEICTIC, &t.lower) && t.text != "IT")
         || (span.len() >= 2
             && first.is("the")
@@ -131,6 +132,21 @@ fn object_span(c: &[Tok], mut start: usize) -> Option<&[Tok]> {
         return None;
     }
     Some(span)
+}
+
+/// Whether an object names nothing in particular: "the same things", "all sorts of
+/// things", "other stuff" ("new things", "building things" and "the technology side of
+/// things" do say something).
+fn vague(span: &[Tok]) -> bool {
+    let lower: Vec<&str> = span.iter().rev().take(3).map(|t| t.lower.as_str()).collect();
+    match lower[..] {
+        ["things" | "stuff"] => true,
+        ["things" | "stuff", "of", amount, ..] => in_list(&["lot", "lots", "sorts", "kinds", "types", "bunch"], amount),
+        ["things" | "stuff", before, ..] => {
+            in_list(&["same", "similar", "different", "other", "many", "more", "such", "various"], before)
+        }
+        _ => false,
+    }
 }
 
 /// Joins tokens back into text, turning the user's own pronouns into third person.
