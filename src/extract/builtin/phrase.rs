@@ -168,6 +168,9 @@ pub(super) fn render(span: &[Tok], gerunds: bool) -> String {
             "myself" => "themselves",
             "mine" => "theirs",
             "i" => "they",
+            // "what I am doing" is "what they are doing", not "they am".
+            "am" if i > 0 && span[i - 1].is("i") => "are",
+            "was" if i > 0 && span[i - 1].is("i") => "were",
             _ => tok.text.as_str(),
         };
         let glue = !tok.word && matches!(tok.text.as_str(), "," | "'" | "/");
@@ -340,5 +343,11 @@ mod tests {
         assert_eq!(third_person("watch"), "watches");
         assert_eq!(third_person("study"), "studies");
         assert_eq!(third_person("play"), "plays");
+    }
+
+    #[test]
+    fn the_users_own_words_in_the_third_person() {
+        let span = crate::extract::builtin::tokens::tokenize("my loans I am paying back, which I was told");
+        assert_eq!(render(&span, false), "their loans they are paying back, which they were told");
     }
 }
