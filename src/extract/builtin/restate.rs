@@ -15,7 +15,7 @@ use super::lexicon::*;
 use super::mentions;
 use super::phrase::{lower_words, object, object_end, render, third_person};
 use super::tokens::Tok;
-use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, NEGATED_RULE_VERBS, NO_GOAL};
+use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, FAMILY_STATUSES, NEGATED_RULE_VERBS, NO_GOAL};
 
 /// Verbs after "I" that make a clause a stance, a courtesy or a modal frame rather than a
 /// statement of fact.
@@ -212,7 +212,8 @@ const DENIED_IN_PASSING: &[&str] = &[
 /// "I don't eat pork" -> "Does not eat pork", "I never skip breakfast" -> "Never skips
 /// breakfast", "I've never been abroad" -> "Has never been abroad": what one lastingly does
 /// not do or is not. Refused: a denied single word ("I'm not sure"), a past never ("I never
-/// liked tea", which says nothing of now), and [`DENIED_IN_PASSING`].
+/// liked tea", which says nothing of now), [`DENIED_IN_PASSING`] and the family statuses
+/// the rules read.
 fn negated(c: &[Tok], w: &[&str], k: usize) -> Option<String> {
     let denied = |x: &str| {
         in_list(DENIED_IN_PASSING, x)
@@ -230,7 +231,8 @@ fn negated(c: &[Tok], w: &[&str], k: usize) -> Option<String> {
     let aux = NEGATED.iter().find(|(aux, _)| *aux == w[k])?.1;
     let at = verb_at(w, k + 2);
     let next = *w.get(at)?;
-    if denied(next) || object_end(c, at) <= at + 1 {
+    // The rules read "I'm not married (yet)"; "not married to the idea" is an idiom.
+    if denied(next) || object_end(c, at) <= at + 1 || in_list(FAMILY_STATUSES, next) {
         return None;
     }
     let article = matches!(w.get(at + 1), Some(&"a" | &"an" | &"any"));

@@ -787,7 +787,8 @@ fn match_am(c: &[Tok], mut rest: usize, greeting: bool) -> Option<ExtractedFact>
 }
 
 /// Where one stands in family life: "I'm married", and as surely "I'm not married (yet)".
-const FAMILY_STATUSES: &[&str] = &["married", "divorced", "single", "engaged", "widowed", "pregnant", "separated"];
+pub(super) const FAMILY_STATUSES: &[&str] =
+    &["married", "divorced", "single", "engaged", "widowed", "pregnant", "separated"];
 
 /// Whether "thinking" or "considering" and the words after it (`rest`) are a plan in the
 /// making ("considering retiring", "thinking about getting a dog"), not what is on one's
