@@ -504,7 +504,7 @@ fn is_gerund(word: &str) -> bool {
 /// Words in "-ing" that are no verb's gerund.
 #[rustfmt::skip]
 const NOT_GERUNDS: &[&str] = &[
-    "-ing", "anything", "something", "nothing", "everything", "morning", "evening", "during",
+    "anything", "something", "nothing", "everything", "morning", "evening", "during",
     "spring", "string", "wedding", "building", "clothing", "ceiling", "sibling", "pudding",
     "amazing", "interesting", "exciting", "challenging", "relaxing", "boring", "fascinating",
     "inspiring", "rewarding", "surprising", "upcoming", "ongoing", "outstanding", "entertaining",
