@@ -122,14 +122,19 @@ const CARRIED_VERBS: &[&str] = &[
     "raise",
 ];
 
+/// Where the words from `at` on stop being adverbs ("I also really work …").
+fn past_adverbs(words: &[Tok], mut at: usize) -> usize {
+    while words.get(at).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
+        at += 1;
+    }
+    at
+}
+
 /// The sentence with "I" put back before its first verb when it has no subject and opens
 /// with one of [`CARRIED_VERBS`], possibly after adverbs ("Just drive my truck"); `start`
 /// is where its words begin.
 pub(super) fn implied_subject(tokens: &[Tok], start: usize) -> Option<Vec<Tok>> {
-    let mut k = start;
-    while tokens.get(k).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
-        k += 1;
-    }
+    let k = past_adverbs(tokens, start);
     if !tokens.get(k).is_some_and(|t| in_list(CARRIED_VERBS, &t.lower)) {
         return None;
     }
@@ -411,10 +416,7 @@ const ACTION_VERBS: &[&str] = &[
 /// read as its own clause. `start` is where the clause's words begin (after lead words).
 fn verb_coordination(clause: &[Tok], start: usize) -> Option<usize> {
     let words = clause.get(start..)?;
-    let mut v = 1;
-    while words.get(v).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
-        v += 1;
-    }
+    let v = past_adverbs(words, 1);
     let first = words.get(v)?.lower.as_str();
     // "I'm 25 and live with my parents", "I'm a nurse and have two kids", "I play tennis
     // and have a dog": the first verb may also be "am", the second one of having or liking.
@@ -444,14 +446,14 @@ const SECOND_PREDICATES: &[&str] = &["have", "own", "like", "love", "enjoy", "ha
 /// extractor's other facts on spc-valid.) `start` is where the clause's words
 /// begin (after lead words).
 pub(super) fn statements(clause: &[Tok], start: usize) -> Vec<Vec<Tok>> {
-    if let Some(and) = verb_coordination(clause, start) {
+    // The second statement is the subject, what it repeats of the first (nothing after a
+    // second verb, the taste verb before a second taste) and what follows "and".
+    let joined = verb_coordination(clause, start)
+        .map(|and| (start + 1..start + 1, and))
+        .or_else(|| gerund_coordination(clause, start));
+    if let Some((repeated, and)) = joined {
         let mut second = vec![clause[start].clone()];
-        second.extend_from_slice(&clause[and + 1..]);
-        return vec![clause[..and].to_vec(), second];
-    }
-    if let Some((taste, and)) = gerund_coordination(clause, start) {
-        let mut second = vec![clause[start].clone()];
-        second.extend_from_slice(&clause[taste]);
+        second.extend_from_slice(&clause[repeated]);
         second.extend_from_slice(&clause[and + 1..]);
         return vec![clause[..and].to_vec(), second];
     }
@@ -467,10 +469,7 @@ pub(super) fn statements(clause: &[Tok], start: usize) -> Vec<Vec<Tok>> {
 /// Returns where the taste verb (with its "to") and the "and" are.
 fn gerund_coordination(clause: &[Tok], start: usize) -> Option<(std::ops::Range<usize>, usize)> {
     let words = clause.get(start..)?;
-    let mut v = 1;
-    while words.get(v).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
-        v += 1;
-    }
+    let v = past_adverbs(words, 1);
     let taste = words.get(v)?;
     if !words.first()?.is("i") || !in_list(GERUND_TASTES, &taste.lower) {
         return None;
@@ -521,10 +520,7 @@ fn relative_clause(clause: &[Tok], start: usize) -> Option<Vec<Tok>> {
         return None;
     }
     let who = words.iter().take(8).position(|t| t.is("who"))?;
-    let mut v = who + 1;
-    while words.get(v).is_some_and(|t| in_list(ADVERBS, &t.lower)) {
-        v += 1;
-    }
+    let v = past_adverbs(words, who + 1);
     let base = base_form(&words.get(v)?.lower)?;
     let mut out = vec![words[0].clone(), Tok { text: base.clone(), lower: base, word: true }];
     out.extend_from_slice(&words[v + 1..]);
