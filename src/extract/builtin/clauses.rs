@@ -465,18 +465,21 @@ pub(super) fn statements(clause: &[Tok], start: usize) -> Vec<Vec<Tok>> {
 /// "I love eating burgers and watching war films": two tastes, each a gerund with its
 /// object, are two facts (on the development split and spc-valid each side matches a
 /// persona line more often than the two joined did), where "I like hiking and biking"
-/// stays one; so are two pastimes after "to" ("I like to watch tv and go to the gym").
-/// Returns where the taste verb (with its "to") and the "and" are.
+/// stays one; so are two pastimes after "to" ("I like to watch tv and go to the gym"), and
+/// two things one is doing ("I'm living in Ohio and working at a supermarket", which was
+/// stored whole as "Lives in Ohio and working at a supermarket"). Returns where the taste
+/// verb (with its "to") or the "am" and the "and" are.
 fn gerund_coordination(clause: &[Tok], start: usize) -> Option<(std::ops::Range<usize>, usize)> {
     let words = clause.get(start..)?;
     let v = past_adverbs(words, 1);
     let taste = words.get(v)?;
-    if !words.first()?.is("i") || !in_list(GERUND_TASTES, &taste.lower) {
+    let progressive = taste.is("am");
+    if !words.first()?.is("i") || !(progressive || in_list(GERUND_TASTES, &taste.lower)) {
         return None;
     }
     // "to" and a verb of pastime ("I like to watch tv and go to the gym") or a gerund, with
     // at least one word of its own after it.
-    let infinitive = words.get(v + 1).is_some_and(|t| t.is("to"));
+    let infinitive = !progressive && words.get(v + 1).is_some_and(|t| t.is("to"));
     let opens = |at: usize| {
         let verb = words.get(at).is_some_and(|t| match infinitive {
             true => in_list(HOBBY_VERBS, &t.lower) || ACTION_VERBS.contains(&t.lower.as_str()),
@@ -489,7 +492,10 @@ fn gerund_coordination(clause: &[Tok], start: usize) -> Option<(std::ops::Range<
         return None;
     }
     let at = words.iter().skip(first + 1).position(|t| !t.word || t.is("and"))? + first + 1;
-    (words[at].is("and") && opens(at + 1)).then_some((start + v..start + first, start + at))
+    // "I'm considering getting a boat and spending …", "planning on moving and …": the
+    // second gerund goes on with a plan's, not with what one is doing.
+    let within_plan = progressive && words[first + 1..at].iter().any(|t| is_gerund(&t.lower));
+    (words[at].is("and") && opens(at + 1) && !within_plan).then_some((start + v..start + first, start + at))
 }
 
 /// Verbs of taste that take a gerund ("I enjoy baking bread").

@@ -27,15 +27,17 @@ const LY_VERBS: &[&str] = &[
 pub(super) const SCARCELY: &[&str] = &["rarely", "seldom", "hardly", "barely", "scarcely"];
 
 /// Words between the subject and its verb that hedge or stress it without changing what
-/// is stated: [`ADVERBS`], "sure", "much" and "once" ("I sure do", "I much prefer"), any
-/// "-ly" word of five letters or more that is neither a verb nor one of [`SCARCELY`], and
-/// "sort of" / "kind of" (two words: the count to skip is returned). 0 when `words` does
-/// not open with one. Skipped, they leave the verb where a rule looks for it, rather than
-/// a hedge read as the verb ("Completelies agree").
+/// is stated: [`ADVERBS`], "sure", "much", "once" and "both" ("I sure do", "I much prefer",
+/// "my wife and I both love"), any "-ly" word of five letters or more that is neither a
+/// verb nor one of [`SCARCELY`], and "sort of" / "kind of" (two words: the count to skip is
+/// returned). 0 when `words` does not open with one. Skipped, they leave the verb where a
+/// rule looks for it, rather than a hedge read as the verb ("Completelies agree", "Boths
+/// love"). "Much of a" is no hedge: "I'm not much of a hiker" is not "not of a hiker".
 pub(super) fn hedge_len(words: &[&str]) -> usize {
     match words {
         ["sort" | "kind", "of", ..] => 2,
-        [word, ..] if in_list(ADVERBS, word) || matches!(*word, "sure" | "much" | "once") => 1,
+        ["much", "of", ..] => 0,
+        [word, ..] if in_list(ADVERBS, word) || matches!(*word, "sure" | "much" | "once" | "both") => 1,
         [word, ..]
             if word.len() >= 5 && word.ends_with("ly") && !in_list(LY_VERBS, word) && !in_list(SCARCELY, word) =>
         {

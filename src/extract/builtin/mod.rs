@@ -31,7 +31,8 @@ mod tokens;
 pub mod training;
 mod verbs;
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use super::{ExtractedFact, ExtractionRequest};
 use crate::domain::{message::Role, search_query::STOP_WORDS};
@@ -72,8 +73,7 @@ fn read(
     model: Option<&ClauseModel>,
     mut candidates: Option<&mut Vec<Candidate>>,
 ) -> Vec<ExtractedFact> {
-    let mut seen = HashSet::new();
-    let mut facts = Vec::new();
+    let mut found = Found::default();
     let mut mentioned = Vec::new();
     // The last yes-no question asked ("Do you have pets?"), which a short answer completes.
     let mut asked: Option<Vec<Tok>> = None;
@@ -147,9 +147,7 @@ fn read(
                         Some(fact)
                             if fact.score >= DEFAULT_MIN_CONFIDENCE || !restate::may_reweigh(&part, &fact.fact) =>
                         {
-                            if seen.insert(fact.fact.to_lowercase()) {
-                                facts.push(fact);
-                            }
+                            found.add(fact);
                             continue;
                         }
                         Some(fact) => (fact.fact.clone(), Some(fact)),
@@ -169,10 +167,8 @@ fn read(
                             Some(phrase::fact(&text, m.score(p), &tags))
                         }
                     };
-                    if let Some(fact) = fact
-                        && seen.insert(fact.fact.to_lowercase())
-                    {
-                        facts.push(fact);
+                    if let Some(fact) = fact {
+                        found.add(fact);
                     }
                     if let Some(out) = candidates.as_deref_mut() {
                         out.push(Candidate { text, features });
@@ -184,17 +180,44 @@ fn read(
     }
     // Relatives, pets and possessions named in passing come last, and only those no fact
     // already tells of (`mentions::covered_by`).
-    if let Some(home) = home.filter(|_| !facts.iter().any(|f| f.fact.starts_with("Lives "))) {
-        facts.push(home);
+    if let Some(home) = home.filter(|_| !found.facts.iter().any(|f| f.fact.starts_with("Lives "))) {
+        found.add(home);
     }
-    let mut covered: HashSet<&str> = facts.iter().flat_map(|f| mentions::covered_by(&f.fact)).collect();
+    let mut covered: HashSet<&str> = found.facts.iter().flat_map(|f| mentions::covered_by(&f.fact)).collect();
     for mention in mentioned {
-        if covered.insert(mention.noun) && seen.insert(mention.fact.fact.to_lowercase()) {
-            facts.push(mention.fact);
+        if covered.insert(mention.noun) {
+            found.add(mention.fact);
         }
     }
+    let mut facts = found.facts;
     facts.retain(|f| names_something(&f.fact));
     facts
+}
+
+/// The facts read so far, in order, each text once (case-insensitively). A fact said again
+/// more surely takes the surer reading: "I'm Jean-Luc by the way" is a doubted name, and
+/// "My name is Jean-Luc" after it used to be dropped as its duplicate, leaving the doubt.
+#[derive(Default)]
+struct Found {
+    facts: Vec<ExtractedFact>,
+    at: HashMap<String, usize>,
+}
+
+impl Found {
+    fn add(&mut self, fact: ExtractedFact) {
+        match self.at.entry(fact.fact.to_lowercase()) {
+            Entry::Occupied(at) => {
+                let kept = &mut self.facts[*at.get()];
+                if fact.score > kept.score {
+                    *kept = fact;
+                }
+            }
+            Entry::Vacant(at) => {
+                at.insert(self.facts.len());
+                self.facts.push(fact);
+            }
+        }
+    }
 }
 
 /// Whether a fact tells a memory something: not stop words alone ("I have a few", "I'm
@@ -347,6 +370,14 @@ mod tests {
     }
 
     #[test]
+    fn a_fact_said_again_more_surely_keeps_the_surer_score() {
+        let out = extract(&request(&[(Role::User, "Hi. I'm Ottoline by the way. My name is Ottoline.")], 0));
+        let names: Vec<_> = out.iter().filter(|f| f.fact == "Name is Ottoline").collect();
+        assert_eq!(names.len(), 1, "{out:?}");
+        assert!(names[0].score >= 0.9, "{out:?}");
+    }
+
+    #[test]
     fn facts_that_tell_nothing_are_dropped() {
         assert!(facts("I have some!").is_empty());
         assert!(facts("I have only been once.").is_empty());
@@ -396,6 +427,15 @@ mod tests {
         assert_eq!(facts("I like hiking and biking"), ["Likes hiking and biking"]);
         assert_eq!(facts("I like to watch tv and go to the gym"), ["Likes watching tv", "Likes going to the gym"]);
         assert_eq!(facts("I like playing guitar and singing"), ["Likes playing guitar and singing"]);
+        // Two things one is doing; not a plan's two steps.
+        assert_eq!(
+            facts("I'm living in Ohio and working at a supermarket"),
+            ["Lives in Ohio", "Works at a supermarket"]
+        );
+        assert_eq!(
+            facts("I'm thinking about going back to Somalia and starting a business"),
+            ["Is thinking about going back to Somalia and starting a business"]
+        );
         assert_eq!(
             facts("I love working on new and challenging projects"),
             ["Loves working on new and challenging projects"]
@@ -532,6 +572,8 @@ mod tests {
     fn households_habits_and_history() {
         assert_fact("I don't drive.", "Does not drive", "vehicle");
         assert!(facts("I don't drive to work").is_empty());
+        assert_fact("I don't work.", "Does not work", "work");
+        assert!(facts("I don't work on weekends, it's nice").iter().all(|f| f != "Does not work"));
         assert_fact("we live on a farm", "Lives on a farm", "location");
         assert!(facts("we live and learn").is_empty());
         assert_fact("sadly i lost my job", "Lost their job", "work");

@@ -313,6 +313,9 @@ mod tests {
         assert_eq!(said("I'm pretty handy with engines").as_deref(), Some("is handy with engines"));
         assert_eq!(said("I whittle").as_deref(), Some("whittles"));
         assert_eq!(said("we bought an orchard").as_deref(), Some("bought an orchard"));
+        // "both" is no verb ("Boths love wine"); "much of a" is no hedge ("Is not of a hiker").
+        assert_eq!(said("I both brew cider").as_deref(), Some("brews cider"));
+        assert_eq!(said("I'm not much of a skier").as_deref(), Some("is not much of a skier"));
     }
 
     #[test]

@@ -306,9 +306,14 @@ fn match_negated(c: &[Tok], k: usize) -> Option<ExtractedFact> {
         "eat" => with_object(c, v + 1, "Does not eat", 0.8, &["diet"]),
         "drink" => with_object(c, v + 1, "Does not drink", 0.8, &["diet"]),
         "smoke" if object_end(c, v + 1) == v + 1 => Some(fact("Does not smoke", 0.8, &["health"])),
-        // "I don't drive": a habit stated plainly, with nothing after it.
-        habit @ ("drive" | "swim" | "cook") if object_end(c, v + 1) == v + 1 => {
-            let tag = if habit == "drive" { "vehicle" } else { "hobby" };
+        // "I don't drive": a habit stated plainly, with nothing after it; "I don't work", a
+        // status as plain as "I'm unemployed".
+        habit @ ("drive" | "swim" | "cook" | "work") if object_end(c, v + 1) == v + 1 => {
+            let tag = match habit {
+                "drive" => "vehicle",
+                "work" => "work",
+                _ => "hobby",
+            };
             Some(fact(&format!("Does not {habit}"), 0.75, &[tag]))
         }
         "have" => {
