@@ -492,8 +492,9 @@ fn gerund_coordination(clause: &[Tok], start: usize) -> Option<(std::ops::Range<
         return None;
     }
     let at = words.iter().skip(first + 1).position(|t| !t.word || t.is("and"))? + first + 1;
-    // "I'm considering getting a boat and spending …", "planning on moving and …": the
-    // second gerund goes on with a plan's, not with what one is doing.
+    // "I'm considering getting a boat and spending …", "planning on moving and …": a
+    // gerund before the "and" means the second one continues that plan, not what one is
+    // doing.
     let within_plan = progressive && words[first + 1..at].iter().any(|t| is_gerund(&t.lower));
     (words[at].is("and") && opens(at + 1) && !within_plan).then_some((start + v..start + first, start + at))
 }
