@@ -11,7 +11,9 @@
 //! rules alone) are scored in the same run, on the same turns, with the same scorer as
 //! Synthetic-Persona-Chat; the direct and the API rows differ only by what the service
 //! does after extraction (confidence threshold, per-job cap, merging of facts already
-//! stored).
+//! stored). A last row bounds what choosing can do: a perfect choice among the baseline's
+//! sentences and every reading the builtin weighs, kept or not, at precision 1, which says
+//! how much of the gap to a target better choosing could close at all (docs/extraction.md).
 //!
 //! With `--llm` the API's extractor is the LLM the environment configures, and the run also
 //! reports how its jobs ended (with the LLM's facts, fallen back to the builtin's, dead),
@@ -57,6 +59,10 @@ struct Row {
     rules: Tally,
     direct: Tally,
     api: Tally,
+    /// The most a perfect choice among the baseline's sentences and every reading the
+    /// builtin weighs (kept or not) could match: what any selection over what the speaker
+    /// said and the builtin's restatements of it can reach, at precision 1.
+    best_choice: Tally,
 }
 
 /// Extraction timings, for the speed bound: in all, and per conversation scaled to 20
@@ -100,6 +106,7 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
         };
         let took = started.elapsed();
         timing.add(took, conversation.turns.len());
+        let every: Vec<String> = facts.iter().map(|f| f.fact.clone()).collect();
         let kept: Vec<String> = facts.into_iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact).collect();
         builtin_finds.push(!kept.is_empty());
         let rules: Vec<String> = builtin::training::extract_with(&request, None)
@@ -113,6 +120,7 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
             row.direct.add(&scorer, &kept, &conversation.gold);
             row.rules.add(&scorer, &rules, &conversation.gold);
             row.baseline.add(&scorer, &baseline, &conversation.gold);
+            row.best_choice.add_best_choice(&scorer, &[&baseline[..], &every[..]].concat(), &conversation.gold);
         }
     }
     let mut forms = Forms::default();
@@ -147,6 +155,7 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
                 "baseline": scores(&row.baseline),
                 "builtin_direct": scores(&row.direct),
                 "builtin_rules_alone": scores(&row.rules),
+                "best_choice": scores(&row.best_choice),
                 "api": api.is_some().then(|| scores(&row.api)),
             })
         })
@@ -341,6 +350,7 @@ fn report(
         if let Some(api) = api {
             methods.push((format!("{}, through the API", api.extractor), &row.api));
         }
+        methods.push(("best choice (bound)".to_owned(), &row.best_choice));
         for (method, tally) in methods {
             println!(
                 "{name:<8} {method:<26} {:>6} {:>6} {:>7} {:>9.3} {:>7.3} {:>7.3} {:>7.2}x",
