@@ -60,8 +60,9 @@ struct Row {
     direct: Tally,
     api: Tally,
     /// The most a perfect choice among the baseline's sentences and every reading the
-    /// builtin weighs (kept or not) could match: what any selection over what the speaker
-    /// said and the builtin's restatements of it can reach, at precision 1.
+    /// builtin weighs (its rules' facts at any score, every restated clause, kept or not)
+    /// could match: what any selection over what the speaker said and the builtin's
+    /// readings of it can reach, at precision 1.
     best_choice: Tally,
 }
 
@@ -106,7 +107,6 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
         };
         let took = started.elapsed();
         timing.add(took, conversation.turns.len());
-        let every: Vec<String> = facts.iter().map(|f| f.fact.clone()).collect();
         let kept: Vec<String> = facts.into_iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact).collect();
         builtin_finds.push(!kept.is_empty());
         let rules: Vec<String> = builtin::training::extract_with(&request, None)
@@ -115,12 +115,17 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
             .map(|f| f.fact)
             .collect();
         let baseline = first_person_sentences(conversation.said());
+        // Every reading the builtin weighs: its rules' facts at any score and every clause
+        // they leave unread, restated, whether or not the clause model keeps it.
+        let (rule_facts, restated) = builtin::training::candidates(&request);
+        let readings: Vec<String> =
+            rule_facts.into_iter().map(|f| f.fact).chain(restated.into_iter().map(|c| c.text)).collect();
         for key in [0, conversation.session] {
             let row = rows.entry(key).or_default();
             row.direct.add(&scorer, &kept, &conversation.gold);
             row.rules.add(&scorer, &rules, &conversation.gold);
             row.baseline.add(&scorer, &baseline, &conversation.gold);
-            row.best_choice.add_best_choice(&scorer, &[&baseline[..], &every[..]].concat(), &conversation.gold);
+            row.best_choice.add_best_choice(&scorer, &[&baseline[..], &readings[..]].concat(), &conversation.gold);
         }
     }
     let mut forms = Forms::default();
