@@ -109,17 +109,15 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
         timing.add(took, conversation.turns.len());
         let kept: Vec<String> = facts.into_iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact).collect();
         builtin_finds.push(!kept.is_empty());
-        let rules: Vec<String> = builtin::training::extract_with(&request, None)
-            .into_iter()
-            .filter(|f| f.score >= MIN_CONFIDENCE)
-            .map(|f| f.fact)
-            .collect();
-        let baseline = first_person_sentences(conversation.said());
-        // Every reading the builtin weighs: its rules' facts at any score and every clause
-        // they leave unread, restated, whether or not the clause model keeps it.
+        // The rules alone, in one pass with every reading the builtin weighs: the rules'
+        // facts at any score and every clause they leave unread, restated, whether or not
+        // the clause model keeps it.
         let (rule_facts, restated) = builtin::training::candidates(&request);
+        let rules: Vec<String> =
+            rule_facts.iter().filter(|f| f.score >= MIN_CONFIDENCE).map(|f| f.fact.clone()).collect();
         let readings: Vec<String> =
             rule_facts.into_iter().map(|f| f.fact).chain(restated.into_iter().map(|c| c.text)).collect();
+        let baseline = first_person_sentences(conversation.said());
         for key in [0, conversation.session] {
             let row = rows.entry(key).or_default();
             row.direct.add(&scorer, &kept, &conversation.gold);
