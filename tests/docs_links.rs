@@ -5,55 +5,15 @@
 //!
 //! Std only and no server, so this binary builds and runs in a moment.
 
+mod markdown;
+
 use std::{
     collections::HashSet,
     fs,
     path::{Component, Path, PathBuf},
 };
 
-/// README.md and every Markdown file under docs/, relative to the repository root.
-fn documents(root: &Path) -> Vec<PathBuf> {
-    let mut found = vec![PathBuf::from("README.md")];
-    let mut folders = vec![PathBuf::from("docs")];
-    while let Some(folder) = folders.pop() {
-        let Ok(entries) = fs::read_dir(root.join(&folder)) else { continue };
-        for entry in entries {
-            let path = folder.join(entry.expect("a readable docs folder").file_name());
-            if root.join(&path).is_dir() {
-                folders.push(path);
-            } else if path.extension().is_some_and(|ext| ext == "md") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
-/// The lines of a Markdown text outside fenced code blocks: a `[x](y)` or a `#` inside an
-/// example is not a link or a heading.
-fn prose_lines(markdown: &str) -> impl Iterator<Item = &str> {
-    let mut fence: Option<&str> = None;
-    markdown.lines().filter(move |line| {
-        let trimmed = line.trim_start();
-        for marker in ["```", "~~~"] {
-            if trimmed.starts_with(marker) {
-                match fence {
-                    None => fence = Some(marker),
-                    Some(open) if open == marker => fence = None,
-                    Some(_) => {}
-                }
-                return false;
-            }
-        }
-        fence.is_none()
-    })
-}
-
-/// A line without its inline code spans, which render literally.
-fn without_code_spans(line: &str) -> String {
-    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
-}
+use markdown::{documents, prose_lines, without_code_spans};
 
 /// The targets of a Markdown text's links and images: inline `[text](target "title")`,
 /// reference definitions `[name]: target`, and HTML `href="…"` / `src="…"`.
