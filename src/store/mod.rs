@@ -45,6 +45,7 @@ pub mod jobs;
 pub mod messages;
 mod pg_tx;
 pub mod policy;
+mod purge;
 mod ranking;
 pub mod rgpd;
 pub mod summaries;
@@ -187,11 +188,14 @@ pub struct Store {
     deliveries_queued: Arc<tokio::sync::Notify>,
     /// Whether a webhook subscription may exist (see [`Store::note_subscriptions`]).
     subscriptions: Arc<std::sync::atomic::AtomicBool>,
-    /// SQLite: an erasure committed since the WAL was last emptied, so the WAL may still
-    /// hold the erased rows' old pages (see [`Store::truncate_wal_after_erasure`]).
-    erased_in_wal: Arc<std::sync::atomic::AtomicBool>,
-    /// Taken by each checkpoint: the background one and an erasure's never meet, as
-    /// SQLite answers the second "busy" at once.
+    /// An erasure committed since the last purge, so the pages may still hold the erased
+    /// rows' old versions (see [`Store::purge_erasures`]). True at start, so that
+    /// receipts a stopped process left undated are found.
+    purge_owed: Arc<std::sync::atomic::AtomicBool>,
+    /// The purge held back by readers, to try again (see [`purge::Round`]).
+    purge_round: Arc<std::sync::Mutex<Option<purge::Round>>>,
+    /// Taken by each checkpoint and purge: the background checkpoint and a purge's never
+    /// meet, as SQLite answers the second "busy" at once.
     checkpointing: Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -338,7 +342,8 @@ impl Store {
             events_written: Arc::default(),
             deliveries_queued: Arc::default(),
             subscriptions: Arc::default(),
-            erased_in_wal: Arc::default(),
+            purge_owed: Arc::new(true.into()),
+            purge_round: Arc::default(),
             checkpointing: Arc::default(),
         }
     }
@@ -674,10 +679,9 @@ mod tests {
             }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
-        store.erased_in_wal.store(true, std::sync::atomic::Ordering::Release);
         let truncate = tokio::spawn({
             let store = store.clone();
-            async move { store.truncate_wal_after_erasure().await }
+            async move { store.truncate_wal().await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         // The last writer holds the file until `go` fires.
@@ -697,10 +701,10 @@ mod tests {
     }
 
     /// A reader on an older snapshot holds the truncation after an erasure back: it
-    /// gives up after its short wait and stays owed, so a later try (the background
-    /// checkpointer's) empties the WAL once the reader is gone.
+    /// gives up after its short wait, and a later try empties the WAL once the reader is
+    /// gone (the receipts' side is `tests/api/erasure_files.rs`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_truncation_held_back_by_a_reader_stays_owed() {
+    async fn a_truncation_held_back_by_a_reader_succeeds_once_it_is_gone() {
         let (store, path) = store_with_a_table().await;
         let wal = || std::fs::metadata(format!("{}-wal", path.display())).map(|m| m.len()).unwrap_or(0);
         let mut reader = store.begin_snapshot().await.expect("snapshot");
@@ -708,12 +712,11 @@ mod tests {
             .expect("read");
         assert_eq!(seen, 0);
         writer(&store, 1, None).await.expect("writer").expect("commit");
-        store.erased_in_wal.store(true, std::sync::atomic::Ordering::Release);
-        let held = store.truncate_wal_after_erasure().await;
+        let held = store.truncate_wal().await;
         assert!(matches!(held, Ok(false)), "held back by the reader: {held:?}");
         assert!(wal() > 0, "the WAL still holds the write");
         drop(reader);
-        let done = store.truncate_wal_after_erasure().await;
+        let done = store.truncate_wal().await;
         assert!(matches!(done, Ok(true)), "the later try: {done:?}");
         assert_eq!(wal(), 0, "the WAL is emptied");
         remove(store, path).await;
