@@ -194,6 +194,8 @@ pub struct Store {
     purge_owed: Arc<std::sync::atomic::AtomicBool>,
     /// The purge held back by readers, to try again (see [`purge::Round`]).
     purge_round: Arc<std::sync::Mutex<Option<purge::Round>>>,
+    /// The key of the word index's owner tags ([`Store::with_word_key`]).
+    word_key: Arc<word_index::WordKey>,
     /// Taken by each checkpoint and purge: the background checkpoint and a purge's never
     /// meet, as SQLite answers the second "busy" at once.
     checkpointing: Arc<tokio::sync::Mutex<()>>,
@@ -207,14 +209,16 @@ pub struct Store {
 ///
 /// The second field is the transaction's outbox ([`events::Outbox`]): the events of the
 /// changes made in it, written by [`Tx::commit`] just before the commit itself.
-pub struct Tx(Backend<PgTx, SqliteTx>, events::Outbox);
+///
+/// The third is the key of the word index's owner tags, for the facts it writes.
+pub struct Tx(Backend<PgTx, SqliteTx>, events::Outbox, Arc<word_index::WordKey>);
 
 impl Tx {
     /// Writes the outbox's events, then commits; readers waiting for events are woken
     /// after the commit.
     pub async fn commit(mut self) -> Result<()> {
         let written = self.flush_events().await?;
-        let Tx(tx, outbox) = self;
+        let Tx(tx, outbox, _) = self;
         match tx {
             Backend::Postgres(tx) => tx.commit().await?,
             Backend::Sqlite(tx) => tx.commit(written.ended).await?,
@@ -344,8 +348,18 @@ impl Store {
             subscriptions: Arc::default(),
             purge_owed: Arc::new(true.into()),
             purge_round: Arc::default(),
+            word_key: Arc::new(word_index::WordKey::derive(&[])),
             checkpointing: Arc::default(),
         }
+    }
+
+    /// Tags the word index under a key derived from `secret` (the receipt key), which
+    /// every process writing to this database must share (see
+    /// [`Store::key_word_index`]). A store opened without one (tests, benchmarks on
+    /// their own database) tags under an empty key.
+    pub fn with_word_key(mut self, secret: &[u8]) -> Store {
+        self.word_key = Arc::new(word_index::WordKey::derive(secret));
+        self
     }
 
     pub fn backend(&self) -> &'static str {
@@ -376,10 +390,10 @@ impl Store {
     async fn begin_write_locking(&self, owner: Option<Owner<'_>>) -> Result<Tx> {
         Ok(match (&self.backend, &self.writer) {
             (Backend::Postgres(pool), _) => {
-                Tx(Backend::Postgres(PgTx::begin(pool, "BEGIN", owner).await?), self.outbox())
+                Tx(Backend::Postgres(PgTx::begin(pool, "BEGIN", owner).await?), self.outbox(), self.word_key.clone())
             }
             (Backend::Sqlite(_), Some(writer)) => {
-                Tx(Backend::Sqlite(SqliteTx::Write(writer.begin().await?)), self.outbox())
+                Tx(Backend::Sqlite(SqliteTx::Write(writer.begin().await?)), self.outbox(), self.word_key.clone())
             }
             (Backend::Sqlite(_), None) => return Err(sqlx::Error::PoolClosed),
         })
@@ -395,7 +409,7 @@ impl Store {
             }
             Backend::Sqlite(pool) => Backend::Sqlite(SqliteTx::Snapshot(pool.begin().await?)),
         };
-        Ok(Tx(tx, self.outbox()))
+        Ok(Tx(tx, self.outbox(), self.word_key.clone()))
     }
 
     /// Subscribes to job wake-ups from every replica; `None` on SQLite, whose only
