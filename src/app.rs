@@ -11,8 +11,7 @@ use tokio::{
 use crate::{
     admin,
     auth::{Authenticator, Guard, KeySource, rate_limit::RateLimiter},
-    config::{MIN_SECRET_BYTES, Secret, ServeConfig},
-    crypto,
+    config::ServeConfig,
     embed::Embedder,
     extract::Extractor,
     http,
@@ -55,7 +54,13 @@ impl App {
         let store =
             Store::connect(&config.core.database_url(), config.core.db_max_connections, config.request_timeout())
                 .await?;
+        if config.core.receipt_key.is_none() && !store.is_embedded() {
+            tracing::warn!("ENGRAM_RECEIPT_KEY is not set: each replica generates its own receipt key");
+        }
+        let receipt_key = config.core.receipt_key()?;
+        let store = store.with_word_key(receipt_key.0.as_bytes());
         store.migrate().await?;
+        store.key_word_index().await?;
         if store.is_embedded() {
             tracing::info!(database = %config.core.database_url(), "using the embedded SQLite database");
         } else {
@@ -66,16 +71,6 @@ impl App {
             .map_err(|e| anyhow::anyhow!("cannot listen on ENGRAM_BIND {}: {e}", config.bind))?;
         let extractor = Arc::new(Extractor::from_config(&config)?);
         let embedder = Arc::new(Embedder::from_config(&config)?);
-        let receipt_key = match &config.receipt_key {
-            Some(key) => key.clone(),
-            None => {
-                if !store.is_embedded() {
-                    tracing::warn!("ENGRAM_RECEIPT_KEY is not set: each replica generates its own receipt key");
-                }
-                let path = config.core.data_dir.join("receipt-key");
-                Secret(crypto::load_or_create_secret(&path, MIN_SECRET_BYTES)?)
-            }
-        };
         let rate_limiter = RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst()).map(Arc::new);
         let guard = Guard { authenticator: Arc::new(auth), rate_limiter };
         let state = AppState::new(Shared {

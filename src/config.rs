@@ -130,6 +130,10 @@ pub struct CoreConfig {
     /// Maximum database connections per process.
     #[arg(long, env = "ENGRAM_DB_MAX_CONNECTIONS", default_value_t = 10)]
     pub db_max_connections: u32,
+    /// Key of the erasure receipts' subject hash and of the word index's owner tags;
+    /// generated into the data directory when unset.
+    #[arg(long, env = "ENGRAM_RECEIPT_KEY", hide_env_values = true)]
+    pub receipt_key: Option<Secret>,
 }
 
 /// Shortest secret accepted, in bytes: 256 bits, the HMAC-SHA256 key size. A shorter
@@ -167,7 +171,23 @@ impl CoreConfig {
         if let Some(secret) = &self.jwt_secret {
             check_secret("ENGRAM_JWT_SECRET", secret)?;
         }
+        if let Some(key) = &self.receipt_key {
+            check_secret("ENGRAM_RECEIPT_KEY", key)?;
+        }
         Ok(self)
+    }
+
+    /// `ENGRAM_RECEIPT_KEY`, or the key generated into the data directory. The server and
+    /// the command line's import and export read the same one: the word index's tags are
+    /// keyed with it.
+    pub fn receipt_key(&self) -> anyhow::Result<Secret> {
+        match &self.receipt_key {
+            Some(key) => Ok(key.clone()),
+            None => {
+                let path = self.data_dir.join("receipt-key");
+                Ok(Secret(crate::crypto::load_or_create_secret(&path, MIN_SECRET_BYTES)?))
+            }
+        }
     }
 
     pub fn database_url(&self) -> String {
@@ -368,9 +388,6 @@ pub struct ServeConfig {
     pub embedding_model: Option<String>,
     #[arg(long, env = "ENGRAM_EMBEDDING_TIMEOUT_SECS", default_value_t = 10)]
     pub embedding_timeout_secs: u64,
-    /// Key of the erasure receipts' subject hash; generated into the data directory when unset.
-    #[arg(long, env = "ENGRAM_RECEIPT_KEY", hide_env_values = true)]
-    pub receipt_key: Option<Secret>,
 }
 
 impl ServeConfig {
@@ -386,9 +403,6 @@ impl ServeConfig {
         self.embedding_base_url = unset_if_empty(self.embedding_base_url);
         self.embedding_model = unset_if_empty(self.embedding_model);
         refuse_empty("ENGRAM_EMBEDDING_API_KEY", self.embedding_api_key.as_ref().map(|key| key.0.as_str()))?;
-        if let Some(key) = &self.receipt_key {
-            check_secret("ENGRAM_RECEIPT_KEY", key)?;
-        }
         self.validate()?;
         Ok(self)
     }

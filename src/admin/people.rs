@@ -676,6 +676,7 @@ struct ReceiptPage {
     subject_hash: String,
     deleted: ErasedCounts,
     completed: String,
+    purged: String,
 }
 
 #[derive(Deserialize)]
@@ -697,6 +698,7 @@ pub async fn receipt(
         subject_hash: receipt.subject_hash,
         deleted: receipt.deleted,
         completed: when(&receipt.completed_at),
+        purged: receipt.purged_at.as_ref().map_or_else(|| "not yet".to_owned(), when),
     })
 }
 

@@ -39,6 +39,9 @@ pub struct Erasure {
     pub deleted: ErasedCounts,
     pub receipt_id: Uuid,
     pub completed_at: chrono::DateTime<chrono::Utc>,
+    /// When no file of the database held the erased rows' old versions any more; null
+    /// while that is still owed (then `GET /api/rgpd/receipts/{receipt_id}` tells when).
+    pub purged_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Erase everything about an end user in the tenant, across all agents: facts,
@@ -61,6 +64,7 @@ async fn erase_user(
         deleted: receipt.deleted,
         receipt_id: receipt.receipt_id,
         completed_at: receipt.completed_at,
+        purged_at: receipt.purged_at,
     }))
 }
 

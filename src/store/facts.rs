@@ -104,6 +104,7 @@ fn bind_insert<'q, DB: Database, O>(
     normalized: &'q str,
     now: DateTime<Utc>,
     cap: Option<i64>,
+    terms: String,
 ) -> QueryAs<'q, DB, O, <DB as Database>::Arguments>
 where
     &'q str: Encode<'q, DB> + Type<DB>,
@@ -132,7 +133,7 @@ where
         .bind(stored.observed_at)
         .bind(stored.expires_at)
         .bind(stored.created_at)
-        .bind(word_index::fact_terms(owner, &stored.fact))
+        .bind(terms)
 }
 
 /// What became of a fact sent to be stored.
@@ -777,7 +778,9 @@ impl Store {
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let Some(search) = word_index::WordSearch::new(owner, query.stems()) else { return Ok(Vec::new()) };
+        let Some(search) = word_index::WordSearch::new(&self.word_key, owner, query.stems()) else {
+            return Ok(Vec::new());
+        };
         let words = i64::try_from(search.words()).unwrap_or(i64::MAX);
         if let Some(scored) = self.scored(&search) {
             let rows: Vec<ScoredRow> = with_pool!(self, pool => {
@@ -873,7 +876,7 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "explain_search", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn explain_search(&self, owner: Owner<'_>, query: &SearchQuery) -> Result<Vec<String>> {
         let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
-        let search = word_index::WordSearch::new(owner, query.stems());
+        let search = word_index::WordSearch::new(&self.word_key, owner, query.stems());
         let (statement, param, limit) = match search.as_ref().and_then(|search| Some((self.scored(search)?, search))) {
             Some((scored, search)) => (&scored.search, search.terms(), Some(10_i64)),
             None => (&self.reads().matches, search.map(|search| self.word_query(&search)).unwrap_or_default(), None),
@@ -906,7 +909,7 @@ impl Store {
         actor: Actor,
     ) -> Result<std::result::Result<Fact, UpdateError>> {
         let text = changes.text.as_ref();
-        let terms = text.map(|t| word_index::fact_terms(owner, t.text()));
+        let terms = text.map(|t| word_index::fact_terms(&self.word_key, owner, t.text()));
         let mut tx = self.begin_change(actor).await?;
         // A macro, not a closure: each backend's query is its own type.
         macro_rules! update {
@@ -953,11 +956,71 @@ impl Store {
                 let stored = |e: String| sqlx::Error::Decode(e.into());
                 let tenant = TenantId::parse(tenant).map_err(stored)?;
                 let (agent, user) = (AgentId::parse(agent).map_err(stored)?, ExternalRef::parse(user).map_err(stored)?);
-                let terms = word_index::fact_terms(Owner::new(&tenant, &agent, &user), &fact);
+                let terms = word_index::fact_terms(&self.word_key, Owner::new(&tenant, &agent, &user), &fact);
                 with_tx!(tx, tx => sqlx::query(SET_TERMS).bind(id).bind(terms).execute(&mut **tx).await.map(drop)?);
             }
             tx.commit().await?;
         }
+    }
+
+    /// The fingerprint of the key the word index was tagged under; `None` before the
+    /// first start of a server that keys it.
+    async fn word_index_fingerprint(&self) -> Result<Option<String>> {
+        let sql = "SELECT fingerprint FROM word_index_key WHERE id = 1";
+        Ok(with_pool!(self, pool => sqlx::query_scalar(sql).fetch_optional(pool).await?))
+    }
+
+    /// The server, at start: tags the word index again when its terms were written under
+    /// another key than this store's, or under none (before 0021). In one transaction
+    /// every fact's terms are cleared and the key's fingerprint stored, and
+    /// [`Store::index_facts_without_terms`] then writes them again; a start cut short
+    /// goes on where the last one stopped.
+    pub async fn key_word_index(&self) -> Result<()> {
+        let fingerprint = self.word_key.fingerprint();
+        let stored = self.word_index_fingerprint().await?;
+        if stored.as_deref() == Some(fingerprint.as_str()) {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        let cleared = with_tx!(tx, tx => {
+            sqlx::query("UPDATE facts SET search_terms = NULL WHERE search_terms IS NOT NULL")
+                .execute(&mut **tx)
+                .await?
+                .rows_affected()
+        });
+        with_tx!(tx, tx => {
+            sqlx::query(
+                "INSERT INTO word_index_key (id, fingerprint) VALUES (1, $1) \
+                 ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint",
+            )
+            .bind(&fingerprint)
+            .execute(&mut **tx)
+            .await
+            .map(drop)?
+        });
+        tx.commit().await?;
+        if stored.is_some() {
+            tracing::warn!(
+                facts = cleared,
+                "the word index was tagged under another ENGRAM_RECEIPT_KEY: tagging every fact again \
+                 (every replica must share the key)"
+            );
+        } else if cleared > 0 {
+            tracing::info!(facts = cleared, "tagging the word index under the server's key");
+        }
+        self.index_facts_without_terms().await
+    }
+
+    /// The command line (import, export, migrate): refuses a key other than the one the
+    /// server tagged the index under, whose facts it would tag so that search misses them.
+    pub async fn check_word_key(&self) -> anyhow::Result<()> {
+        let stored = self.word_index_fingerprint().await?;
+        anyhow::ensure!(
+            stored.is_none_or(|stored| stored == self.word_key.fingerprint()),
+            "ENGRAM_RECEIPT_KEY is not the key the server uses (the word index is tagged under another): \
+             set the server's ENGRAM_RECEIPT_KEY, or its data directory"
+        );
+        Ok(())
     }
 
     /// SQLite: merges the full-text index a bounded step towards a single segment (FTS5's
@@ -1029,7 +1092,7 @@ impl Store {
         let Some(query) = query else {
             return self.list_facts(owner, filter, None, limit).await;
         };
-        let Some(search) = word_index::WordSearch::new(owner, query.stems()) else {
+        let Some(search) = word_index::WordSearch::new(&self.word_key, owner, query.stems()) else {
             return self.list_facts(owner, filter, None, limit).await;
         };
         if let Some(scored) = self.scored(&search) {
@@ -1227,8 +1290,11 @@ impl Tx {
     ) -> Result<Option<FactRow>> {
         let stored = new_row(owner, fact, origin, now, created_at);
         let normalized = fact.text.normalized();
+        let terms = word_index::fact_terms(&self.2, owner, &stored.fact);
         Ok(with_tx!(self, tx => {
-            bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap).fetch_optional(&mut **tx).await?
+            bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap, terms)
+                .fetch_optional(&mut **tx)
+                .await?
         }))
     }
 
@@ -1247,9 +1313,11 @@ impl Tx {
         now: DateTime<Utc>,
         created_at: DateTime<Utc>,
     ) -> Result<Option<Fact>> {
+        let key = self.2.clone();
         if let (Some((place, actor)), super::Backend::Postgres(tx)) = (self.inline_event(), &mut self.0) {
             let stored = new_row(owner, fact, origin, now, created_at);
             let data = EventData::fact(&stored);
+            let terms = word_index::fact_terms(&key, owner, &stored.fact);
             let row: Option<InsertedRow> = bind_insert(
                 sqlx::query_as(INSERT_WITH_EVENT_PG.as_str()),
                 owner,
@@ -1257,6 +1325,7 @@ impl Tx {
                 fact.text.normalized(),
                 now,
                 cap,
+                terms,
             )
             .bind(place)
             .bind(actor.kind())
@@ -1431,7 +1500,13 @@ mod tests {
         let values = ids
             .iter()
             .enumerate()
-            .map(|(word, id)| format!("(x'{}', '{}')", id.simple(), word_index::fact_terms(owner, &format!("w{word}"))))
+            .map(|(word, id)| {
+                format!(
+                    "(x'{}', '{}')",
+                    id.simple(),
+                    word_index::fact_terms(&store.word_key, owner, &format!("w{word}"))
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
@@ -1440,8 +1515,10 @@ mod tests {
         let (bytes, terms): (Vec<u8>, String) =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_one(pool).await.expect("aggregate");
         let stems: Vec<String> = (0..ids.len()).map(|word| format!("w{word}")).collect();
-        let found =
-            word_index::WordSearch::new(owner, stems).expect("words").matches(&bytes, &terms).expect("whole ids");
+        let found = word_index::WordSearch::new(&store.word_key, owner, stems)
+            .expect("words")
+            .matches(&bytes, &terms)
+            .expect("whole ids");
         assert_eq!(found, ids.iter().enumerate().map(|(word, id)| (*id, 1 << word)).collect::<Vec<_>>());
     }
 

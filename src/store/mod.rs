@@ -45,6 +45,7 @@ pub mod jobs;
 pub mod messages;
 mod pg_tx;
 pub mod policy;
+mod purge;
 mod ranking;
 pub mod rgpd;
 pub mod summaries;
@@ -187,11 +188,16 @@ pub struct Store {
     deliveries_queued: Arc<tokio::sync::Notify>,
     /// Whether a webhook subscription may exist (see [`Store::note_subscriptions`]).
     subscriptions: Arc<std::sync::atomic::AtomicBool>,
-    /// SQLite: an erasure committed since the WAL was last emptied, so the WAL may still
-    /// hold the erased rows' old pages (see [`Store::truncate_wal_after_erasure`]).
-    erased_in_wal: Arc<std::sync::atomic::AtomicBool>,
-    /// Taken by each checkpoint: the background one and an erasure's never meet, as
-    /// SQLite answers the second "busy" at once.
+    /// An erasure committed since the last purge, so the pages may still hold the erased
+    /// rows' old versions (see [`Store::purge_erasures`]). True at start, so that
+    /// receipts a stopped process left undated are found.
+    purge_owed: Arc<std::sync::atomic::AtomicBool>,
+    /// The purge held back by readers, to try again (see [`purge::Round`]).
+    purge_round: Arc<std::sync::Mutex<Option<purge::Round>>>,
+    /// The key of the word index's owner tags ([`Store::with_word_key`]).
+    word_key: Arc<word_index::WordKey>,
+    /// Taken by each checkpoint and purge: the background checkpoint and a purge's never
+    /// meet, as SQLite answers the second "busy" at once.
     checkpointing: Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -203,14 +209,16 @@ pub struct Store {
 ///
 /// The second field is the transaction's outbox ([`events::Outbox`]): the events of the
 /// changes made in it, written by [`Tx::commit`] just before the commit itself.
-pub struct Tx(Backend<PgTx, SqliteTx>, events::Outbox);
+///
+/// The third is the key of the word index's owner tags, for the facts it writes.
+pub struct Tx(Backend<PgTx, SqliteTx>, events::Outbox, Arc<word_index::WordKey>);
 
 impl Tx {
     /// Writes the outbox's events, then commits; readers waiting for events are woken
     /// after the commit.
     pub async fn commit(mut self) -> Result<()> {
         let written = self.flush_events().await?;
-        let Tx(tx, outbox) = self;
+        let Tx(tx, outbox, _) = self;
         match tx {
             Backend::Postgres(tx) => tx.commit().await?,
             Backend::Sqlite(tx) => tx.commit(written.ended).await?,
@@ -338,9 +346,20 @@ impl Store {
             events_written: Arc::default(),
             deliveries_queued: Arc::default(),
             subscriptions: Arc::default(),
-            erased_in_wal: Arc::default(),
+            purge_owed: Arc::new(true.into()),
+            purge_round: Arc::default(),
+            word_key: Arc::new(word_index::WordKey::derive(&[])),
             checkpointing: Arc::default(),
         }
+    }
+
+    /// Tags the word index under a key derived from `secret` (the receipt key), which
+    /// every process writing to this database must share (see
+    /// [`Store::key_word_index`]). A store opened without one (tests, benchmarks on
+    /// their own database) tags under an empty key.
+    pub fn with_word_key(mut self, secret: &[u8]) -> Store {
+        self.word_key = Arc::new(word_index::WordKey::derive(secret));
+        self
     }
 
     pub fn backend(&self) -> &'static str {
@@ -371,10 +390,10 @@ impl Store {
     async fn begin_write_locking(&self, owner: Option<Owner<'_>>) -> Result<Tx> {
         Ok(match (&self.backend, &self.writer) {
             (Backend::Postgres(pool), _) => {
-                Tx(Backend::Postgres(PgTx::begin(pool, "BEGIN", owner).await?), self.outbox())
+                Tx(Backend::Postgres(PgTx::begin(pool, "BEGIN", owner).await?), self.outbox(), self.word_key.clone())
             }
             (Backend::Sqlite(_), Some(writer)) => {
-                Tx(Backend::Sqlite(SqliteTx::Write(writer.begin().await?)), self.outbox())
+                Tx(Backend::Sqlite(SqliteTx::Write(writer.begin().await?)), self.outbox(), self.word_key.clone())
             }
             (Backend::Sqlite(_), None) => return Err(sqlx::Error::PoolClosed),
         })
@@ -390,7 +409,7 @@ impl Store {
             }
             Backend::Sqlite(pool) => Backend::Sqlite(SqliteTx::Snapshot(pool.begin().await?)),
         };
-        Ok(Tx(tx, self.outbox()))
+        Ok(Tx(tx, self.outbox(), self.word_key.clone()))
     }
 
     /// Subscribes to job wake-ups from every replica; `None` on SQLite, whose only
@@ -674,10 +693,9 @@ mod tests {
             }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
-        store.erased_in_wal.store(true, std::sync::atomic::Ordering::Release);
         let truncate = tokio::spawn({
             let store = store.clone();
-            async move { store.truncate_wal_after_erasure().await }
+            async move { store.truncate_wal().await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         // The last writer holds the file until `go` fires.
@@ -697,10 +715,10 @@ mod tests {
     }
 
     /// A reader on an older snapshot holds the truncation after an erasure back: it
-    /// gives up after its short wait and stays owed, so a later try (the background
-    /// checkpointer's) empties the WAL once the reader is gone.
+    /// gives up after its short wait, and a later try empties the WAL once the reader is
+    /// gone (the receipts' side is `tests/api/erasure_files.rs`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_truncation_held_back_by_a_reader_stays_owed() {
+    async fn a_truncation_held_back_by_a_reader_succeeds_once_it_is_gone() {
         let (store, path) = store_with_a_table().await;
         let wal = || std::fs::metadata(format!("{}-wal", path.display())).map(|m| m.len()).unwrap_or(0);
         let mut reader = store.begin_snapshot().await.expect("snapshot");
@@ -708,12 +726,11 @@ mod tests {
             .expect("read");
         assert_eq!(seen, 0);
         writer(&store, 1, None).await.expect("writer").expect("commit");
-        store.erased_in_wal.store(true, std::sync::atomic::Ordering::Release);
-        let held = store.truncate_wal_after_erasure().await;
+        let held = store.truncate_wal().await;
         assert!(matches!(held, Ok(false)), "held back by the reader: {held:?}");
         assert!(wal() > 0, "the WAL still holds the write");
         drop(reader);
-        let done = store.truncate_wal_after_erasure().await;
+        let done = store.truncate_wal().await;
         assert!(matches!(done, Ok(true)), "the later try: {done:?}");
         assert_eq!(wal(), 0, "the WAL is emptied");
         remove(store, path).await;

@@ -10,14 +10,7 @@
 //! 3. delete jobs again (ends that committed during step 2 may have queued one), then
 //!    facts, messages and conversations, each seeing everything committed before.
 //!
-//! On SQLite the erased words must also leave the file: every connection runs with
-//! `secure_delete` (deleted cells are zeroed), the full-text index with FTS5
-//! `secure-delete` (migration 0002), and after the erasure commits a `TRUNCATE`
-//! checkpoint, in line with the writers, copies the zeroed pages into the main file and
-//! empties the WAL, which still held the old pages (the background checkpointer tries
-//! again when readers held it back).
-
-use std::{sync::atomic::Ordering, time::Duration};
+//! The erased rows' old versions then leave the files: see [`super::purge`].
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -46,12 +39,6 @@ use crate::domain::{
     working_memory::{AgentWorkingMemory, WorkingMemory},
 };
 
-/// How long the `TRUNCATE` checkpoint after an erasure waits for readers on older
-/// snapshots; every writer waits behind it as long (see `Writer::checkpoint_truncate`).
-/// Reads last milliseconds; a snapshot held longer (an export streamed to a slow client)
-/// only delays the truncation to a later try.
-const TRUNCATE_READERS_WAIT: Duration = Duration::from_millis(250);
-
 /// Rows erased, per kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErasedCounts {
@@ -77,6 +64,9 @@ pub struct Receipt {
     pub subject_hash: String,
     pub deleted: ErasedCounts,
     pub completed_at: DateTime<Utc>,
+    /// When no file of the database held the erased rows' old versions any more (what
+    /// that covers on each backend: docs/api.md); null until then.
+    pub purged_at: Option<DateTime<Utc>>,
 }
 
 /// A snapshot of one end user's data, read a page at a time (see
@@ -294,6 +284,7 @@ struct ReceiptRow {
     subject_hash: String,
     deleted: Json<ErasedCounts>,
     completed_at: DateTime<Utc>,
+    purged_at: Option<DateTime<Utc>>,
 }
 
 impl Store {
@@ -362,35 +353,29 @@ impl Store {
             NewEvent { kind: EventType::PersonErased, agent_id: None, external_ref: None, data },
         );
         tx.commit().await?;
-        self.erased_in_wal.store(true, Ordering::Release);
-        match self.truncate_wal_after_erasure().await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!("WAL checkpoint after an erasure was held back by a reader; the checkpointer retries")
-            }
-            Err(e) => tracing::warn!(error = %e, "WAL checkpoint after an erasure failed; the checkpointer retries"),
-        }
-        Ok(Receipt { receipt_id, subject_hash: subject_hash.to_owned(), deleted, completed_at: now })
+        self.owe_purge();
+        // SQLite purges at once, in line with the writers (a reader on an older snapshot
+        // past a short wait postpones it); PostgreSQL's vacuum is the purge worker's.
+        let purged_at = if self.is_embedded() { self.purge_at_once(receipt_id).await } else { None };
+        Ok(Receipt { receipt_id, subject_hash: subject_hash.to_owned(), deleted, completed_at: now, purged_at })
     }
 
-    /// SQLite, after an erasure: moves every committed page into the main file and
-    /// truncates the WAL, whose frames still hold the erased rows. True when done, or
-    /// when nothing was erased since the last time. The erasure has committed either way:
-    /// until this is done, the background checkpointer (`worker::checkpoint`) tries
-    /// again. Nothing to do on PostgreSQL.
-    pub async fn truncate_wal_after_erasure(&self) -> Result<bool> {
-        let Some(writer) = &self.writer else { return Ok(true) };
-        let _checkpointing = self.checkpointing.lock().await;
-        // Cleared before the checkpoint: an erasure that commits meanwhile sets it again.
-        if !self.erased_in_wal.swap(false, Ordering::AcqRel) {
-            return Ok(true);
+    /// Purges now and tells when the receipt's erasure was purged: `None` while it is
+    /// owed (the purge worker tries again). The erasure has committed either way.
+    async fn purge_at_once(&self, receipt_id: Uuid) -> Option<DateTime<Utc>> {
+        match self.purge_erasures().await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!("the purge after an erasure was held back by a reader; it is tried again"),
+            Err(e) => tracing::warn!(error = %e, "the purge after an erasure failed; it is tried again"),
         }
-        let checkpoint = writer.checkpoint_truncate(TRUNCATE_READERS_WAIT).await;
-        let done = matches!(checkpoint, Ok((0, _, _)));
-        if !done {
-            self.erased_in_wal.store(true, Ordering::Release);
-        }
-        checkpoint.map(|_| done)
+        // Another purge (the worker's) may have covered it.
+        let sql = "SELECT purged_at FROM erasure_receipts WHERE id = $1";
+        let read: Result<Option<DateTime<Utc>>> =
+            with_pool!(self, pool => sqlx::query_scalar(sql).bind(receipt_id).fetch_one(pool).await);
+        read.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading an erasure receipt back failed");
+            None
+        })
     }
 
     /// Opens a reader of everything held about one end user in the tenant, across
@@ -404,8 +389,7 @@ impl Store {
 
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_receipt", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn get_receipt(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Receipt>> {
-        let sql =
-            "SELECT id, subject_hash, deleted, completed_at FROM erasure_receipts WHERE id = $1 AND tenant_id = $2";
+        let sql = "SELECT id, subject_hash, deleted, completed_at, purged_at FROM erasure_receipts WHERE id = $1 AND tenant_id = $2";
         let row: Option<ReceiptRow> = with_pool!(self, pool => {
             sqlx::query_as(sql).bind(id).bind(tenant.as_str()).fetch_optional(pool).await?
         });
@@ -414,6 +398,7 @@ impl Store {
             subject_hash: r.subject_hash,
             deleted: r.deleted.0,
             completed_at: r.completed_at,
+            purged_at: r.purged_at,
         }))
     }
 }

@@ -18,7 +18,10 @@
 use uuid::Uuid;
 
 use super::Result;
-use crate::domain::{owner::Owner, search_query::stems};
+use crate::{
+    crypto,
+    domain::{owner::Owner, search_query::stems},
+};
 
 /// Hex digits of an owner's tag: every term starts with exactly this many, so a term
 /// splits into its owner's tag and its stem in one way only.
@@ -33,24 +36,56 @@ const MAX_STEM_BYTES: usize = 2047 - TAG_LEN;
 /// capped below it ([`crate::domain::search_query::MAX_QUERY_TERMS`]).
 const MAX_WORDS: usize = 64;
 
-/// FNV-1a (64 bits) of `parts`, each followed by 0xFF (a byte no UTF-8 text holds).
-fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+/// FNV-1a (64 bits) of `bytes`: where a query word sits in [`WordSearch`]'s table.
+fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &byte in part.iter().chain(&[0xFF]) {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+    for &byte in bytes {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     hash
 }
 
-/// The owner's tag: [`fnv1a`] of the tenant, agent and external ref, in hex. It is stored
-/// in the index, so it may never change. Two owners may share a tag (it is a hash, and
-/// anyone can make one collide): every hit's row is tested for its owner, so a shared tag
-/// costs a row read, never another owner's fact.
-fn owner_tag(owner: Owner<'_>) -> String {
+/// The server's key of owner tags, derived from `ENGRAM_RECEIPT_KEY`. A tag is stored
+/// beside every stem, also in what the files keep of an erased fact (PostgreSQL's free
+/// space, backups): keyed, it cannot be traced back to a person by hashing candidate
+/// identifiers (a phone number has few enough to try them all).
+#[derive(Clone)]
+pub struct WordKey([u8; 32]);
+
+impl WordKey {
+    /// The key of tags under `secret`, apart from its other uses (receipts, CSRF).
+    pub fn derive(secret: &[u8]) -> WordKey {
+        let mut key = [0_u8; 32];
+        key.copy_from_slice(&crypto::hmac_sha256(secret, b"engram word index owner tags v1"));
+        WordKey(key)
+    }
+
+    /// What `word_index_key` stores: tells whether the terms were written under this key
+    /// without revealing it.
+    pub(super) fn fingerprint(&self) -> String {
+        crypto::hmac_sha256_hex(&self.0, b"fingerprint")
+    }
+}
+
+impl std::fmt::Debug for WordKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WordKey(***)")
+    }
+}
+
+/// The owner's tag: HMAC-SHA256 under `key` of the tenant, agent and external ref (each
+/// followed by 0xFF, a byte no UTF-8 text holds), its first [`TAG_LEN`] hex digits. It is
+/// stored in the index, so it changes only with the key, and then every fact is tagged
+/// again at start (`Store::key_word_index`). Two owners may share a tag: every hit's row
+/// is tested for its owner, so a shared tag costs a row read, never another owner's fact.
+fn owner_tag(key: &WordKey, owner: Owner<'_>) -> String {
     let parts = [owner.tenant().as_str(), owner.agent().as_str(), owner.user().as_str()];
-    format!("{:0width$x}", fnv1a(parts.map(str::as_bytes)), width = TAG_LEN)
+    let mut input = Vec::with_capacity(parts.iter().map(|part| part.len() + 1).sum());
+    for part in parts {
+        input.extend_from_slice(part.as_bytes());
+        input.push(0xFF);
+    }
+    crypto::hex(&crypto::hmac_sha256(&key.0, &input)[..TAG_LEN / 2])
 }
 
 /// Whether the index holds `stem`, in a fact's terms and in a search alike.
@@ -63,8 +98,8 @@ fn indexed(stem: &str) -> bool {
 /// word). A stem holds only letters and digits, so FTS5's `ascii` tokenizer, which splits
 /// at ASCII characters other than letters and digits only, reads each term as one token,
 /// and PostgreSQL's `string_to_array(…, ' ')` splits the terms apart.
-pub(super) fn fact_terms(owner: Owner<'_>, text: &str) -> String {
-    let tag = owner_tag(owner);
+pub(super) fn fact_terms(key: &WordKey, owner: Owner<'_>, text: &str) -> String {
+    let tag = owner_tag(key, owner);
     let mut stems = stems(text);
     stems.retain(|stem| indexed(stem));
     let mut terms = String::with_capacity(stems.iter().map(|stem| TAG_LEN + 1 + stem.len()).sum());
@@ -90,7 +125,7 @@ pub(super) struct WordSearch {
 
 impl WordSearch {
     /// `None` when there is no stem: FTS5 refuses an empty query, and nothing matches.
-    pub(super) fn new(owner: Owner<'_>, mut stems: Vec<String>) -> Option<WordSearch> {
+    pub(super) fn new(key: &WordKey, owner: Owner<'_>, mut stems: Vec<String>) -> Option<WordSearch> {
         stems.retain(|stem| indexed(stem));
         stems.truncate(MAX_WORDS);
         if stems.is_empty() {
@@ -105,12 +140,12 @@ impl WordSearch {
             // At most 64 words: the index plus one fits a byte.
             slots[slot] = word as u8 + 1;
         }
-        Some(WordSearch { tag: owner_tag(owner), stems, slots })
+        Some(WordSearch { tag: owner_tag(key, owner), stems, slots })
     }
 
     fn slot_of(stem: &[u8]) -> usize {
         // The remainder is below the table's 128 slots: the conversion is exact.
-        (fnv1a([stem]) % (2 * MAX_WORDS as u64)) as usize
+        (fnv1a(stem) % (2 * MAX_WORDS as u64)) as usize
     }
 
     /// The word whose stem is `stem`, if any.
@@ -203,34 +238,44 @@ mod tests {
     use super::*;
     use crate::domain::ids::{AgentId, ExternalRef, TenantId};
 
-    /// The owner (tenant `t`, agent `a`, user `user`) and its tag.
+    fn key() -> WordKey {
+        WordKey::derive(b"a test key of thirty-two bytes!!")
+    }
+
+    /// The owner (tenant `t`, agent `a`, user `user`) and its tag under [`key`].
     fn with_owner<T>(user: &str, f: impl FnOnce(Owner<'_>, String) -> T) -> T {
         let tenant = TenantId::parse("t".into()).unwrap();
         let agent = AgentId::parse("a".into()).unwrap();
         let user = ExternalRef::parse(user.into()).unwrap();
         let owner = Owner::new(&tenant, &agent, &user);
-        f(owner, owner_tag(owner))
+        f(owner, owner_tag(&key(), owner))
     }
 
     fn searching(user: &str, stems: &[&str]) -> Option<WordSearch> {
-        with_owner(user, |owner, _| WordSearch::new(owner, stems.iter().map(|stem| stem.to_string()).collect()))
+        with_owner(user, |owner, _| WordSearch::new(&key(), owner, stems.iter().map(|stem| stem.to_string()).collect()))
     }
 
     #[test]
-    fn an_owners_tag_never_changes() {
+    fn an_owners_tag_changes_only_with_the_key() {
         // Stored in every term: a different tag would hide every indexed fact.
-        assert_eq!(with_owner("caroline", |_, tag| tag), "bf2a693d491fd842");
+        assert_eq!(with_owner("caroline", |_, tag| tag), "bc24be3d09fb509e");
         assert_ne!(with_owner("caroline", |_, tag| tag), with_owner("melanie", |_, tag| tag));
+        // Without the server's key, nobody can tell whose a tag is by computing candidates'.
+        let other = WordKey::derive(b"another key of thirty-two bytes!");
+        let caroline = with_owner("caroline", |owner, _| owner_tag(&other, owner));
+        assert_ne!(caroline, with_owner("caroline", |_, tag| tag));
+        assert_eq!(caroline.len(), TAG_LEN);
+        assert_ne!(key().fingerprint(), other.fingerprint());
     }
 
     #[test]
     fn a_facts_terms_are_its_owners_tag_and_its_stems() {
         with_owner("caroline", |owner, tag| {
             assert_eq!(
-                fact_terms(owner, "Caroline drinks tea; she DRINKS café au lait"),
+                fact_terms(&key(), owner, "Caroline drinks tea; she DRINKS café au lait"),
                 format!("{tag}carolin {tag}drink {tag}tea {tag}café {tag}au {tag}lait")
             );
-            assert_eq!(fact_terms(owner, "and what is it?"), "");
+            assert_eq!(fact_terms(&key(), owner, "and what is it?"), "");
         });
     }
 
@@ -238,7 +283,7 @@ mod tests {
     fn stems_too_long_for_postgresql_are_neither_indexed_nor_asked_for() {
         let (longest, over) = ("k".repeat(MAX_STEM_BYTES), "k".repeat(MAX_STEM_BYTES + 1));
         with_owner("caroline", |owner, tag| {
-            assert_eq!(fact_terms(owner, &format!("{over} tea {longest}")), format!("{tag}tea {tag}{longest}"));
+            assert_eq!(fact_terms(&key(), owner, &format!("{over} tea {longest}")), format!("{tag}tea {tag}{longest}"));
             assert_eq!(tag.len() + longest.len(), 2047, "PostgreSQL's longest lexeme");
         });
         assert!(searching("u", &[over.as_str()]).is_none());
@@ -279,7 +324,7 @@ mod tests {
     #[test]
     fn every_one_of_64_words_is_told_apart() {
         let stems: Vec<String> = (0..70).map(|word| format!("w{word}")).collect();
-        let (tag, search) = with_owner("u", |owner, tag| (tag, WordSearch::new(owner, stems.clone()).unwrap()));
+        let (tag, search) = with_owner("u", |owner, tag| (tag, WordSearch::new(&key(), owner, stems.clone()).unwrap()));
         assert_eq!(search.words(), 64, "the words past 64 are not looked for");
         let line = stems.iter().map(|stem| format!("{tag}{stem}")).collect::<Vec<_>>().join(" ");
         let id = Uuid::from_u128(7);

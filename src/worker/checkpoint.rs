@@ -4,7 +4,7 @@
 //! pages and syncs the file: every writer queued behind that commit waits, which showed
 //! as the p99 of writes in `engram-bench load`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -24,28 +24,11 @@ const EVERY: Duration = Duration::from_millis(50);
 /// checkpoint.
 const IDLE: Duration = Duration::from_secs(1);
 
-/// How long the checkpointer waits before it tries again to empty a WAL that still holds
-/// an erasure's old pages, when readers held the last try back: each try holds every
-/// writer back a moment (see `Store::truncate_wal_after_erasure`).
-const ERASED_RETRY: Duration = Duration::from_secs(1);
-
-/// Checkpoints until `stop` turns true (SQLite only), and empties the WAL of an
-/// erasure's old pages when the erasure's own try was held back.
+/// Checkpoints until `stop` turns true (SQLite only).
 pub async fn run(store: Store, mut stop: watch::Receiver<bool>) {
     let mut ticks = super::every(EVERY);
     let mut last = None;
-    let mut erased_retry_at = Instant::now();
     while super::tick(&mut ticks, &mut stop).await {
-        if Instant::now() >= erased_retry_at {
-            match store.truncate_wal_after_erasure().await {
-                Ok(true) => {}
-                Ok(false) => erased_retry_at = Instant::now() + ERASED_RETRY,
-                Err(error) => {
-                    tracing::warn!(error = %error, "WAL checkpoint after an erasure failed; retrying");
-                    erased_retry_at = Instant::now() + ERASED_RETRY;
-                }
-            }
-        }
         match store.checkpoint_wal().await {
             Ok(Some(wal)) => {
                 if wal.unchanged_since(last) {

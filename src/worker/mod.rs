@@ -1,8 +1,8 @@
 //! Background tasks that run inside `engram serve`: the job workers (extraction and
 //! rolling summaries), the
 //! PostgreSQL notification listener that wakes them, the idle-conversation sweeper, the
-//! embedding worker, the recall-count flusher, the webhook senders and SQLite's WAL
-//! checkpointer.
+//! embedding worker, the recall-count flusher, the webhook senders, the purge after
+//! erasures and SQLite's WAL checkpointer.
 
 use std::{sync::Arc, time::Duration};
 
@@ -14,6 +14,7 @@ pub mod checkpoint;
 pub mod embedding;
 pub mod extract_facts;
 pub mod jobs;
+pub mod purge;
 pub mod recall_flush;
 pub mod runner;
 pub mod summarize;
@@ -27,6 +28,7 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
         tokio::spawn(sweeper::run(state.clone(), stop.clone())),
         tokio::spawn(embedding::run(state.clone(), stop.clone())),
         tokio::spawn(recall_flush::run(state.clone(), stop.clone())),
+        tokio::spawn(purge::run(state.store.clone(), stop.clone())),
     ];
     if state.store.is_embedded() {
         tasks.push(tokio::spawn(checkpoint::run(state.store.clone(), stop.clone())));

@@ -1,12 +1,14 @@
-//! Erasure on SQLite leaves nothing in the database files: after a person is erased, the
+//! What an erasure leaves in the database's files. SQLite: after a person is erased, the
 //! raw bytes of the main file, its WAL and its shared-memory index hold neither their
-//! words nor their identifier (PostgreSQL's sweep of every table is in `rgpd.rs`).
+//! words nor their identifier, also when a reader held the purge back until it ended.
+//! PostgreSQL: once the receipt is dated, no row version, live or dead, in the pages of
+//! the erased tables holds them (its sweep of every table is in `rgpd.rs`).
 
 use std::{path::Path, time::Duration};
 
 use crate::common::*;
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const SUBJECT: &str = "subject-7f3kq9@example.test";
 
@@ -114,4 +116,128 @@ async fn sqlite_erasure_leaves_nothing_in_the_files() {
     // The app is still running: the files are read as they are while it serves.
     let after = remnants(&app.db.data_dir, &needles);
     assert!(after.is_empty(), "the database files still hold {after:?}");
+}
+
+/// A reader on an older snapshot (an export streamed to a slow client) keeps the WAL's
+/// old pages needed: the erasure answers at once with `purged_at` null, and the receipt
+/// is dated once the reader has ended and the files hold nothing of the person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_erasure_under_a_long_reader_is_purged_once_it_ends() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let writer = agent("acme");
+    let user = enc(SUBJECT);
+    let facts = format!("/api/agents/concierge/users/{user}/facts");
+    for fact in ["Lives in Zorblax", "Travels to Quendrith", "Collects Vimbleshaw stamps"] {
+        let (status, body) = app.post(&facts, &writer, json!({"fact": fact})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let needles = [WORDS[0], WORDS[1], WORDS[2], SUBJECT];
+    assert_eq!(remnants(&app.db.data_dir, &needles).len(), needles.len(), "the scan finds every word before");
+
+    // A read transaction on its own connection, holding a snapshot from before the erasure.
+    let mut reader = <sqlx::SqliteConnection as sqlx::Connection>::connect(&app.db.url).await.expect("connect");
+    sqlx::Executor::execute(&mut reader, "BEGIN").await.expect("begin");
+    let held: i64 = sqlx::query_scalar("SELECT count(*) FROM facts").fetch_one(&mut reader).await.expect("read");
+    assert_eq!(held, 3);
+
+    let rgpd = token("acme", "rgpd");
+    let (status, erased) = app.delete(&format!("/api/rgpd/users/{user}/ai-data"), &rgpd).await;
+    assert_eq!(status, StatusCode::OK, "{erased}");
+    assert_eq!(erased["deleted"]["facts"], 3, "{erased}");
+    assert_eq!(erased["purged_at"], Value::Null, "the reader holds the purge back: {erased}");
+    let receipt = format!("/api/rgpd/receipts/{}", erased["receipt_id"].as_str().expect("receipt id"));
+    // Retried while the reader lasts, the purge stays owed.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, body) = app.get(&receipt, &rgpd).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["purged_at"], Value::Null, "still held back: {body}");
+
+    sqlx::Executor::execute(&mut reader, "COMMIT").await.expect("end the read");
+    drop(reader);
+    let purged = eventually(Duration::from_secs(10), || async {
+        let (_, body) = app.get(&receipt, &rgpd).await;
+        body["purged_at"].as_str().map(str::to_owned)
+    })
+    .await;
+    let purged = purged.expect("the receipt is dated once the reader has ended");
+    let time = |at: &str| chrono::DateTime::parse_from_rfc3339(at).expect("an RFC 3339 time");
+    assert!(time(&purged) >= time(erased["completed_at"].as_str().expect("completed_at")), "{purged} {erased}");
+    let after = remnants(&app.db.data_dir, &needles);
+    assert!(after.is_empty(), "once purged, the database files still hold {after:?}");
+}
+
+/// Every tuple's bytes, live or dead, in the pages of `table` (`pageinspect`): what a
+/// vacuum leaves of deleted rows is no tuple at all.
+async fn tuples(conn: &mut sqlx::PgConnection, table: &str) -> Vec<Vec<u8>> {
+    let blocks: i64 = sqlx::query_scalar("SELECT pg_relation_size($1::regclass) / current_setting('block_size')::int")
+        .bind(table)
+        .fetch_one(&mut *conn)
+        .await
+        .expect("the table's size");
+    let mut found = Vec::new();
+    for block in 0..blocks {
+        let data: Vec<Option<Vec<u8>>> =
+            sqlx::query_scalar("SELECT t_data FROM heap_page_items(get_raw_page($1, $2::int))")
+                .bind(table)
+                .bind(block)
+                .fetch_all(&mut *conn)
+                .await
+                .expect("the page's tuples");
+        found.extend(data.into_iter().flatten());
+    }
+    found
+}
+
+/// PostgreSQL keeps a deleted row's version in its page until a vacuum prunes it: the
+/// receipt is dated once the erased tables are vacuumed, and then no tuple of theirs,
+/// live or dead, holds the person's words, while a bystander's are still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_erasure_vacuums_every_version_out_of_the_pages() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let writer = agent("acme");
+    for (person, words) in [(SUBJECT, &WORDS[..3]), ("bystander", &["Kestrelmoor"][..])] {
+        let facts = format!("/api/agents/concierge/users/{}/facts", enc(person));
+        for word in words {
+            let (status, body) = app.post(&facts, &writer, json!({"fact": format!("Likes {word}")})).await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+        }
+        let (status, conversation) =
+            app.post("/api/conversations", &writer, json!({"agent_id": "concierge", "external_ref": person})).await;
+        assert_eq!(status, StatusCode::CREATED, "{conversation}");
+        let id = conversation["id"].as_str().expect("conversation id");
+        let messages = json!({"messages": [{"role": "user", "content": format!("I am from {}", words[0])}]});
+        let (status, body) = app.post(&format!("/api/conversations/{id}/messages"), &writer, messages).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&app.db.url).await.expect("connect");
+    sqlx::Executor::execute(&mut conn, "CREATE EXTENSION IF NOT EXISTS pageinspect").await.expect("pageinspect");
+    let tables = ["facts", "fact_versions", "messages", "events"];
+    let holding = |tuples: &[Vec<u8>], word: &str| {
+        let word = word.to_ascii_lowercase();
+        tuples.iter().any(|t| t.to_ascii_lowercase().windows(word.len()).any(|w| w == word.as_bytes()))
+    };
+    for table in tables {
+        let before = tuples(&mut conn, table).await;
+        assert!(holding(&before, WORDS[0]), "{table} holds the person's words before");
+    }
+
+    let rgpd = token("acme", "rgpd");
+    let (status, erased) = app.delete(&format!("/api/rgpd/users/{}/ai-data", enc(SUBJECT)), &rgpd).await;
+    assert_eq!(status, StatusCode::OK, "{erased}");
+    let receipt = format!("/api/rgpd/receipts/{}", erased["receipt_id"].as_str().expect("receipt id"));
+    let purged = eventually(Duration::from_secs(20), || async {
+        let (_, body) = app.get(&receipt, &rgpd).await;
+        body["purged_at"].as_str().map(str::to_owned)
+    })
+    .await;
+    assert!(purged.is_some(), "the receipt is dated once the erased tables are vacuumed");
+    for table in tables {
+        let after = tuples(&mut conn, table).await;
+        for word in &WORDS[..3] {
+            assert!(!holding(&after, word), "a tuple of {table} still holds {word}");
+        }
+        if table != "events" {
+            assert!(holding(&after, "Kestrelmoor"), "the bystander's {table} are kept");
+        }
+    }
 }

@@ -31,6 +31,7 @@ mod logs;
 mod mcp;
 mod models_fetch;
 mod operations;
+mod owner_tags;
 mod processes;
 mod rgpd;
 mod sanitize;

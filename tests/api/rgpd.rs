@@ -250,6 +250,17 @@ async fn receipt_proves_the_erasure_without_the_identifier(backend: Backend) {
     assert_eq!(receipt["receipt_id"], receipt_id);
     assert_eq!(receipt["deleted"], erased["deleted"]);
     assert_eq!(receipt["completed_at"], erased["completed_at"]);
+    // The purge dates the receipt: SQLite's before it answers (no reader holds it back),
+    // PostgreSQL's vacuum moments later, in the background.
+    if backend == Backend::Sqlite {
+        assert!(erased["purged_at"].is_string(), "{erased}");
+    }
+    let purged = eventually(Duration::from_secs(20), || async {
+        let (_, receipt) = app.get(&format!("/api/rgpd/receipts/{receipt_id}"), &rgpd).await;
+        receipt["purged_at"].as_str().map(str::to_owned)
+    })
+    .await;
+    assert!(purged.is_some(), "the receipt is dated by the purge");
     let hash = receipt["subject_hash"].as_str().expect("hash");
     assert_eq!(hash.len(), 64);
     assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));

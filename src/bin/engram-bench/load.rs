@@ -192,7 +192,13 @@ pub async fn run(args: &LoadArgs) -> anyhow::Result<()> {
                 )
             };
             let config = serve_config(&[])?;
+            // The seeded facts are tagged under that Engram's key, when given
+            // (`ENGRAM_RECEIPT_KEY`), so that its searches find them.
             let store = Store::connect(database, config.core.db_max_connections, STATEMENT_TIMEOUT).await?;
+            let store = match &config.core.receipt_key {
+                Some(key) => store.with_word_key(key.0.as_bytes()),
+                None => store,
+            };
             let server = Server { base: url.trim_end_matches('/').to_owned(), child: None };
             (store, None, server, token.clone(), config)
         }
@@ -210,7 +216,9 @@ pub async fn run(args: &LoadArgs) -> anyhow::Result<()> {
                     return Err(error);
                 }
             };
-            let store = Store::connect(&scratch.url, config.core.db_max_connections, STATEMENT_TIMEOUT).await?;
+            let store = Store::connect(&scratch.url, config.core.db_max_connections, STATEMENT_TIMEOUT)
+                .await?
+                .with_word_key(config.core.receipt_key()?.0.as_bytes());
             let (authenticator, _) = Authenticator::from_config(&config.core)?;
             let token = authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(24 * 3600))?;
             (store, Some(scratch), server, token, config)
