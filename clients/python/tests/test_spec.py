@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_client import AsyncEngram, Engram
-from engram_client.models import SCHEMAS
+from engram_service_client import AsyncEngram, Engram
+from engram_service_client.models import SCHEMAS
 
 SPEC = json.loads((Path(__file__).parents[3] / "openapi" / "openapi.json").read_text())
 OPERATIONS = [

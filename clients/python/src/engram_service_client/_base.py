@@ -45,23 +45,34 @@ def _query_value(value: Any) -> Any:
 @dataclass
 class Settings:
     """How patient to be: ``max_retries`` after a 429, a 503, a timeout or a network failure;
-    a ``Retry-After`` over ``max_retry_delay`` seconds is not waited for (the error is raised)."""
+    a ``Retry-After`` over ``max_retry_delay`` seconds is not waited for (the error is raised);
+    ``deadline`` bounds a call in all, its retries and their waits included."""
 
     timeout: float = 30.0
     max_retries: int = 2
     max_retry_delay: float = 30.0
+    deadline: float = 60.0
 
 
-def retry_delay(error: EngramError, call: Call, attempt: int, settings: Settings) -> float | None:
+def retry_delay(
+    error: EngramError,
+    call: Call,
+    attempt: int,
+    settings: Settings,
+    draw: Callable[[], float] = random.random,
+) -> float | None:
     """Seconds to wait before retrying ``call`` after ``error``, or None to raise it. A 429 is
     always retried (the server refused it before doing anything); a 503, a timeout or a
     network failure only when repeating cannot do the work twice (GET, PUT, DELETE, or an
-    ``Idempotency-Key``)."""
+    ``Idempotency-Key``). The wait is never shorter than ``Retry-After``, plus full jitter over
+    the larger of it and 0.25 s · 2^attempt, so clients refused together do not return together."""
     retryable = error.status == 429 or (error.status in (0, 503) and call.replayable)
     if not retryable or attempt >= settings.max_retries:
         return None
-    delay = error.retry_after if error.retry_after is not None else 0.25 * 2**attempt * (0.5 + random.random() / 2)
-    return None if delay > settings.max_retry_delay else delay
+    floor = error.retry_after or 0.0
+    if floor > settings.max_retry_delay:
+        return None
+    return min(settings.max_retry_delay, floor + draw() * max(floor, 0.25 * 2.0**attempt))
 
 
 def _seg(value: str) -> str:
