@@ -122,10 +122,9 @@ async fn embed_now(state: &AppState, fact: &Fact) {
     let (Embedder::Local(_), Some(model)) = (&*state.embedder, state.embedder.ready_model()) else { return };
     let Ok(_turn) = state.inline_embedding.try_acquire() else { return };
     let Ok(vectors) = state.embedder.embed(std::slice::from_ref(&fact.fact)).await else { return };
-    if let Some(values) = vectors.first() {
-        if let Err(error) = state.store.store_vectors(&model, &[(fact.id, fact.fact.as_str(), &values[..])]).await {
-            tracing::warn!(%error, "a fact's vector was not stored on write; the embedding worker will");
-        }
+    let Some(values) = vectors.first() else { return };
+    if let Err(error) = state.store.store_vectors(&model, &[(fact.id, fact.fact.as_str(), &values[..])]).await {
+        tracing::warn!(%error, "a fact's vector was not stored on write; the embedding worker will");
     }
 }
 
