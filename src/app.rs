@@ -83,6 +83,7 @@ impl App {
             receipt_key: Arc::new(receipt_key),
             embedder,
             embedding_wakeup: Arc::new(Notify::new()),
+            inline_embedding: tokio::sync::Semaphore::new(1),
         });
         Ok(App { state, listener, extractor })
     }

@@ -17,6 +17,7 @@ use crate::{
         page::{Page, decode_cursor, limit},
         search_query::SearchQuery,
     },
+    embed::Embedder,
     error::ApiError,
     store::facts::{FactFilter, Remembered, UpdateError},
 };
@@ -102,6 +103,7 @@ pub async fn remember(
     let cap = state.config.max_facts_per_user;
     match state.store.remember_fact(owner, &fact, origin, cap, actor).await? {
         Remembered::Created(fact) => {
+            embed_now(state, &fact).await;
             state.facts_changed();
             Ok((true, fact))
         }
@@ -109,6 +111,20 @@ pub async fn remember(
         Remembered::Full => {
             Err(ApiError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
         }
+    }
+}
+
+/// Embeds a fact just written, before the write is answered, when the local model is
+/// loaded and no other write is embedding: a search by meaning that follows the answer
+/// finds it (read your writes). A remote embedder (a network call must not slow writes),
+/// a busy moment and any failure here are left to the worker, moments later.
+async fn embed_now(state: &AppState, fact: &Fact) {
+    let (Embedder::Local(_), Some(model)) = (&*state.embedder, state.embedder.ready_model()) else { return };
+    let Ok(_turn) = state.inline_embedding.try_acquire() else { return };
+    let Ok(vectors) = state.embedder.embed(std::slice::from_ref(&fact.fact)).await else { return };
+    let Some(values) = vectors.first() else { return };
+    if let Err(error) = state.store.store_vectors(&model, &[(fact.id, fact.fact.as_str(), &values[..])]).await {
+        tracing::warn!(%error, "a fact's vector was not stored on write; the embedding worker will");
     }
 }
 
@@ -142,6 +158,7 @@ pub async fn update(
     let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
     match state.store.update_fact(owner, id, &changes, actor).await? {
         Ok(fact) => {
+            embed_now(state, &fact).await;
             state.facts_changed();
             Ok(fact)
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::FromRef;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 pub mod agents;
 pub mod consent;
@@ -57,6 +57,9 @@ pub struct Shared {
     pub embedder: Arc<Embedder>,
     /// Wakes the embedding worker when facts were written or the model became ready.
     pub embedding_wakeup: Arc<Notify>,
+    /// One permit: at most one fact is embedded on its write at a time; under load the
+    /// others are left to the worker, whose batches cost less per fact.
+    pub inline_embedding: Semaphore,
     /// Which facts reads returned, until the flusher writes them (`ENGRAM_RECALL_TRACKING`).
     pub recall_counts: Arc<recall_counts::RecallCounts>,
 }

@@ -29,6 +29,7 @@ on_both_backends!(
     paraphrases_are_recalled_first_with_the_local_model,
     paraphrases_of_one_preference_end_as_one_fact,
     facts_found_by_meaning_only_follow_the_tag_and_superseded_filters,
+    a_remembered_fact_is_found_by_meaning_at_once,
 );
 
 const DIMS: usize = 16;
@@ -357,6 +358,23 @@ async fn paraphrases_are_recalled_first_with_the_local_model(backend: Backend) {
         .await;
     assert_eq!(status, StatusCode::OK, "{context}");
     assert_eq!(context["facts"][0]["fact"], targets[1], "{context}");
+}
+
+/// Read your writes, by meaning: with the local model loaded, a fact is embedded before its
+/// write is answered, so the search that follows finds it with no wait.
+async fn a_remembered_fact_is_found_by_meaning_at_once(backend: Backend) {
+    let app = spawn_with_local_model(backend).await;
+    remember(&app, "ann", "Lives in Lyon").await;
+    all_embedded_with(&app.db, "local:all-MiniLM-L6-v2").await; // the model is loaded
+    for (fact, query) in [
+        ("Has a daughter named Emma", "my kid"),
+        ("Ships the app on fly.io", "Where do I deploy?"),
+        ("Prefers tea over coffee", "what do I drink in the morning"),
+    ] {
+        remember(&app, "ann", fact).await;
+        let found = search(&app, "ann", query).await;
+        assert_eq!(found.first().map(|(f, _)| f.as_str()), Some(fact), "{query}: {found:?}");
+    }
 }
 
 /// Found by meaning alone (no word of the query in the fact), a fact still has to pass the

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from engram_client import AsyncEngram, Engram
+from engram_service_client import AsyncEngram, Engram
 
 
 def _env(name: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -11,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engram_client import AsyncEngram, Engram, EngramError, Settings
+from engram_service_client import AsyncEngram, Engram, EngramError, Settings
+from engram_service_client._base import Call, retry_delay
 
 from .conftest import ENGRAM_LIMITED_URL, ENGRAM_URL, mint_token
 
@@ -150,3 +152,56 @@ def test_503_create_is_not_repeated_and_no_retry_storm(flaky) -> None:  # type: 
     started = time.monotonic()
     assert _error(Engram(slow.url, "t").list_jobs).retry_after == 3600
     assert time.monotonic() - started < 1 and len(slow.hits) == 1
+
+
+def test_retries_wait_retry_after_at_least_with_full_jitter_above() -> None:
+    error = EngramError(429, "rate_limited", "slow down", retry_after=1.0)
+    call = Call("GET", "/api/jobs")
+    assert retry_delay(error, call, 0, Settings(), lambda: 0.0) == 1.0, "not before the server's second"
+    assert retry_delay(error, call, 0, Settings(), lambda: 0.5) == 1.5, "jitter over one more such period"
+    waits = [retry_delay(error, call, 0, Settings()) for _ in range(200)]
+    assert len(set(waits)) > 190, "two hundred clients refused together come back at different times"
+    assert all(w is not None and 1.0 <= w <= 2.0 for w in waits)
+    unavailable = EngramError(503, "unavailable", "down")
+    assert retry_delay(unavailable, call, 3, Settings(max_retries=5), lambda: 0.5) == 1.0, "full jitter over 0.25 s · 2^3"
+
+
+def test_the_deadline_bounds_a_call_and_its_retries(flaky) -> None:  # type: ignore[no-untyped-def]
+    storm = flaky(100, "0")
+    error = _error(Engram(storm.url, "t", settings=Settings(max_retries=1000, deadline=0.3)).list_jobs)
+    assert error.code == "unavailable" and len(storm.hits) < 1000
+
+
+def test_a_network_failure_names_its_cause() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    error = _error(Engram(url, "t", settings=Settings(max_retries=0)).healthz)
+    assert error.code == "network" and url in error.message and "refused" in error.message.lower()
+
+
+def test_wait_for_job_and_follow_events(engram: Engram, agent_id: str) -> None:
+    engram.put_config(agent_id, memory_enabled=True, min_user_turns=1)
+    conversation = engram.create_conversation(agent_id, "alice")["id"]
+    engram.append_messages(conversation, [{"role": "user", "content": "I live in Lyon."}])
+    job = engram.end_conversation(conversation)["extraction"]["job_id"]
+    assert engram.wait_for_job(job, timeout=30)["status"] == "succeeded"
+    facts: list[str] = []
+    for event in engram.follow_events(types="fact.added"):
+        facts.append(event["data"]["fact"]["fact"])
+        if len(facts) == 1:
+            engram.remember_fact(agent_id, "alice", "Plays the cello")
+        else:
+            break
+    assert "Lyon" in facts[0] and facts[1] == "Plays the cello"
+
+
+async def test_async_wait_for_job_and_follow_events(aengram: AsyncEngram, agent_id: str) -> None:
+    await aengram.put_config(agent_id, memory_enabled=True, min_user_turns=1)
+    conversation = (await aengram.create_conversation(agent_id, "alice"))["id"]
+    await aengram.append_messages(conversation, [{"role": "user", "content": "I live in Lyon."}])
+    job = (await aengram.end_conversation(conversation))["extraction"]["job_id"]
+    assert (await aengram.wait_for_job(job, timeout=30))["status"] == "succeeded"
+    async for event in aengram.follow_events(types="fact.added"):
+        assert "Lyon" in event["data"]["fact"]["fact"]
+        break

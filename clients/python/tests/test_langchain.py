@@ -9,8 +9,8 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 import pytest
 
-from engram_client import AsyncEngram, Engram, EngramError
-from engram_client.langchain import EngramChatMessageHistory
+from engram_service_client import AsyncEngram, Engram, EngramError
+from engram_service_client.langchain import EngramChatMessageHistory
 
 
 def test_a_chain_with_engram_history_remembers_the_first_turn(engram: Engram, agent_id: str) -> None:
@@ -71,3 +71,11 @@ def test_errors_reach_the_caller(engram: Engram) -> None:
     with pytest.raises(EngramError) as missing:
         history.add_messages([HumanMessage("hi")])
     assert (missing.value.status, missing.value.code) == (404, "not_found")
+
+
+def test_for_key_fails_before_any_model_call_on_another_persons_key(engram: Engram, agent_id: str) -> None:
+    alice = EngramChatMessageHistory.for_key(engram, agent_id, "alice", "chat-1")
+    assert EngramChatMessageHistory.for_key(engram, agent_id, "alice", "chat-1").conversation_id == alice.conversation_id
+    with pytest.raises(EngramError) as clash:
+        EngramChatMessageHistory.for_key(engram, agent_id, "bob", "chat-1")
+    assert clash.value.code == "conflict" and "unique per agent" in clash.value.message

@@ -8,8 +8,8 @@ from langgraph.config import get_store
 from langgraph.graph import START, MessagesState, StateGraph
 import pytest
 
-from engram_client import AsyncEngram, Engram, EngramError
-from engram_client.langgraph import EngramStore
+from engram_service_client import AsyncEngram, Engram, EngramError
+from engram_service_client.langgraph import EngramStore
 
 
 def test_a_graph_recalls_and_writes_memories_through_the_store(engram: Engram, agent_id: str) -> None:
@@ -67,3 +67,32 @@ async def test_async_store_and_errors(aengram: AsyncEngram, engram: Engram, agen
     with pytest.raises(EngramError) as too_long:
         await store.aput(namespace, "k" * 100, {"content": "x"})
     assert (too_long.value.status, too_long.value.code) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    "first, second, listed",
+    [
+        ("Likes jazz", "Likes jazz", ["a", "b"]),  # equal: Engram stores the fact once
+        ("Likes jazz", "likes jazz.", ["a", "b"]),  # near-equal: the same fact to Engram
+        ("Lives in Lyon", "Lives in Paris", ["b"]),  # the newer supersedes the older in recall
+    ],
+)
+def test_two_keys_never_share_or_delete_each_others_item(
+    engram: Engram, agent_id: str, first: str, second: str, listed: list[str]
+) -> None:
+    store = EngramStore(engram)
+    namespace = (agent_id, "dave")
+    store.put(namespace, "a", {"content": first})
+    store.put(namespace, "b", {"content": second})
+    a, b = store.get(namespace, "a"), store.get(namespace, "b")
+    assert a is not None and a.key == "a" and a.value["content"].lower() == first.lower()
+    assert b is not None and b.key == "b" and b.value["content"].lower().rstrip(".") == second.lower().rstrip(".")
+    assert sorted(i.key for i in store.search(namespace)) == listed
+
+    store.delete(namespace, "a")
+    assert store.get(namespace, "a") is None
+    kept = store.get(namespace, "b")
+    assert kept is not None and kept.key == "b", "deleting a leaves b"
+    store.put(namespace, "b", {"content": "Likes blues"})
+    assert store.get(namespace, "b").value == {"content": "Likes blues"}
+    assert store.get(namespace, "a") is None, "replacing b brings no a back"

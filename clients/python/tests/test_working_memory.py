@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from engram_client import AsyncEngram, Engram, EngramError, NotModified
+from engram_service_client import AsyncEngram, Engram, EngramError, NotModified
 
 from .conftest import ENGRAM_URL
 

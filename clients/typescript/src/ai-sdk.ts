@@ -6,7 +6,7 @@
  * Typed structurally (no import of `ai`), so one middleware serves the V3 models of `ai` 6
  * and the V3/V4 models of `ai` 7.
  */
-import type { EngramClient } from "./client.js";
+import type { ConversationHandle, EngramClient } from "./client.js";
 import { EngramError } from "./errors.js";
 
 /** Who a call is about. Each field may also come per call from `providerOptions.engram`. */
@@ -23,7 +23,23 @@ export interface EngramMiddlewareOptions extends EngramIdentity {
   client: EngramClient;
   /** Largest memory block, in tokens (≈ characters / 4): Engram's `token_budget`. */
   tokenBudget?: number;
+  /**
+   * Longest the work before the model call (the memory block, the conversation) may take,
+   * in milliseconds, retries included (default 2 000). Storing the turn keeps the client's
+   * own timeouts.
+   */
+  memoryTimeoutMs?: number;
+  /**
+   * When Engram cannot be reached, is slow, or answers 429 or 5xx: `"throw"` (default)
+   * fails the call; `"continue"` lets the model answer without memory (the turn is not
+   * stored) and passes the error to `onError`. Engram's other 4xx answers (a bad key, a key
+   * naming another person's conversation) always throw, before the model is called.
+   */
+  onEngramError?: "throw" | "continue";
+  /** Hears each failure that `"continue"` passed over (default: `console.warn` with its code). */
+  onError?: (error: EngramError) => void;
 }
+
 
 interface PromptPart {
   type: string;
@@ -62,6 +78,8 @@ export interface EngramMiddleware {
     params: CallParams;
   }): Promise<R>;
   wrapStream<S extends StreamResult>(options: { doStream: () => PromiseLike<S>; params: CallParams }): Promise<S>;
+  /** The conversation the turns of `identity` (the options' by default) go to, found or created now. */
+  conversation(identity?: EngramIdentity): Promise<ConversationHandle>;
 }
 
 /** The text of the newest user message of a prompt: the turn being answered. */
@@ -88,15 +106,34 @@ function reasonOf(reason: FinishReason | string | undefined): string | undefined
 /** Spec limit of memory-context's `query`: the newest part of a long message is what matters. */
 const MAX_QUERY_CHARS = 1000;
 
+/** Failures a retry later may cure: what `"continue"` passes over. */
+function unavailable(error: EngramError): boolean {
+  return error.status === 0 || error.status === 429 || error.status >= 500;
+}
+
 /**
- * A middleware that, on every call, prepends Engram's memory block for the latest user
- * text as a system message, and after the last step of a turn (the one that does not end
- * in tool calls) appends the user's input and the model's text to the conversation, once
- * per logical turn. Engram's errors reach the caller as `EngramError`s.
+ * A middleware that, before every call, finds or creates the conversation and prepends
+ * Engram's memory block for the latest user text as a system message; after the last step
+ * of a turn (the one that does not end in tool calls) it appends the user's input and the
+ * model's text to the conversation, once per logical turn. Engram's errors reach the
+ * caller as `EngramError`s, unless `onEngramError: "continue"` passes over an outage.
  */
 export function engramMiddleware(options: EngramMiddlewareOptions): EngramMiddleware {
   const { client } = options;
+  const deadlineMs = options.memoryTimeoutMs ?? 2_000;
   const conversations = new Map<string, Promise<string>>();
+  const report =
+    options.onError ?? ((error: EngramError) => console.warn(`engram: answering without memory (${error.code})`));
+  /** Runs `work`; under "continue", an outage is reported and answered by `fallback`. */
+  const tolerate = async <T>(work: () => Promise<T>, fallback: T): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      if (options.onEngramError !== "continue" || !(error instanceof EngramError) || !unavailable(error)) throw error;
+      report(error);
+      return fallback;
+    }
+  };
 
   const identity = (params: CallParams) => {
     const perCall = (params.providerOptions?.engram ?? {}) as EngramIdentity;
@@ -123,24 +160,48 @@ export function engramMiddleware(options: EngramMiddlewareOptions): EngramMiddle
     const cacheKey = JSON.stringify([who.agentId, who.externalRef, key]);
     let id = conversations.get(cacheKey);
     if (!id) {
-      id = client
-        .createConversation({ agent_id: who.agentId, external_ref: who.externalRef, key })
-        .then((conversation) => conversation.id);
+      id = resolveKey(who.agentId, who.externalRef, key);
       id.catch(() => conversations.delete(cacheKey));
       conversations.set(cacheKey, id);
     }
     return id;
   };
 
+  /**
+   * The id of the agent's conversation named `key`, created when there is none. Keys are
+   * unique per agent: one naming another person's conversation is a `conflict`.
+   */
+  const resolveKey = async (agentId: string, externalRef: string, key: string): Promise<string> => {
+    const find = async () =>
+      (await client.listConversations({ agent_id: agentId, key, limit: 1 }, { deadlineMs })).items[0];
+    let found = await find();
+    if (!found) {
+      try {
+        found = await client.createConversation({ agent_id: agentId, external_ref: externalRef, key }, { deadlineMs });
+      } catch (error) {
+        if (!(error instanceof EngramError && error.status === 409)) throw error;
+        found = await find(); // another caller created it first
+      }
+    }
+    if (found?.external_ref !== externalRef) {
+      const message =
+        "conversationKey names another person's conversation of this agent (keys are unique per agent): " +
+        "make the key unique per person, e.g. prefix it with the person's id";
+      throw new EngramError(409, "conflict", message, undefined, undefined);
+    }
+    return found.id;
+  };
+
   const recordTurn = async (params: CallParams, answer: string, reason: string | undefined) => {
     if (reason === "tool-calls") return; // a middle step of a tool loop: the turn is not over
     const user = latestUserText(params.prompt);
     const who = identity(params);
-    const conversationId = await conversationOf(who);
+    const conversationId = await tolerate(() => conversationOf(who), undefined);
+    if (conversationId === undefined) return;
     const messages: { role: "user" | "assistant"; content: string }[] = [];
     if (user !== undefined) messages.push({ role: "user", content: user });
     if (answer !== "") messages.push({ role: "assistant", content: answer });
-    if (messages.length > 0) await client.appendMessages(conversationId, { messages });
+    if (messages.length > 0) await tolerate(() => client.appendMessages(conversationId, { messages }), undefined);
   };
 
   return {
@@ -149,11 +210,19 @@ export function engramMiddleware(options: EngramMiddlewareOptions): EngramMiddle
     async transformParams({ params }) {
       const who = identity(params);
       const query = latestUserText(params.prompt)?.slice(-MAX_QUERY_CHARS).trim();
-      const context = await client.memoryContext(who.agentId, who.externalRef, {
-        query: query === "" ? undefined : query,
-        token_budget: options.tokenBudget,
-      });
-      if (!context.enabled || context.prompt === "") return params;
+      const block = () =>
+        client.memoryContext(
+          who.agentId,
+          who.externalRef,
+          { query: query === "" ? undefined : query, token_budget: options.tokenBudget },
+          { deadlineMs },
+        );
+      // Both before the model is called, so that no answer is paid for and then lost.
+      const [context] = await Promise.all([
+        tolerate(block, undefined),
+        tolerate(() => conversationOf(who), undefined),
+      ]);
+      if (!context?.enabled || context.prompt === "") return params;
       return { ...params, prompt: [{ role: "system", content: context.prompt }, ...params.prompt] };
     },
 
@@ -177,6 +246,11 @@ export function engramMiddleware(options: EngramMiddlewareOptions): EngramMiddle
         flush: () => recordTurn(params, answer, reason),
       });
       return { ...result, stream: result.stream.pipeThrough(recorder) };
+    },
+
+    async conversation(perCall = {}) {
+      const id = await conversationOf(identity({ prompt: [], providerOptions: { engram: { ...perCall } } }));
+      return client.handle(id);
     },
   };
 }

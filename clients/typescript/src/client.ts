@@ -1,4 +1,5 @@
 import type { components, operations } from "./generated/openapi.js";
+import { EngramError } from "./errors.js";
 import { type Call, type EngramOptions, type QueryValue, Transport } from "./transport.js";
 
 export type Schemas = components["schemas"];
@@ -40,6 +41,30 @@ export interface AppendOptions {
    */
   idempotencyKey?: string | false;
 }
+
+/** Options of a single call. */
+export interface CallOptions {
+  /** Longest this call may take in all, retries included, in milliseconds (the client's `deadlineMs` otherwise). */
+  deadlineMs?: number;
+}
+
+/** Options of `waitForJob`. */
+export interface WaitOptions {
+  /** Longest wait, in milliseconds (default 60 000): then an `EngramError` with code `timeout`. */
+  timeoutMs?: number;
+  /** Pause between two reads of the job, in milliseconds (default 200). */
+  intervalMs?: number;
+}
+
+/** An Engram conversation an adapter stores turns in, and a way to end it. */
+export interface ConversationHandle {
+  id: string;
+  /** Ends the conversation: Engram queues the extraction of its facts (`waitForJob` follows it). */
+  end(): Promise<Schemas["Ended"]>;
+}
+
+/** Job statuses after which nothing more happens to a job (`failed` is retried later). */
+const SETTLED = new Set(["succeeded", "dead", "cancelled"]);
 
 /** A working memory document: `content`, its version `etag` (unquoted) and `updated_at`. */
 export type WorkingMemory = Schemas["WorkingMemory"];
@@ -150,11 +175,12 @@ export class EngramClient implements OperationMethods {
   }
 
   // Conversations
-  listConversations(query?: Query<"list_conversations">) {
-    return this.get<"list_conversations">("/api/conversations", query);
+  listConversations(query?: Query<"list_conversations">, options: CallOptions = {}) {
+    const q = query as Record<string, QueryValue> | undefined;
+    return this.call<"list_conversations">({ method: "GET", path: "/api/conversations", query: q, ...options });
   }
-  createConversation(body: Body<"create_conversation">) {
-    return this.call<"create_conversation">({ method: "POST", path: "/api/conversations", body });
+  createConversation(body: Body<"create_conversation">, options: CallOptions = {}) {
+    return this.call<"create_conversation">({ method: "POST", path: "/api/conversations", body, ...options });
   }
   getConversation(id: string) {
     return this.get<"get_conversation">(`/api/conversations/${seg(id)}`);
@@ -167,6 +193,10 @@ export class EngramClient implements OperationMethods {
   }
   endConversation(id: string) {
     return this.call<"end_conversation">({ method: "POST", path: `/api/conversations/${seg(id)}/end` });
+  }
+  /** Conversation `id` as a handle: its id and `end()`. */
+  handle(id: string): ConversationHandle {
+    return { id, end: () => this.endConversation(id) };
   }
   getContext(id: string, query?: Query<"get_context">) {
     return this.get<"get_context">(`/api/conversations/${seg(id)}/context`, query);
@@ -216,9 +246,14 @@ export class EngramClient implements OperationMethods {
   deleteFacts(agentId: string, externalRef: string) {
     return this.call<"delete_facts">({ method: "DELETE", path: this.userPath(agentId, externalRef, "/facts") });
   }
-  /** Memory context; `{ working_memory: true }` adds the user's working memory document. */
-  memoryContext(agentId: string, externalRef: string, query?: Query<"memory_context">) {
-    return this.get<"memory_context">(this.userPath(agentId, externalRef, "/memory-context"), query);
+  /**
+   * Memory context; `{ working_memory: true }` adds the user's working memory document.
+   * `options.deadlineMs` bounds this read alone, so a slow Engram cannot hold a model call back.
+   */
+  memoryContext(agentId: string, externalRef: string, query?: Query<"memory_context">, options: CallOptions = {}) {
+    const path = this.userPath(agentId, externalRef, "/memory-context");
+    const q = query as Record<string, QueryValue> | undefined;
+    return this.call<"memory_context">({ method: "GET", path, query: q, ...options });
   }
 
   // Working memory: the agent's own document about a user, and one per conversation
@@ -296,6 +331,21 @@ export class EngramClient implements OperationMethods {
   retryJob(id: string) {
     return this.call<"retry_job">({ method: "POST", path: `/api/jobs/${seg(id)}/retry` });
   }
+  /** Reads job `id` until it has settled (`succeeded`, `dead` or `cancelled`), and answers it. */
+  async waitForJob(id: string, options: WaitOptions = {}): Promise<Schemas["Job"]> {
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const job = await this.getJob(id);
+      if (SETTLED.has(job.status)) return job;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        const message = `job ${id} is still ${job.status} after ${timeoutMs} ms`;
+        throw new EngramError(0, "timeout", message, undefined, undefined);
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(options.intervalMs ?? 200, left)));
+    }
+  }
 
   // Import (NDJSON, one record a line: the format of `engram export`)
   /** Imports the records and answers the finished import with its counts and bad-line reports. */
@@ -314,6 +364,18 @@ export class EngramClient implements OperationMethods {
   /** The tenant's change feed after `after`; `wait` long-polls for the next event. */
   listEvents(query?: Query<"list_events">) {
     return this.get<"list_events">("/api/events", query);
+  }
+  /**
+   * The change feed from `after` on, as an endless iterator: each page long-polls (`wait`)
+   * for what comes next. Leave it with `break`.
+   */
+  async *followEvents(query: Omit<Query<"list_events">, "wait"> = {}): AsyncGenerator<Schemas["Event"]> {
+    let after = query.after;
+    for (;;) {
+      const page = await this.listEvents({ ...query, after, wait: 20 });
+      yield* page.items;
+      after = page.next_cursor;
+    }
   }
   /** One person's events as this agent's memory of them changed (user-bound tokens). */
   listPersonEvents(agentId: string, externalRef: string, query?: Query<"list_person_events">) {

@@ -1,8 +1,10 @@
 export { EngramError, parseRetryAfter } from "./errors.js";
-export type { EngramOptions } from "./transport.js";
+export { type EngramOptions, retryDelay } from "./transport.js";
 export {
   type AppendOptions,
   type Body,
+  type CallOptions,
+  type ConversationHandle,
   EngramClient,
   type NotModified,
   type OperationId,
@@ -12,6 +14,7 @@ export {
   type ReadConditions,
   type Result,
   type Schemas,
+  type WaitOptions,
   type WorkingMemory,
   type WriteConditions,
 } from "./client.js";

@@ -17,6 +17,8 @@ export interface EngramOptions {
    * than this is not waited for: the error is thrown at once, so no caller hangs.
    */
   maxRetryDelayMs?: number;
+  /** Longest a call may take in all, retries and their waits included, in milliseconds (default 60 000). */
+  deadlineMs?: number;
   /** Headers sent with every request. */
   headers?: Record<string, string>;
 }
@@ -36,6 +38,8 @@ export interface Call {
    * "none yet"): `exchange` returns them, `send` still throws them.
    */
   answers?: readonly number[];
+  /** This call's own `deadlineMs` (a read that must not hold a model call back). */
+  deadlineMs?: number;
 }
 
 /** An answer: its status, headers and parsed body (JSON, text, or undefined for 204 and 304). */
@@ -51,8 +55,7 @@ const IDEMPOTENT = new Set(["GET", "PUT", "DELETE"]);
  * Sends calls and applies the retry rules: a 429 is always retried (the server refused it
  * before doing anything); a 503, a timeout or a network failure only when repeating the
  * request cannot do the work twice (GET, PUT, DELETE, or a request with an
- * `Idempotency-Key`). Each retry waits what `Retry-After` says, else a jittered
- * exponential backoff.
+ * `Idempotency-Key`). Each retry waits as `retryDelay` says, within the call's deadline.
  */
 export class Transport {
   readonly baseUrl: string;
@@ -91,10 +94,11 @@ export class Transport {
   async exchange<T>(call: Call): Promise<Exchange<T>> {
     const maxRetries = this.options.maxRetries ?? 2;
     const replayable = IDEMPOTENT.has(call.method) || call.headers?.["Idempotency-Key"] !== undefined;
+    const deadline = Date.now() + (call.deadlineMs ?? this.options.deadlineMs ?? 60_000);
     for (let attempt = 0; ; attempt++) {
       let error: EngramError;
       try {
-        const response = await this.attempt(call);
+        const response = await this.attempt(call, deadline);
         if (response.ok || call.answers?.includes(response.status)) {
           return { status: response.status, headers: response.headers, body: (await parseBody(response)) as T };
         }
@@ -104,13 +108,13 @@ export class Transport {
       }
       const retryable = error.status === 429 || ((error.status === 503 || error.status === 0) && replayable);
       if (!retryable || attempt >= maxRetries) throw error;
-      const delay = error.retryAfter !== undefined ? error.retryAfter * 1000 : backoff(attempt);
-      if (delay > (this.options.maxRetryDelayMs ?? 30_000)) throw error;
+      const delay = retryDelay(error.retryAfter, attempt, this.options.maxRetryDelayMs ?? 30_000);
+      if (delay === undefined || Date.now() + delay >= deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, delay));
     }
   }
 
-  private async attempt(call: Call): Promise<Response> {
+  private async attempt(call: Call, deadline: number): Promise<Response> {
     const headers: Record<string, string> = {
       accept: "application/json",
       ...this.options.headers,
@@ -119,7 +123,7 @@ export class Transport {
     };
     if (call.body !== undefined) headers["content-type"] = "application/json";
     if (call.raw !== undefined) headers["content-type"] = call.raw.contentType;
-    const timeoutMs = this.options.timeoutMs ?? 30_000;
+    const timeoutMs = Math.max(1, Math.min(this.options.timeoutMs ?? 30_000, deadline - Date.now()));
     try {
       return await this.fetchImpl(this.url(call.path, call.query), {
         method: call.method,
@@ -133,14 +137,21 @@ export class Transport {
           cause,
         });
       }
-      throw networkError(cause);
+      throw networkError(cause, this.baseUrl);
     }
   }
 }
 
-function networkError(cause: unknown): EngramError {
-  const message = cause instanceof Error ? cause.message : String(cause);
-  return new EngramError(0, "network", `could not reach Engram: ${message}`, undefined, undefined, undefined, { cause });
+/** A network failure named by its root cause (`connect ECONNREFUSED 127.0.0.1:8080`), not fetch's "fetch failed". */
+function networkError(cause: unknown, baseUrl?: string): EngramError {
+  let root = cause;
+  while (root instanceof Error && root.cause !== undefined) root = root.cause;
+  const code = (root as { code?: unknown } | undefined)?.code;
+  const reason = root instanceof Error ? root.message || String(code ?? root.name) : String(root);
+  const where = baseUrl === undefined ? "" : ` at ${baseUrl}`;
+  return new EngramError(0, "network", `could not reach Engram${where}: ${reason}`, undefined, undefined, undefined, {
+    cause,
+  });
 }
 
 async function parseBody(response: Response): Promise<unknown> {
@@ -149,6 +160,18 @@ async function parseBody(response: Response): Promise<unknown> {
   return type.includes("json") ? response.json() : response.text();
 }
 
-function backoff(attempt: number): number {
-  return 250 * 2 ** attempt * (0.5 + Math.random() / 2);
+/**
+ * Milliseconds to wait before retry `attempt` (0 first): never before the server's
+ * `Retry-After`, plus full jitter over the larger of it and 250 ms · 2^attempt, so clients
+ * refused together do not return together. Undefined when it would exceed `maxDelayMs`.
+ */
+export function retryDelay(
+  retryAfterSeconds: number | undefined,
+  attempt: number,
+  maxDelayMs: number,
+  random: () => number = Math.random,
+): number | undefined {
+  const floor = (retryAfterSeconds ?? 0) * 1000;
+  if (floor > maxDelayMs) return undefined;
+  return Math.min(maxDelayMs, floor + random() * Math.max(floor, 250 * 2 ** attempt));
 }

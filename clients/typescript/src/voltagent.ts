@@ -36,7 +36,7 @@ import {
   type WorkingMemoryScope,
 } from "@voltagent/core";
 import type { UIMessage } from "ai";
-import type { EngramClient, Schemas, WriteConditions } from "./client.js";
+import type { ConversationHandle, EngramClient, Schemas, WriteConditions } from "./client.js";
 import { EngramError } from "./errors.js";
 
 type EngramConversation = Schemas["Conversation"];
@@ -116,6 +116,15 @@ export class EngramStorage implements StorageAdapter {
     }
     this.known.set(input.id, created);
     return toConversation(created);
+  }
+
+  /**
+   * The Engram conversation VoltAgent calls `conversationId` (null before its first turn):
+   * its Engram id, and `end()`, after which Engram extracts the facts it holds.
+   */
+  async engramConversation(conversationId: string): Promise<ConversationHandle | null> {
+    const found = await this.find(conversationId);
+    return found ? this.client.handle(found.id) : null;
   }
 
   async getConversation(id: string): Promise<Conversation | null> {

@@ -1,13 +1,15 @@
 // The Vercel AI SDK middleware, on `ai` 6 (MockLanguageModelV3) and `ai` 7 (V3 and V4).
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
 import * as ai6 from "ai";
 import * as ai6test from "ai/test";
 import * as ai7 from "ai7";
 import * as ai7test from "ai7/test";
 import { engramMiddleware } from "../src/ai-sdk.js";
-import { type EngramClient, EngramError } from "../src/index.js";
-import { memoryAgent, newTenant } from "./helpers.js";
+import { EngramClient, EngramError } from "../src/index.js";
+import { closedAddress, memoryAgent, newTenant } from "./helpers.js";
 
 // Compile-time: the middleware is a middleware of both majors.
 export const typeCheck6 = (m: ReturnType<typeof engramMiddleware>): ai6.LanguageModelMiddleware => m;
@@ -134,3 +136,97 @@ for (const { name, sdk, Mock } of matrix) {
     });
   });
 }
+
+describe("before the model is called", () => {
+  const { sdk, Mock } = matrix[0]!;
+  const wrapped = (model: Any, options: Parameters<typeof engramMiddleware>[0]) =>
+    sdk.wrapLanguageModel({ model, middleware: engramMiddleware(options) });
+
+  test("a key naming another person's conversation, or no key, fails with no model call", async () => {
+    const { client, agentId } = await setup();
+    const model = new Mock({ doGenerate: text("ok") });
+    const as = (externalRef: string) => wrapped(model, { client, agentId, externalRef, conversationKey: "chat-1" });
+    await sdk.generateText({ model: as("alice"), prompt: "hi" });
+    await assert.rejects(
+      sdk.generateText({ model: as("bob"), prompt: "hi" }),
+      (error: unknown) => error instanceof EngramError && error.code === "conflict" && /unique per agent/.test(error.message),
+    );
+    await assert.rejects(
+      sdk.generateText({ model: wrapped(model, { client, agentId, externalRef: "bob" }), prompt: "hi" }),
+      (error: unknown) => error instanceof EngramError && error.code === "invalid_request",
+    );
+    assert.equal(model.doGenerateCalls.length, 1, "only alice's call reached the model");
+    const [conversation] = (await client.listConversations({ agent_id: agentId, key: "chat-1" })).items;
+    assert.deepEqual(await contents(client, conversation!.id), ["hi", "ok"]);
+  });
+
+  test("Engram down: 'throw' fails before the model, 'continue' answers without memory", async () => {
+    const baseUrl = await closedAddress();
+    const down = new EngramClient({ baseUrl, token: "t", maxRetries: 0 });
+    const model = new Mock({ doGenerate: text("ok") });
+    const who = { client: down, agentId: "a", externalRef: "alice", conversationKey: "k" };
+    await assert.rejects(
+      sdk.generateText({ model: wrapped(model, who), prompt: "hi" }),
+      (error: unknown) => error instanceof EngramError && error.code === "network",
+    );
+    assert.equal(model.doGenerateCalls.length, 0);
+
+    const heard: EngramError[] = [];
+    const onError = (error: EngramError) => heard.push(error);
+    const result = await sdk.generateText({
+      model: wrapped(model, { ...who, onEngramError: "continue", onError }),
+      prompt: "hi",
+    });
+    assert.equal(result.text, "ok");
+    assert.deepEqual(systemTexts(model.doGenerateCalls[0].prompt), [], "no memory block");
+    assert.ok(heard.length > 0 && heard.every((error) => error.code === "network"), "each failure was reported");
+    assert.match(heard[0]!.message, /ECONNREFUSED/);
+  });
+
+  test("Engram hanging: 'continue' gives up after memoryTimeoutMs and the model answers", async () => {
+    const sockets = new Set<import("node:net").Socket>();
+    const hanging = createServer(() => {}); // reads every request, answers none
+    hanging.on("connection", (socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+    try {
+      const baseUrl = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`;
+      const slow = new EngramClient({ baseUrl, token: "t", timeoutMs: 500, maxRetries: 0 });
+      const model = new Mock({ doGenerate: text("ok") });
+      const heard: EngramError[] = [];
+      const result = await sdk.generateText({
+        model: wrapped(model, {
+          client: slow,
+          agentId: "a",
+          externalRef: "alice",
+          conversationKey: "k",
+          memoryTimeoutMs: 200,
+          onEngramError: "continue",
+          onError: (error) => heard.push(error),
+        }),
+        prompt: "hi",
+      });
+      assert.equal(result.text, "ok");
+      assert.equal(model.doGenerateCalls.length, 1);
+      assert.ok(heard.length > 0 && heard.every((error) => error.code === "timeout"), "each timeout was reported");
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => hanging.close(resolve));
+    }
+  });
+
+  test("the middleware hands out its conversation, which ends and is extracted", async () => {
+    const { client, agentId } = await setup();
+    await client.putConfig(agentId, { memory_enabled: true, min_user_turns: 1 });
+    const model = new Mock({ doGenerate: text("Noted.") });
+    const middleware = engramMiddleware({ client, agentId, externalRef: "alice", conversationKey: "alice:trip" });
+    await sdk.generateText({ model: sdk.wrapLanguageModel({ model, middleware }), prompt: "I live in Lyon." });
+    const conversation = await middleware.conversation();
+    assert.deepEqual(await contents(client, conversation.id), ["I live in Lyon.", "Noted."]);
+    const ended = await conversation.end();
+    assert.equal(ended.conversation.status, "ended");
+    const job = await client.waitForJob(ended.extraction.job_id!, { timeoutMs: 30_000 });
+    assert.equal(job.status, "succeeded");
+    const facts = (await client.listFacts(agentId, "alice")).items.map((f) => f.fact);
+    assert.ok(facts.some((fact) => /Lyon/.test(fact)), `extracted: ${facts}`);
+  });
+});

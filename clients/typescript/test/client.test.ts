@@ -3,8 +3,8 @@ import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
-import { EngramClient, EngramError } from "../src/index.js";
-import { ENGRAM_LIMITED_URL, ENGRAM_URL, failure, memoryAgent, mintToken, newTenant } from "./helpers.js";
+import { EngramClient, EngramError, retryDelay } from "../src/index.js";
+import { closedAddress, ENGRAM_LIMITED_URL, ENGRAM_URL, failure, memoryAgent, mintToken, newTenant } from "./helpers.js";
 
 const spec = JSON.parse(readFileSync(new URL("../../../../openapi/openapi.json", import.meta.url), "utf8"));
 const camel = (id: string) => id.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
@@ -151,7 +151,7 @@ describe("errors reach the caller as the API's code", () => {
 async function withFlakyServer(
   failures: number,
   retryAfter: string,
-  options: { maxRetries?: number },
+  options: { maxRetries?: number; deadlineMs?: number },
   use: (client: EngramClient, hits: { at: number; key: string | undefined }[]) => Promise<void>,
 ) {
   const hits: { at: number; key: string | undefined }[] = [];
@@ -212,4 +212,53 @@ describe("503 unavailable", () => {
       assert.ok(Date.now() - started < 1000);
       assert.equal(hits.length, 1);
     }));
+});
+
+describe("retries spread out and failures say why", () => {
+  test("a retry never comes before Retry-After, and full jitter spreads clients refused together", () => {
+    assert.equal(retryDelay(1, 0, 30_000, () => 0), 1000, "not before the server's second");
+    assert.equal(retryDelay(1, 0, 30_000, () => 0.5), 1500, "jitter over one more such period");
+    assert.equal(retryDelay(undefined, 3, 30_000, () => 0.5), 1000, "full jitter over 250 ms · 2^3");
+    assert.equal(retryDelay(3600, 0, 30_000), undefined, "a Retry-After over the cap is not waited");
+    const waits = Array.from({ length: 200 }, () => retryDelay(1, 0, 30_000)!);
+    assert.ok(new Set(waits).size > 190, "two hundred clients refused together come back at different times");
+    assert.ok(waits.every((wait) => wait >= 1000 && wait <= 2000));
+  });
+
+  test("a network failure names its cause, not fetch's 'fetch failed'", async () => {
+    const baseUrl = await closedAddress();
+    const error = await failure(new EngramClient({ baseUrl, token: "t", maxRetries: 0 }).healthz());
+    assert.equal(error.code, "network");
+    assert.match(error.message, /ECONNREFUSED/);
+    assert.ok(error.message.includes(baseUrl), error.message);
+  });
+
+  test("deadlineMs bounds a call and its retries", () =>
+    withFlakyServer(100, "0", { maxRetries: 1000, deadlineMs: 300 }, async (client, hits) => {
+      assert.equal((await failure(client.listJobs())).code, "unavailable");
+      assert.ok(hits.length < 1000, "the deadline stopped the retries before maxRetries did");
+    }));
+});
+
+describe("jobs and the event feed", () => {
+  test("waitForJob follows an extraction; followEvents yields what happens next", async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    await client.putConfig(agentId, { memory_enabled: true, min_user_turns: 1 });
+    const conversation = await client.createConversation({ agent_id: agentId, external_ref: "alice" });
+    await client.appendMessages(conversation.id, { messages: [{ role: "user", content: "I live in Lyon." }] });
+    const ended = await client.handle(conversation.id).end();
+    const job = await client.waitForJob(ended.extraction.job_id!, { timeoutMs: 30_000 });
+    assert.equal(job.status, "succeeded");
+
+    const feed = client.followEvents({ types: "fact.added" });
+    const facts: string[] = [];
+    for await (const event of feed) {
+      facts.push((event.data as { fact: { fact: string } }).fact.fact);
+      if (facts.length === 1) await client.rememberFact(agentId, "alice", { fact: "Plays the cello" });
+      if (facts.length === 2) break;
+    }
+    assert.match(facts[0]!, /Lyon/, "the extracted fact");
+    assert.equal(facts[1], "Plays the cello", "then the one added while following");
+  });
 });

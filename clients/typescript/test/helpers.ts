@@ -2,6 +2,8 @@
 // a tenant of the test's own, so that tests never see each other's data.
 import assert from "node:assert/strict";
 import { createHmac, randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { EngramClient, EngramError, type EngramOptions } from "../src/index.js";
 
 function env(name: string): string {
@@ -48,4 +50,13 @@ export async function failure(call: Promise<unknown>): Promise<EngramError> {
     return error;
   }
   assert.fail("the call succeeded");
+}
+
+/** The address of a port nothing listens on. */
+export async function closedAddress(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}`;
 }

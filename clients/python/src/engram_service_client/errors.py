@@ -58,13 +58,12 @@ def error_from_response(response: httpx.Response) -> EngramError:
         body = None
     detail = body.get("error") if isinstance(body, dict) else None
     detail = detail if isinstance(detail, dict) else {}
-    code = detail.get("code") if isinstance(detail.get("code"), str) else f"http_{response.status_code}"
-    message = detail.get("message") if isinstance(detail.get("message"), str) else response.text[:500]
+    code, message = detail.get("code"), detail.get("message")
     request_id = detail.get("request_id") or response.headers.get("x-request-id")
     return EngramError(
         response.status_code,
-        code,
-        message,
+        code if isinstance(code, str) else f"http_{response.status_code}",
+        message if isinstance(message, str) else response.text[:500],
         request_id,
         parse_retry_after(response.headers.get("retry-after")),
         body,

@@ -55,9 +55,24 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
 
     @classmethod
     def for_key(cls, client: Engram, agent_id: str, external_ref: str, key: str) -> EngramChatMessageHistory:
-        """The history of the conversation the client calls ``key``, created on first use."""
-        conversation = client.create_conversation(agent_id, external_ref, key=key)
-        return cls(client, conversation["id"])
+        """The history of the conversation the client calls ``key``, created on first use.
+        Keys are unique per agent: one naming another person's conversation raises ``conflict``
+        here, before any model is called."""
+        found = client.list_conversations(agent_id=agent_id, key=key, limit=1)["items"]
+        if not found:
+            try:
+                found = [client.create_conversation(agent_id, external_ref, key=key)]
+            except EngramError as error:
+                if error.status != 409:
+                    raise
+                found = client.list_conversations(agent_id=agent_id, key=key, limit=1)["items"]
+        if not found or found[0]["external_ref"] != external_ref:
+            message = (
+                "the key names another person's conversation of this agent (keys are unique per agent): "
+                "make the key unique per person, e.g. prefix it with the person's id"
+            )
+            raise EngramError(409, "conflict", message)
+        return cls(client, found[0]["id"])
 
     def _read(self) -> Steps[list[BaseMessage]]:
         stored = yield from every(calls.list_messages(self.conversation_id, limit=1000))

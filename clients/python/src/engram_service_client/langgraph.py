@@ -2,7 +2,9 @@
 
 A namespace is ``(agent_id, external_ref)``. An item is one fact: its key is the fact's
 tag ``key:<key>``; its value is the fact's text when it is ``{"content": "<text>"}``, else
-the value as JSON. ``search`` with a query is Engram's recall (``facts/search``: full text,
+the value as JSON. Engram stores a fact once, so two keys with the same fact (compared as
+Engram does: case, spaces and end punctuation aside) name one fact with two tags; each key
+reads, replaces and deletes only its own name. ``search`` with a query is Engram's recall (``facts/search``: full text,
 and by meaning when the server has embeddings); without one, the newest facts. TTLs are not
 supported (Engram keeps facts until deleted or erased)."""
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -43,7 +45,7 @@ def _owner(namespace: tuple[str, ...]) -> tuple[str, str]:
     return namespace[0], namespace[1]
 
 
-def _text(value: dict[str, Any]) -> str:
+def _text(value: Mapping[str, Any]) -> str:
     if set(value) == {"content"} and isinstance(value["content"], str):
         return value["content"]
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
@@ -57,14 +59,16 @@ def _value(fact: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"content": fact}
 
 
-def _key(fact: dict[str, Any]) -> str:
-    return next((t[len(KEY_TAG) :] for t in fact["tags"] if t.startswith(KEY_TAG)), fact["id"])
+def _keys(fact: dict[str, Any]) -> list[str]:
+    """The keys naming a fact: two keys whose values are the same fact (Engram stores a fact
+    once) share it, each with its tag; a fact stored without the store has its id as key."""
+    return [t[len(KEY_TAG) :] for t in fact["tags"] if t.startswith(KEY_TAG)] or [fact["id"]]
 
 
-def _item(namespace: tuple[str, ...], fact: dict[str, Any], score: float | None = None) -> SearchItem:
+def _item(namespace: tuple[str, ...], fact: dict[str, Any], key: str, score: float | None = None) -> SearchItem:
     return SearchItem(
         namespace=namespace,
-        key=_key(fact),
+        key=key,
         value=_value(fact["fact"]),
         created_at=datetime.fromisoformat(fact["created_at"].replace("Z", "+00:00")),
         updated_at=datetime.fromisoformat(fact["updated_at"].replace("Z", "+00:00")),
@@ -77,22 +81,28 @@ def _matches(item: Item, filter: dict[str, Any] | None) -> bool:
 
 
 def _keyed(namespace: tuple[str, ...], key: str) -> Steps[list[dict[str, Any]]]:
+    """The key's fact, superseded ones included: a newer fact about the same thing under
+    another key ("Lives in Paris" after "Lives in Lyon") replaces it in recall, not here."""
     agent, user = _owner(namespace)
-    return every(calls.list_facts(agent, user, tag=KEY_TAG + key, limit=200))
+    return every(calls.list_facts(agent, user, tag=KEY_TAG + key, include_superseded=True, limit=200))
 
 
 def _get(op: GetOp) -> Steps[Item | None]:
     facts = yield from _keyed(op.namespace, op.key)
-    return _item(op.namespace, facts[0]) if facts else None
+    return _item(op.namespace, facts[0], op.key) if facts else None
 
 
 def _put(op: PutOp) -> Steps[None]:
     agent, user = _owner(op.namespace)
+    tag = KEY_TAG + op.key
     for fact in (yield from _keyed(op.namespace, op.key)):
-        yield calls.delete_fact(agent, user, fact["id"])
+        others = [t for t in fact["tags"] if t != tag]
+        if any(t.startswith(KEY_TAG) for t in others):  # another key names it too: keep it for that one
+            yield calls.update_fact(agent, user, fact["id"], tags=others)
+        else:
+            yield calls.delete_fact(agent, user, fact["id"])
     if op.value is None:
         return None
-    tag = KEY_TAG + op.key
     fact = yield calls.remember_fact(agent, user, _text(op.value), tags=[tag])
     if tag not in fact["tags"]:  # the same fact was already stored under another key
         yield calls.update_fact(agent, user, fact["id"], tags=[*fact["tags"], tag])
@@ -103,10 +113,10 @@ def _search(op: SearchOp) -> Steps[list[SearchItem]]:
     agent, user = _owner(op.namespace_prefix)
     if op.query:
         found = yield calls.search_facts(agent, user, op.query, limit=min(200, op.offset + op.limit))
-        items = [_item(op.namespace_prefix, f, f.get("relevance")) for f in found["items"]]
+        items = [_item(op.namespace_prefix, f, k, f.get("relevance")) for f in found["items"] for k in _keys(f)]
     else:
         facts = yield from every(calls.list_facts(agent, user, limit=200))
-        items = [_item(op.namespace_prefix, f) for f in facts]
+        items = [_item(op.namespace_prefix, f, k) for f in facts for k in _keys(f)]
     return [i for i in items if _matches(i, op.filter)][op.offset : op.offset + op.limit]
 
 

@@ -13,6 +13,11 @@ import httpx
 from ._base import Call, Operations, Settings, retry_delay
 from .errors import EngramError, error_from_response
 
+# Job statuses after which nothing more happens to a job (``failed`` is retried later).
+SETTLED = frozenset({"succeeded", "dead", "cancelled"})
+# Seconds each read of the change feed waits for an event (the server allows 30).
+FEED_WAIT = 20
+
 LISTS = {
     "conversations": "list_conversations",
     "messages": "list_messages",
@@ -32,13 +37,25 @@ def _answer(response: httpx.Response, call: Call) -> Any:
     raise error_from_response(response)
 
 
-def _failure(error: Exception) -> EngramError:
+def _failure(error: httpx.HTTPError) -> EngramError:
+    """The failure with where it happened and its root cause (``[Errno 111] Connection refused``)."""
+    try:
+        url = error.request.url
+        where = f" at {url.scheme}://{url.netloc.decode()}"
+    except RuntimeError:  # no request attached
+        where = ""
     if isinstance(error, httpx.TimeoutException):
-        return EngramError(0, "timeout", f"no answer in time: {error}")
-    return EngramError(0, "network", f"could not reach Engram: {error}")
+        return EngramError(0, "timeout", f"no answer in time from Engram{where}: {error!r}")
+    return EngramError(0, "network", f"could not reach Engram{where}: {error}")
 
 
-def _settle(outcome: httpx.Response | httpx.HTTPError, call: Call, attempt: int, settings: Settings) -> tuple[bool, Any]:
+def _unsettled(id: str, job: Any, timeout: float) -> EngramError:
+    return EngramError(0, "timeout", f"job {id} is still {job['status']} after {timeout} s")
+
+
+def _settle(
+    outcome: httpx.Response | httpx.HTTPError, call: Call, attempt: int, settings: Settings, started: float
+) -> tuple[bool, Any]:
     """``(True, answer)``, or ``(False, seconds)`` to retry after; raises the final error."""
     try:
         if isinstance(outcome, httpx.HTTPError):
@@ -46,7 +63,7 @@ def _settle(outcome: httpx.Response | httpx.HTTPError, call: Call, attempt: int,
         return True, _answer(outcome, call)
     except EngramError as error:
         delay = retry_delay(error, call, attempt, settings)
-        if delay is None:
+        if delay is None or time.monotonic() - started + delay >= settings.deadline:
             raise
         return False, delay
 
@@ -85,12 +102,13 @@ class Engram(Operations):
         self._http = http or httpx.Client(timeout=self._config.settings.timeout)
 
     def _send(self, call: Call) -> Any:
+        started = time.monotonic()
         for attempt in itertools.count():
             try:
                 outcome: httpx.Response | httpx.HTTPError = self._http.request(**self._config.request(call))
             except httpx.HTTPError as error:
                 outcome = error
-            done, value = _settle(outcome, call, attempt, self._config.settings)
+            done, value = _settle(outcome, call, attempt, self._config.settings, started)
             if done:
                 return value
             time.sleep(value)
@@ -105,6 +123,24 @@ class Engram(Operations):
             cursor = page.get("next_cursor")
             if not cursor:
                 return
+
+    def wait_for_job(self, id: str, *, timeout: float = 60.0, interval: float = 0.2) -> Any:
+        """Reads job ``id`` until it has settled (succeeded, dead or cancelled) and returns it;
+        raises EngramError ``timeout`` when ``timeout`` seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while (job := self.get_job(id))["status"] not in SETTLED:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _unsettled(id, job, timeout)
+            time.sleep(min(interval, left))
+        return job
+
+    def follow_events(self, *, after: int | None = None, types: str | None = None) -> Iterator[Any]:
+        """The change feed from ``after`` on, endlessly: each read long-polls for what comes next."""
+        while True:
+            page = self.list_events(after=after, types=types, wait=FEED_WAIT)
+            yield from page["items"]
+            after = page["next_cursor"]
 
     def close(self) -> None:
         self._http.close()
@@ -131,12 +167,13 @@ class AsyncEngram(Operations):
         self._http = http or httpx.AsyncClient(timeout=self._config.settings.timeout)
 
     async def _send(self, call: Call) -> Any:
+        started = time.monotonic()
         for attempt in itertools.count():
             try:
                 outcome: httpx.Response | httpx.HTTPError = await self._http.request(**self._config.request(call))
             except httpx.HTTPError as error:
                 outcome = error
-            done, value = _settle(outcome, call, attempt, self._config.settings)
+            done, value = _settle(outcome, call, attempt, self._config.settings, started)
             if done:
                 return value
             await asyncio.sleep(value)
@@ -151,6 +188,22 @@ class AsyncEngram(Operations):
             cursor = page.get("next_cursor")
             if not cursor:
                 return
+
+    async def wait_for_job(self, id: str, *, timeout: float = 60.0, interval: float = 0.2) -> Any:
+        deadline = time.monotonic() + timeout
+        while (job := await self.get_job(id))["status"] not in SETTLED:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _unsettled(id, job, timeout)
+            await asyncio.sleep(min(interval, left))
+        return job
+
+    async def follow_events(self, *, after: int | None = None, types: str | None = None) -> AsyncIterator[Any]:
+        while True:
+            page = await self.list_events(after=after, types=types, wait=FEED_WAIT)
+            for event in page["items"]:
+                yield event
+            after = page["next_cursor"]
 
     async def aclose(self) -> None:
         await self._http.aclose()

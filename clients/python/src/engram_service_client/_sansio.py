@@ -30,7 +30,8 @@ def run(client: Engram, steps: Steps[T]) -> T:
         while True:
             call = steps.send(client._send(call))
     except StopIteration as done:
-        return done.value
+        value: T = done.value
+        return value
 
 
 async def arun(client: AsyncEngram, steps: Steps[T]) -> T:
@@ -39,7 +40,8 @@ async def arun(client: AsyncEngram, steps: Steps[T]) -> T:
         while True:
             call = steps.send(await client._send(call))
     except StopIteration as done:
-        return done.value
+        value: T = done.value
+        return value
 
 
 def every(query: Call) -> Generator[Call, Any, list[Any]]:

@@ -7,7 +7,7 @@ import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from .errors import EngramError
@@ -45,23 +45,49 @@ def _query_value(value: Any) -> Any:
 @dataclass
 class Settings:
     """How patient to be: ``max_retries`` after a 429, a 503, a timeout or a network failure;
-    a ``Retry-After`` over ``max_retry_delay`` seconds is not waited for (the error is raised)."""
+    a ``Retry-After`` over ``max_retry_delay`` seconds is not waited for (the error is raised);
+    ``deadline`` bounds a call in all, its retries and their waits included."""
 
     timeout: float = 30.0
     max_retries: int = 2
     max_retry_delay: float = 30.0
+    deadline: float = 60.0
 
 
-def retry_delay(error: EngramError, call: Call, attempt: int, settings: Settings) -> float | None:
+def retry_delay(
+    error: EngramError,
+    call: Call,
+    attempt: int,
+    settings: Settings,
+    draw: Callable[[], float] = random.random,
+) -> float | None:
     """Seconds to wait before retrying ``call`` after ``error``, or None to raise it. A 429 is
     always retried (the server refused it before doing anything); a 503, a timeout or a
     network failure only when repeating cannot do the work twice (GET, PUT, DELETE, or an
-    ``Idempotency-Key``)."""
+    ``Idempotency-Key``). The wait is never shorter than ``Retry-After``, plus full jitter over
+    the larger of it and 0.25 s · 2^attempt, so clients refused together do not return together."""
     retryable = error.status == 429 or (error.status in (0, 503) and call.replayable)
     if not retryable or attempt >= settings.max_retries:
         return None
-    delay = error.retry_after if error.retry_after is not None else 0.25 * 2**attempt * (0.5 + random.random() / 2)
-    return None if delay > settings.max_retry_delay else delay
+    floor = error.retry_after or 0.0
+    if floor > settings.max_retry_delay:
+        return None
+    return min(settings.max_retry_delay, floor + draw() * max(floor, 0.25 * 2.0**attempt))
+
+
+class _Unset:
+    """A body field the caller did not give: left out of the request (None sends null)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+def _given(arguments: dict[str, Any], exclude: Sequence[str]) -> dict[str, Any]:
+    """The body of a method's keyword arguments (its ``locals()``): those given, by name."""
+    return {k: v for k, v in arguments.items() if k not in exclude and v is not UNSET}
 
 
 def _seg(value: str) -> str:
@@ -111,6 +137,10 @@ class Operations:
     def _get(self, path: str, **query: Any) -> Any:
         return self._send(Call("GET", path, query))
 
+    # Every method's parameters are declared, so that a misspelt one is a type error (and a
+    # TypeError) rather than a silently ignored query parameter. Optional body fields
+    # default to UNSET (not sent); None sends null, which clears a field where the API allows.
+
     # Operations and health
     def healthz(self) -> Any:
         return self._get("/healthz")
@@ -122,14 +152,32 @@ class Operations:
         return self._get("/metrics")
 
     # Agent configuration
-    def list_configs(self, **query: Any) -> Any:
-        return self._get("/api/agents-config", **query)
+    def list_configs(self, *, limit: int | None = None, cursor: str | None = None) -> Any:
+        return self._get("/api/agents-config", limit=limit, cursor=cursor)
 
     def get_config(self, agent_id: str) -> Any:
         return self._get(f"/api/agents-config/{_seg(agent_id)}")
 
-    def put_config(self, agent_id: str, **config: Any) -> Any:
-        return self._send(Call("PUT", f"/api/agents-config/{_seg(agent_id)}", body=config))
+    def put_config(
+        self,
+        agent_id: str,
+        *,
+        memory_enabled: bool | None = UNSET,
+        min_user_turns: int | None = UNSET,
+        max_injected_facts: int | None = UNSET,
+        min_confidence: float | None = UNSET,
+        extraction_instructions: str | None = UNSET,
+        summarize_after_messages: int | None = UNSET,
+        summary_window: int | None = UNSET,
+        max_messages_per_conversation: int | None = UNSET,
+        delete_conversations_after_days: int | None = UNSET,
+        forget_extracted_after_days: int | None = UNSET,
+        forget_unrecalled_after_days: int | None = UNSET,
+        keep_best_facts: int | None = UNSET,
+        forget_curated_facts: bool | None = UNSET,
+    ) -> Any:
+        body = _given(locals(), exclude=("self", "agent_id"))
+        return self._send(Call("PUT", f"/api/agents-config/{_seg(agent_id)}", body=body))
 
     def delete_config(self, agent_id: str) -> Any:
         return self._send(Call("DELETE", f"/api/agents-config/{_seg(agent_id)}"))
@@ -142,18 +190,45 @@ class Operations:
         return self._send(Call("PUT", f"/api/users/{_seg(external_ref)}/consent", body={"ai_consent": ai_consent}))
 
     # Conversations
-    def list_conversations(self, **query: Any) -> Any:
-        return self._get("/api/conversations", **query)
+    def list_conversations(
+        self,
+        *,
+        agent_id: str | None = None,
+        external_ref: str | None = None,
+        status: Literal["open", "ended"] | None = None,
+        key: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Any:
+        query = {"agent_id": agent_id, "external_ref": external_ref, "status": status, "key": key}
+        return self._get("/api/conversations", **query, limit=limit, cursor=cursor)
 
-    def create_conversation(self, agent_id: str, external_ref: str, **fields: Any) -> Any:
-        body = {"agent_id": agent_id, "external_ref": external_ref, **fields}
+    def create_conversation(
+        self,
+        agent_id: str,
+        external_ref: str,
+        *,
+        key: str | None = UNSET,
+        title: str | None = UNSET,
+        metadata: dict[str, Any] | None = UNSET,
+        memory: bool | None = UNSET,
+    ) -> Any:
+        body = _given(locals(), exclude=("self",))
         return self._send(Call("POST", "/api/conversations", body=body))
 
     def get_conversation(self, id: str) -> Any:
         return self._get(f"/api/conversations/{_seg(id)}")
 
-    def update_conversation(self, id: str, **fields: Any) -> Any:
-        return self._send(Call("PATCH", f"/api/conversations/{_seg(id)}", body=fields))
+    def update_conversation(
+        self,
+        id: str,
+        *,
+        title: str | None = UNSET,
+        metadata: dict[str, Any] | None = UNSET,
+        memory: bool | None = UNSET,
+    ) -> Any:
+        body = _given(locals(), exclude=("self", "id"))
+        return self._send(Call("PATCH", f"/api/conversations/{_seg(id)}", body=body))
 
     def delete_conversation(self, id: str) -> Any:
         return self._send(Call("DELETE", f"/api/conversations/{_seg(id)}"))
@@ -161,15 +236,26 @@ class Operations:
     def end_conversation(self, id: str) -> Any:
         return self._send(Call("POST", f"/api/conversations/{_seg(id)}/end"))
 
-    def get_context(self, id: str, **query: Any) -> Any:
-        return self._get(f"/api/conversations/{_seg(id)}/context", **query)
+    def get_context(self, id: str, *, window: int | None = None, sanitize: bool | None = None) -> Any:
+        return self._get(f"/api/conversations/{_seg(id)}/context", window=window, sanitize=sanitize)
 
-    def validate_history(self, id: str, **body: Any) -> Any:
-        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/validate", body=body))
+    def validate_history(self, id: str, *, messages: list[dict[str, Any]]) -> Any:
+        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/validate", body={"messages": messages}))
 
     # Messages
-    def list_messages(self, id: str, **query: Any) -> Any:
-        return self._get(f"/api/conversations/{_seg(id)}/messages", **query)
+    def list_messages(
+        self,
+        id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        last: int | None = None,
+        sanitize: bool | None = None,
+        roles: str | None = None,
+        after_seq: int | None = None,
+    ) -> Any:
+        query = {"last": last, "sanitize": sanitize, "roles": roles, "after_seq": after_seq}
+        return self._get(f"/api/conversations/{_seg(id)}/messages", **query, limit=limit, cursor=cursor)
 
     def append_messages(
         self,
@@ -192,17 +278,61 @@ class Operations:
         return self._send(Call("DELETE", f"/api/conversations/{_seg(id)}/messages"))
 
     # Facts and memory context
-    def list_facts(self, agent_id: str, external_ref: str, **query: Any) -> Any:
-        return self._get(_user(agent_id, external_ref, "/facts"), **query)
+    def list_facts(
+        self,
+        agent_id: str,
+        external_ref: str,
+        *,
+        tag: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        include_superseded: bool | None = None,
+        as_of: str | None = None,
+    ) -> Any:
+        query = {"tag": tag, "include_superseded": include_superseded, "as_of": as_of}
+        return self._get(_user(agent_id, external_ref, "/facts"), **query, limit=limit, cursor=cursor)
 
-    def remember_fact(self, agent_id: str, external_ref: str, fact: str, **fields: Any) -> Any:
-        return self._send(Call("POST", _user(agent_id, external_ref, "/facts"), body={"fact": fact, **fields}))
+    def remember_fact(
+        self,
+        agent_id: str,
+        external_ref: str,
+        fact: str,
+        *,
+        tags: list[str] | None = UNSET,
+        score: float | None = UNSET,
+        observed_at: str | None = UNSET,
+        expires_at: str | None = UNSET,
+        ttl_seconds: int | None = UNSET,
+    ) -> Any:
+        body = _given(locals(), exclude=("self", "agent_id", "external_ref"))
+        return self._send(Call("POST", _user(agent_id, external_ref, "/facts"), body=body))
 
-    def search_facts(self, agent_id: str, external_ref: str, q: str, **query: Any) -> Any:
-        return self._get(_user(agent_id, external_ref, "/facts/search"), q=q, **query)
+    def search_facts(
+        self,
+        agent_id: str,
+        external_ref: str,
+        q: str,
+        *,
+        limit: int | None = None,
+        tag: str | None = None,
+        include_superseded: bool | None = None,
+        as_of: str | None = None,
+    ) -> Any:
+        query = {"q": q, "limit": limit, "tag": tag, "include_superseded": include_superseded, "as_of": as_of}
+        return self._get(_user(agent_id, external_ref, "/facts/search"), **query)
 
-    def update_fact(self, agent_id: str, external_ref: str, fact_id: str, **fields: Any) -> Any:
-        return self._send(Call("PATCH", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}"), body=fields))
+    def update_fact(
+        self,
+        agent_id: str,
+        external_ref: str,
+        fact_id: str,
+        *,
+        fact: str = UNSET,
+        tags: list[str] = UNSET,
+        score: float | None = UNSET,
+    ) -> Any:
+        body = _given(locals(), exclude=("self", "agent_id", "external_ref", "fact_id"))
+        return self._send(Call("PATCH", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}"), body=body))
 
     def delete_fact(self, agent_id: str, external_ref: str, fact_id: str) -> Any:
         return self._send(Call("DELETE", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}")))
@@ -210,9 +340,20 @@ class Operations:
     def delete_facts(self, agent_id: str, external_ref: str) -> Any:
         return self._send(Call("DELETE", _user(agent_id, external_ref, "/facts")))
 
-    def memory_context(self, agent_id: str, external_ref: str, **query: Any) -> Any:
+    def memory_context(
+        self,
+        agent_id: str,
+        external_ref: str,
+        *,
+        query: str | None = None,
+        max_facts: int | None = None,
+        token_budget: int | None = None,
+        working_memory: bool | None = None,
+        as_of: str | None = None,
+    ) -> Any:
         """Memory context; ``working_memory=True`` adds the user's working memory document."""
-        return self._get(_user(agent_id, external_ref, "/memory-context"), **query)
+        params = {"query": query, "max_facts": max_facts, "token_budget": token_budget, "as_of": as_of}
+        return self._get(_user(agent_id, external_ref, "/memory-context"), **params, working_memory=working_memory)
 
     # Working memory: the agent's own document about a user, and one per conversation.
     # Reads answer the document, None before the first write, or NotModified when
@@ -258,8 +399,15 @@ class Operations:
         return self._send(Call("DELETE", path, headers=_conditions(if_match)))
 
     # Jobs
-    def list_jobs(self, **query: Any) -> Any:
-        return self._get("/api/jobs", **query)
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        conversation_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Any:
+        return self._get("/api/jobs", status=status, conversation_id=conversation_id, limit=limit, cursor=cursor)
 
     def get_job(self, id: str) -> Any:
         return self._get(f"/api/jobs/{_seg(id)}")
@@ -279,12 +427,32 @@ class Operations:
         return self._get(f"/api/import/{_seg(id)}")
 
     # Events, fact history and webhooks
-    def list_events(self, **query: Any) -> Any:
+    def list_events(
+        self,
+        *,
+        after: int | None = None,
+        types: str | None = None,
+        limit: int | None = None,
+        wait: int | None = None,
+        agent_id: str | None = None,
+        external_ref: str | None = None,
+    ) -> Any:
         """The tenant's change feed (`after`, `types`, `wait` to long-poll, ...)."""
-        return self._get("/api/events", **query)
+        query = {"after": after, "types": types, "limit": limit, "wait": wait}
+        return self._get("/api/events", **query, agent_id=agent_id, external_ref=external_ref)
 
-    def list_person_events(self, agent_id: str, external_ref: str, **query: Any) -> Any:
+    def list_person_events(
+        self,
+        agent_id: str,
+        external_ref: str,
+        *,
+        after: int | None = None,
+        types: str | None = None,
+        limit: int | None = None,
+        wait: int | None = None,
+    ) -> Any:
         """One person's events (what a user-bound token may read)."""
+        query = {"after": after, "types": types, "limit": limit, "wait": wait}
         return self._get(_user(agent_id, external_ref, "/events"), **query)
 
     def fact_history(self, agent_id: str, external_ref: str, fact_id: str) -> Any:
@@ -294,15 +462,25 @@ class Operations:
     def list_subscriptions(self) -> Any:
         return self._get("/api/webhooks")
 
-    def create_subscription(self, url: str, **fields: Any) -> Any:
+    def create_subscription(
+        self, url: str, *, event_types: list[str] = UNSET, enabled: bool | None = UNSET
+    ) -> Any:
         """Subscribes a receiver; the answer's `secret` is shown only here."""
-        return self._send(Call("POST", "/api/webhooks", body={"url": url, **fields}))
+        return self._send(Call("POST", "/api/webhooks", body=_given(locals(), exclude=("self",))))
 
     def get_subscription(self, id: str) -> Any:
         return self._get(f"/api/webhooks/{_seg(id)}")
 
-    def update_subscription(self, id: str, **fields: Any) -> Any:
-        return self._send(Call("PATCH", f"/api/webhooks/{_seg(id)}", body=fields))
+    def update_subscription(
+        self,
+        id: str,
+        *,
+        url: str | None = UNSET,
+        event_types: list[str] | None = UNSET,
+        enabled: bool | None = UNSET,
+    ) -> Any:
+        body = _given(locals(), exclude=("self", "id"))
+        return self._send(Call("PATCH", f"/api/webhooks/{_seg(id)}", body=body))
 
     def delete_subscription(self, id: str) -> Any:
         return self._send(Call("DELETE", f"/api/webhooks/{_seg(id)}"))
@@ -310,8 +488,10 @@ class Operations:
     def rotate_secret(self, id: str) -> Any:
         return self._send(Call("POST", f"/api/webhooks/{_seg(id)}/rotate-secret"))
 
-    def list_deliveries(self, id: str, **query: Any) -> Any:
-        return self._get(f"/api/webhooks/{_seg(id)}/deliveries", **query)
+    def list_deliveries(
+        self, id: str, *, status: str | None = None, before: int | None = None, limit: int | None = None
+    ) -> Any:
+        return self._get(f"/api/webhooks/{_seg(id)}/deliveries", status=status, before=before, limit=limit)
 
     def get_delivery(self, id: str, event_id: int) -> Any:
         return self._get(f"/api/webhooks/{_seg(id)}/deliveries/{int(event_id)}")
