@@ -11,7 +11,8 @@ use tokio::{
 use crate::{
     admin,
     auth::{Authenticator, Guard, KeySource, rate_limit::RateLimiter},
-    config::ServeConfig,
+    config::{CoreConfig, MIN_SECRET_BYTES, Secret, ServeConfig},
+    crypto,
     embed::Embedder,
     extract::Extractor,
     http,
@@ -57,7 +58,7 @@ impl App {
         if config.core.receipt_key.is_none() && !store.is_embedded() {
             tracing::warn!("ENGRAM_RECEIPT_KEY is not set: each replica generates its own receipt key");
         }
-        let receipt_key = config.core.receipt_key()?;
+        let receipt_key = receipt_key(&config.core)?;
         let store = store.with_word_key(receipt_key.0.as_bytes());
         store.migrate().await?;
         store.key_word_index().await?;
@@ -122,6 +123,16 @@ impl App {
         state.store.close().await;
         tracing::info!("engram stopped");
         Ok(())
+    }
+}
+
+/// `ENGRAM_RECEIPT_KEY`, or the key generated into the data directory. The server and
+/// the command line's import, export and migrate read the same one: the word index's
+/// tags are keyed with it.
+pub fn receipt_key(core: &CoreConfig) -> anyhow::Result<Secret> {
+    match &core.receipt_key {
+        Some(key) => Ok(key.clone()),
+        None => Ok(Secret(crypto::load_or_create_secret(&core.data_dir.join("receipt-key"), MIN_SECRET_BYTES)?)),
     }
 }
 

@@ -177,19 +177,6 @@ impl CoreConfig {
         Ok(self)
     }
 
-    /// `ENGRAM_RECEIPT_KEY`, or the key generated into the data directory. The server and
-    /// the command line's import and export read the same one: the word index's tags are
-    /// keyed with it.
-    pub fn receipt_key(&self) -> anyhow::Result<Secret> {
-        match &self.receipt_key {
-            Some(key) => Ok(key.clone()),
-            None => {
-                let path = self.data_dir.join("receipt-key");
-                Ok(Secret(crate::crypto::load_or_create_secret(&path, MIN_SECRET_BYTES)?))
-            }
-        }
-    }
-
     pub fn database_url(&self) -> String {
         match &self.database_url {
             Some(url) => url.0.clone(),

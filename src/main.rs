@@ -224,7 +224,7 @@ async fn fetch_models(data_dir: &std::path::Path, files: ModelFilesConfig) -> an
 
 async fn migrate(core: &CoreConfig) -> anyhow::Result<()> {
     let store = Store::connect(&core.database_url(), 2, std::time::Duration::from_secs(3600)).await?;
-    let store = store.with_word_key(core.receipt_key()?.0.as_bytes());
+    let store = store.with_word_key(engram::app::receipt_key(core)?.0.as_bytes());
     store.migrate().await?;
     store.check_word_key().await?;
     tracing::info!(backend = store.backend(), "migrations applied");
@@ -237,7 +237,7 @@ async fn migrate(core: &CoreConfig) -> anyhow::Result<()> {
 async fn open_store(core: CoreConfig) -> anyhow::Result<Store> {
     let core = core.validated()?;
     let store = Store::connect(&core.database_url(), 2, Duration::from_secs(3600)).await?;
-    let store = store.with_word_key(core.receipt_key()?.0.as_bytes());
+    let store = store.with_word_key(engram::app::receipt_key(&core)?.0.as_bytes());
     store.migrate().await?;
     store.check_word_key().await?;
     Ok(store)

@@ -218,7 +218,7 @@ pub async fn run(args: &LoadArgs) -> anyhow::Result<()> {
             };
             let store = Store::connect(&scratch.url, config.core.db_max_connections, STATEMENT_TIMEOUT)
                 .await?
-                .with_word_key(config.core.receipt_key()?.0.as_bytes());
+                .with_word_key(engram::app::receipt_key(&config.core)?.0.as_bytes());
             let (authenticator, _) = Authenticator::from_config(&config.core)?;
             let token = authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(24 * 3600))?;
             (store, Some(scratch), server, token, config)
