@@ -56,6 +56,10 @@ impl App {
             Store::connect(&config.core.database_url(), config.core.db_max_connections, config.request_timeout())
                 .await?;
         store.migrate().await?;
+        let interrupted = crate::service::import::interrupt_stale(&store, config.import).await?;
+        if interrupted > 0 {
+            tracing::warn!(interrupted, "imports whose process died were marked interrupted");
+        }
         if store.is_embedded() {
             tracing::info!(database = %config.core.database_url(), "using the embedded SQLite database");
         } else {

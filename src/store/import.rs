@@ -21,7 +21,7 @@ use crate::domain::{
     fact::Origin,
     ids::{AgentId, ConversationKey, ExternalRef, TenantId},
     import::{
-        ConsentRecord, ConversationRecord, FactRecord, ImportJob, ImportOptions, ImportRecord, LineError,
+        ConsentRecord, ConversationRecord, FactRecord, ImportJob, ImportOptions, ImportRecord, LineError, LineReport,
         MessageRecord, Progress, RecordKind, ValidConversation, ValidFact, ValidRecord,
     },
     job::JobKind,
@@ -41,7 +41,7 @@ pub enum Outcome {
     Failed(LineError),
 }
 
-/// Messages per `INSERT`: 11 binds each, far under either database's limit.
+/// Rows per `INSERT` (messages: 11 binds each), far under either database's limit.
 const MESSAGE_ROWS: usize = 500;
 
 /// Serialises the imports of one tenant on PostgreSQL, batch by batch, so that two
@@ -151,12 +151,29 @@ impl Store {
         })
     }
 
-    /// Saves an import's progress; `status` other than `running` finishes it.
+    /// Saves an import's progress with its unsaved bad-line reports, in one transaction;
+    /// `status` other than `running` finishes it.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "update_import", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn update_import(&self, tenant: &TenantId, id: Uuid, status: &str, progress: &Progress) -> Result<()> {
         let now = super::now();
         let finished = (status != "running").then_some(now);
-        with_writer!(self, conn => {
+        let mut tx = self.begin_write().await?;
+        for chunk in progress.unsaved.chunks(MESSAGE_ROWS) {
+            with_tx!(tx, tx => {
+                let mut insert =
+                    sqlx::QueryBuilder::new("INSERT INTO import_errors (import_id, tenant_id, line, code, message) ");
+                insert.push_values(chunk, |mut values, report| {
+                    values
+                        .push_bind(id)
+                        .push_bind(tenant.as_str())
+                        .push_bind(i64::try_from(report.line).unwrap_or(i64::MAX))
+                        .push_bind(report.error.code.as_str())
+                        .push_bind(report.error.message.as_str());
+                });
+                insert.build().execute(&mut **tx).await?;
+            });
+        }
+        with_tx!(tx, tx => {
             sqlx::query(
                 "UPDATE imports SET status = $3, lines_read = $4, added = $5, duplicates = $6, failed = $7, \
                  errors = $8, updated_at = $9, finished_at = $10, queued_for_extraction = $11 \
@@ -173,10 +190,77 @@ impl Store {
             .bind(now)
             .bind(finished)
             .bind(progress.queued_for_extraction)
-            .execute(conn)
+            .execute(&mut **tx)
             .await?;
         });
+        tx.commit().await?;
         Ok(())
+    }
+
+    /// Marks a running import alive (its `updated_at`), while its process lives.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "touch_import", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn touch_import(&self, tenant: &TenantId, id: Uuid) -> Result<()> {
+        let now = super::now();
+        with_writer!(self, conn => {
+            sqlx::query("UPDATE imports SET updated_at = $3 WHERE id = $1 AND tenant_id = $2 AND status = 'running'")
+                .bind(id)
+                .bind(tenant.as_str())
+                .bind(now)
+                .execute(conn)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Every tenant's imports still `running` but silent since `before` (their process
+    /// died): marked `interrupted`. Returns how many.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "interrupt_stale_imports", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn interrupt_stale_imports(&self, before: DateTime<Utc>) -> Result<u64> {
+        let now = super::now();
+        let done = with_writer!(self, conn => {
+            sqlx::query(
+                "UPDATE imports SET status = 'interrupted', updated_at = $2, finished_at = $2 \
+                 WHERE status = 'running' AND updated_at < $1",
+            )
+            .bind(before)
+            .bind(now)
+            .execute(conn)
+            .await?
+            .rows_affected()
+        });
+        Ok(done)
+    }
+
+    /// An import's bad-line reports after line `after`, by line (the primary key).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "import_errors", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn import_errors(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+        after: Option<u64>,
+        limit: i64,
+    ) -> Result<Vec<LineReport>> {
+        let after = after.map_or(0, |line| i64::try_from(line).unwrap_or(i64::MAX));
+        let rows: Vec<(i64, String, String)> = with_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT line, code, message FROM import_errors WHERE import_id = $1 AND tenant_id = $2 AND line > $3 \
+                 ORDER BY line LIMIT $4",
+            )
+            .bind(id)
+            .bind(tenant.as_str())
+            .bind(after)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        super::counted(&rows);
+        Ok(rows
+            .into_iter()
+            .map(|(line, code, message)| LineReport {
+                line: u64::try_from(line).unwrap_or_default(),
+                error: LineError { code, message },
+            })
+            .collect())
     }
 
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_import", backend = self.backend(), rows = tracing::field::Empty))]
@@ -240,6 +324,7 @@ impl From<ImportRow> for ImportJob {
                 failed: row.failed,
                 queued_for_extraction: row.queued_for_extraction,
                 errors: row.errors.0,
+                unsaved: Vec::new(),
             },
             created_at: row.created_at,
             updated_at: row.updated_at,
