@@ -332,7 +332,7 @@ pub async fn export<W: std::io::Write>(
         written += page.len() as u64;
         progress(written);
         match page.last() {
-            Some((id, last)) if full(&page) => after = Some((last.created_at, *id)),
+            Some((id, _)) if full(&page) => after = Some(*id),
             _ => break,
         }
     }
