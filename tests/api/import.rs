@@ -65,6 +65,12 @@ async fn fact_texts(app: &TestApp) -> Vec<String> {
     texts
 }
 
+/// `(line, code)` of each report of a list.
+fn line_codes(reports: &Value) -> Vec<(u64, &str)> {
+    let reports = reports.as_array().expect("a list of reports");
+    reports.iter().map(|e| (e["line"].as_u64().unwrap_or(0), e["code"].as_str().unwrap_or(""))).collect()
+}
+
 async fn count(db: &TestDb, sql: &'static str) -> i64 {
     let rows: Vec<(i64,)> = db.rows(sql).await;
     rows[0].0
@@ -109,12 +115,7 @@ async fn bad_lines_are_reported_and_skipped_while_good_lines_land(backend: Backe
         (json!(10), json!(5), json!(4)),
         "{job}"
     );
-    let reports: Vec<(u64, &str)> = job["errors"]
-        .as_array()
-        .expect("errors")
-        .iter()
-        .map(|e| (e["line"].as_u64().unwrap_or(0), e["code"].as_str().unwrap_or("")))
-        .collect();
+    let reports = line_codes(&job["errors"]);
     assert_eq!(reports, [(2, "malformed_json"), (5, "nul_byte"), (6, "line_too_long"), (7, "tenant_mismatch")]);
     let messages: Vec<&str> =
         job["errors"].as_array().into_iter().flatten().filter_map(|e| e["message"].as_str()).collect();
@@ -579,12 +580,7 @@ async fn an_escaped_nul_is_a_bad_line_and_the_rest_is_imported(backend: Backend)
         (job["status"].clone(), job["added"].clone(), job["failed"].clone()),
         (json!("succeeded"), json!(2), json!(6))
     );
-    let reports: Vec<(u64, &str)> = job["errors"]
-        .as_array()
-        .expect("errors")
-        .iter()
-        .map(|e| (e["line"].as_u64().unwrap_or(0), e["code"].as_str().unwrap_or("")))
-        .collect();
+    let reports = line_codes(&job["errors"]);
     assert_eq!(reports, (2..=7).map(|line| (line, "nul_byte")).collect::<Vec<_>>());
     assert_eq!(fact_texts(&app).await, ["Collects brass compasses"]);
     let (_, listed) = app.get("/api/conversations", &agent("acme")).await;
@@ -608,11 +604,9 @@ async fn all_reports(app: &TestApp, token: &str, id: &str, limit: usize) -> Vec<
     loop {
         let (status, page) = app.get(&format!("/api/import/{id}/errors?limit={limit}{cursor}"), token).await;
         assert_eq!(status, StatusCode::OK, "{page}");
-        let items = page["items"].as_array().expect("items");
+        let items = line_codes(&page["items"]);
         assert!(items.len() <= limit, "{page}");
-        reports.extend(
-            items.iter().map(|e| (e["line"].as_u64().unwrap_or(0), e["code"].as_str().unwrap_or("").to_owned())),
-        );
+        reports.extend(items.into_iter().map(|(line, code)| (line, code.to_owned())));
         match page["next_cursor"].as_str() {
             Some(next) => cursor = format!("&cursor={next}"),
             None => return reports,
@@ -660,11 +654,10 @@ async fn every_bad_line_is_listed_page_by_page_through_the_api_and_the_command_l
     .await;
 
     let printed = engram(&app.db, &["import-errors", "--tenant", "acme", id]).await;
-    let printed: Vec<(u64, String)> = printed
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON report"))
-        .map(|e| (e["line"].as_u64().unwrap_or(0), e["code"].as_str().unwrap_or("").to_owned()))
-        .collect();
+    let printed: Value =
+        printed.lines().map(|line| serde_json::from_str::<Value>(line).expect("a JSON report")).collect();
+    let printed: Vec<(u64, String)> =
+        line_codes(&printed).into_iter().map(|(line, code)| (line, code.to_owned())).collect();
     assert_eq!(printed, expected);
 }
 
