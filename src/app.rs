@@ -62,6 +62,10 @@ impl App {
         let store = store.with_word_key(receipt_key.0.as_bytes());
         store.migrate().await?;
         store.key_word_index().await?;
+        let interrupted = crate::service::import::interrupt_stale(&store, config.import).await?;
+        if interrupted > 0 {
+            tracing::warn!(interrupted, "imports whose process died were marked interrupted");
+        }
         if store.is_embedded() {
             tracing::info!(database = %config.core.database_url(), "using the embedded SQLite database");
         } else {

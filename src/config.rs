@@ -223,6 +223,10 @@ pub struct ImportConfig {
     /// and a record writes at most three); the progress counts are saved after each.
     #[arg(long, env = "ENGRAM_IMPORT_BATCH", default_value_t = 500)]
     pub import_batch: usize,
+    /// Seconds after which a `running` import that stopped saying it is alive (its
+    /// process died) is marked `interrupted`, at the next start (2-86400).
+    #[arg(long, env = "ENGRAM_IMPORT_STALE_SECS", default_value_t = 60)]
+    pub import_stale_secs: u64,
 }
 
 impl ImportConfig {
@@ -232,7 +236,13 @@ impl ImportConfig {
             "ENGRAM_IMPORT_MAX_LINE_BYTES must be 1024-67108864"
         );
         anyhow::ensure!((1..=1000).contains(&self.import_batch), "ENGRAM_IMPORT_BATCH must be 1-1000");
+        anyhow::ensure!((2..=86_400).contains(&self.import_stale_secs), "ENGRAM_IMPORT_STALE_SECS must be 2-86400");
         Ok(())
+    }
+
+    /// How long a running import may be silent before it counts as dead.
+    pub fn stale(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.import_stale_secs)
     }
 }
 

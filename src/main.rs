@@ -58,6 +58,16 @@ enum Command {
         /// The NDJSON file.
         file: std::path::PathBuf,
     },
+    /// Print every bad line of an import (`engram import` or `POST /api/import`) to
+    /// stdout, one JSON report a line (`line`, `code`, `message`), by line number.
+    ImportErrors {
+        #[command(flatten)]
+        core: CoreConfig,
+        #[arg(long)]
+        tenant: String,
+        /// The import's id (from `engram import`'s summary or `GET /api/import`).
+        id: uuid::Uuid,
+    },
     /// Write every record of a tenant (consents, conversations with their messages,
     /// facts) to FILE as NDJSON, the format `import` reads.
     Export {
@@ -170,6 +180,10 @@ async fn main() -> ExitCode {
             telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
             let options = ImportOptions { actor: Actor::Admin, extract, default_consent: default_ai_consent };
             import_file(core, limits, tenant, options, &file).await
+        }
+        Command::ImportErrors { core, tenant, id } => {
+            telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
+            import_errors(core, tenant, id).await
         }
         Command::Export { core, tenant, file } => {
             telemetry::init_logs_to(LogFormat::Text, std::io::stderr);
@@ -304,6 +318,10 @@ async fn import_file(
     let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let total = file.metadata()?.len();
     let store = open_store(core).await?;
+    let interrupted = import::interrupt_stale(&store, limits).await?;
+    if interrupted > 0 {
+        eprintln!("{interrupted} imports whose process died were marked interrupted");
+    }
     let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let chunks = file_chunks(file, read.clone());
     let counts = |job: &ImportJob| {
@@ -319,16 +337,65 @@ async fn import_file(
     })
     .await;
     eprintln!();
-    store.close().await;
-    let job = outcome?;
-    for report in &job.progress.errors {
+    let job = match outcome {
+        Ok(job) => job,
+        Err(stop) => {
+            store.close().await;
+            return Err(stop.into());
+        }
+    };
+    let listed = each_bad_line(&store, &tenant, job.id, |report| {
         eprintln!("line {}: {} ({})", report.line, report.error.code, report.error.message);
-    }
-    if job.progress.failed > i64::try_from(job.progress.errors.len()).unwrap_or(i64::MAX) {
-        eprintln!("… and {} more bad lines", job.progress.failed - job.progress.errors.len() as i64);
-    }
+    })
+    .await;
+    store.close().await;
+    listed?;
     println!("{}", serde_json::to_string(&job)?);
     Ok(())
+}
+
+/// Calls `each` with every bad-line report of an import, by line, a page at a time.
+async fn each_bad_line(
+    store: &Store,
+    tenant: &TenantId,
+    id: uuid::Uuid,
+    mut each: impl FnMut(&engram::domain::import::LineReport),
+) -> anyhow::Result<()> {
+    const PAGE: i64 = 1000;
+    let mut after = None;
+    loop {
+        let page = store.import_errors(tenant, id, after, PAGE).await?;
+        page.iter().for_each(&mut each);
+        match page.last() {
+            Some(last) if page.len() == PAGE as usize => after = Some(last.line),
+            _ => return Ok(()),
+        }
+    }
+}
+
+async fn import_errors(core: CoreConfig, tenant: String, id: uuid::Uuid) -> anyhow::Result<()> {
+    let tenant = TenantId::parse(tenant).map_err(anyhow::Error::msg)?;
+    let store = open_store(core).await?;
+    let found = store.get_import(&tenant, id).await;
+    let listed = match found {
+        Ok(Some(_)) => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut written = Ok(());
+            let listed = each_bad_line(&store, &tenant, id, |report| {
+                if written.is_ok() {
+                    written = serde_json::to_writer(&mut out, report)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|()| Ok(std::io::Write::write_all(&mut out, b"\n")?));
+                }
+            })
+            .await;
+            listed.and(written).and_then(|()| Ok(std::io::Write::flush(&mut out)?))
+        }
+        Ok(None) => Err(anyhow::anyhow!("tenant {} has no import {id}", tenant.as_str())),
+        Err(e) => Err(e.into()),
+    };
+    store.close().await;
+    listed
 }
 
 async fn export_file(core: CoreConfig, tenant: String, path: &std::path::Path) -> anyhow::Result<()> {

@@ -29,7 +29,7 @@ use serde::{Deserialize, de::DeserializeOwned};
 use super::{AdminError, AdminResult, Layout, notice, render_with};
 use crate::{
     auth::{Caller, Requirement, Scope},
-    domain::ids::TenantId,
+    domain::{ids::TenantId, nul},
     service::AppState,
 };
 
@@ -183,6 +183,9 @@ impl<T: DeserializeOwned, R: FormScope> FromRequest<AppState> for Guarded<T, R> 
         }
         if let Some(scope) = R::SCOPE {
             operator.require(scope)?;
+        }
+        if nul::in_form(&bytes) {
+            return Err(AdminError::BadRequest(nul::REFUSED.into()));
         }
         let form = serde_urlencoded::from_bytes(&bytes).map_err(|e| AdminError::BadRequest(e.to_string()))?;
         Ok(Guarded { operator, form, requirement: PhantomData })

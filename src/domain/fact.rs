@@ -207,6 +207,17 @@ pub fn stored_precision(time: DateTime<Utc>) -> DateTime<Utc> {
     chrono::SubsecRound::trunc_subsecs(time, 6)
 }
 
+/// A client's time as both databases store and order it alike: in the years 1–9999
+/// (SQLite keeps times as text, which sorts by four digits; PostgreSQL would keep a
+/// negative year as a year BC), at [`stored_precision`]; `field` names it in the refusal.
+pub fn storable(field: &str, time: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    if (1..=9999).contains(&chrono::Datelike::year(&time)) {
+        Ok(stored_precision(time))
+    } else {
+        Err(format!("{field} must be in the years 0001-9999"))
+    }
+}
+
 /// When a fact to remember was said, and when it expires (`None`: now, and never).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FactTimes {
@@ -223,7 +234,7 @@ pub fn validate_times(
     ttl_seconds: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<FactTimes, String> {
-    let observed_at = match observed_at.map(stored_precision) {
+    let observed_at = match observed_at.map(|t| storable("observed_at", t)).transpose()? {
         Some(t) if t > now + chrono::TimeDelta::seconds(OBSERVED_AT_SKEW_SECONDS) => {
             return Err("observed_at must not be in the future".into());
         }
@@ -232,7 +243,7 @@ pub fn validate_times(
     };
     let expires_at = match (expires_at, ttl_seconds) {
         (Some(_), Some(_)) => return Err("give expires_at or ttl_seconds, not both".into()),
-        (Some(t), None) => Some(stored_precision(t)),
+        (Some(t), None) => Some(storable("expires_at", t)?),
         (None, Some(ttl)) if (1..=MAX_TTL_SECONDS).contains(&ttl) => Some(now + chrono::TimeDelta::seconds(ttl)),
         (None, Some(ttl)) => return Err(format!("ttl_seconds must be 1-{MAX_TTL_SECONDS}, got {ttl}")),
         (None, None) => None,

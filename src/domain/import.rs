@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use super::{
     conversation::{MAX_TITLE_CHARS, NewConversation},
-    fact::{FactInput, NewFact, OBSERVED_AT_SKEW_SECONDS, Source},
+    fact::{FactInput, NewFact, OBSERVED_AT_SKEW_SECONDS, Source, storable},
     ids::{AgentId, ConversationKey, ExternalRef, TenantId},
     message::{NewMessage, Role, ToolCall},
 };
@@ -223,17 +223,24 @@ pub struct Progress {
     /// Conversations written that were queued for extraction (`extract=true`: ended,
     /// and meeting the agent's rules as a live conversation's end would).
     pub queued_for_extraction: i64,
-    /// The first 100 bad lines' reports.
+    /// The first 100 bad lines' reports; `GET /api/import/{id}/errors` pages through
+    /// all of them.
     pub errors: Vec<LineReport>,
+    /// Reports not saved yet (with the next progress save, which empties it).
+    #[serde(skip)]
+    pub unsaved: Vec<LineReport>,
 }
 
 impl Progress {
-    /// Counts a bad line, keeping its report while there is room.
+    /// Counts a bad line, keeping its report for the next save, and among the first
+    /// ones while there is room.
     pub fn fail(&mut self, line: u64, error: LineError) {
         self.failed += 1;
+        let report = LineReport { line, error };
         if self.errors.len() < MAX_LINE_REPORTS {
-            self.errors.push(LineReport { line, error });
+            self.errors.push(report.clone());
         }
+        self.unsaved.push(report);
     }
 }
 
@@ -265,8 +272,9 @@ pub struct ImportedId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ImportJob {
     pub id: uuid::Uuid,
-    /// `running`, `succeeded`, or `failed` (stopped by the database or a broken
-    /// upload: what was committed before stays, and a re-run completes it).
+    /// `running`, `succeeded`, `failed` (stopped by the database or a broken upload:
+    /// what was committed before stays, and a re-run completes it), or `interrupted`
+    /// (its process died: found silent at a later start; a re-run completes it).
     pub status: String,
     #[serde(flatten)]
     pub progress: Progress,
@@ -359,10 +367,10 @@ pub struct ValidConsent {
     pub updated_at: DateTime<Utc>,
 }
 
-/// A time as both databases keep it (microseconds), not in the future beyond the skew
-/// a client's clock may have (taken as now).
+/// A time as both databases keep it ([`storable`]), not in the future beyond the skew a
+/// client's clock may have (taken as now).
 fn past(field: &str, time: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, LineError> {
-    let time = chrono::SubsecRound::trunc_subsecs(time, 6);
+    let time = storable(field, time).map_err(LineError::invalid)?;
     if time > now + chrono::TimeDelta::seconds(OBSERVED_AT_SKEW_SECONDS) {
         return Err(LineError::invalid(format!("{field} must not be in the future")));
     }
@@ -481,8 +489,14 @@ impl ImportRecord {
 }
 
 /// Parses one line (already checked for size, NUL and UTF-8) and validates it.
+/// A line that is not JSON at all is `malformed_json` even where the record's reader
+/// stopped first at a wrong type (a line of `[`s is no record's start): such a line is
+/// read once more, as any JSON.
 pub fn parse_line(line: &str, tenant: &TenantId, now: DateTime<Utc>) -> Result<ValidRecord, LineError> {
-    let record: ImportRecord = serde_json::from_str(line).map_err(|e| LineError::from_json(&e))?;
+    let record: ImportRecord = serde_json::from_str(line).map_err(|e| {
+        let not_json = e.is_data().then(|| serde_json::from_str::<serde::de::IgnoredAny>(line).err()).flatten();
+        LineError::from_json(not_json.as_ref().unwrap_or(&e))
+    })?;
     record.validate(tenant, now)
 }
 
@@ -560,6 +574,17 @@ mod tests {
     #[test]
     fn bad_lines_have_codes_and_messages_quote_no_value() {
         assert_eq!(code("{not json"), "malformed_json");
+        assert_eq!(code(&"[".repeat(100_000)), "malformed_json");
+        assert_eq!(code("true"), "invalid_record");
+        for time in ["-0001-01-01T00:00:00Z", "0000-06-01T00:00:00Z"] {
+            let line =
+                format!(r#"{{"type":"consent","id":"k","external_ref":"u","ai_consent":true,"updated_at":"{time}"}}"#);
+            assert_eq!(code(&line), "invalid_record", "{line}");
+            let line = format!(
+                r#"{{"type":"fact","id":"f","agent_id":"a","external_ref":"u","fact":"x","observed_at":"{time}"}}"#
+            );
+            assert_eq!(code(&line), "invalid_record", "{line}");
+        }
         assert_eq!(
             code(r#"{"type":"fact","id":"f","agent_id":"a","external_ref":"u","fact":"x","tenant":"other"}"#),
             "tenant_mismatch"

@@ -18,6 +18,7 @@ pub mod memory_context;
 pub mod message;
 pub mod metadata;
 pub mod near_duplicate;
+pub mod nul;
 pub mod owner;
 pub mod page;
 pub mod policy;

@@ -1,10 +1,7 @@
 //! Wrappers over axum's extractors so that their rejections (malformed JSON, wrong
 //! content type, unknown fields, bad path or query values, body too large) come back in
-//! the API's own error shape, and so that no text with a NUL character gets in.
-//!
-//! NUL is refused at the edge, once for every route: PostgreSQL cannot store it in
-//! `text` or `jsonb` (it would be a 500 there, while SQLite stored it), so both backends
-//! answer the same 400 instead.
+//! the API's own error shape, and so that no text with a NUL character gets in
+//! (`domain::nul`: both backends answer the same 400).
 
 use std::{fmt, marker::PhantomData};
 
@@ -18,9 +15,7 @@ use serde::{
     de::{DeserializeOwned, MapAccess, Visitor, value::MapAccessDeserializer},
 };
 
-use crate::error::ApiError;
-
-const NUL_REFUSED: &str = "text must not contain the NUL character (U+0000)";
+use crate::{domain::nul, error::ApiError};
 
 /// `Json<T>` with API errors. The body must be a JSON object, as every request body
 /// of the spec is: serde would otherwise also read a struct from an array of its
@@ -40,8 +35,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 ApiError::InvalidRequest(rejection.body_text())
             }
         })?;
-        if has_escaped_nul(&bytes) {
-            return Err(ApiError::invalid(NUL_REFUSED));
+        if nul::in_json(&bytes) {
+            return Err(ApiError::invalid(nul::REFUSED));
         }
         let axum::Json(JsonObject(value)) = axum::Json::<JsonObject<T>>::from_bytes(&bytes)?;
         Ok(ApiJson(value))
@@ -55,24 +50,6 @@ fn is_json(headers: &HeaderMap) -> bool {
     };
     let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
-}
-
-/// True when a JSON text holds the escape `\u0000` (a raw NUL byte is not valid JSON,
-/// so the parser refuses it anyway). Escapes are read in order, so `\\u0000` — a
-/// backslash, then the text `u0000` — does not count.
-fn has_escaped_nul(json: &[u8]) -> bool {
-    let mut i = 0;
-    while i < json.len() {
-        if json[i] == b'\\' {
-            if json.get(i + 1) == Some(&b'u') && json.get(i + 2..i + 6) == Some(b"0000".as_slice()) {
-                return true;
-            }
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    false
 }
 
 /// `T` read from a JSON object only.
@@ -101,7 +78,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         if parts.uri.path().contains("%00") {
-            return Err(ApiError::invalid(NUL_REFUSED));
+            return Err(ApiError::invalid(nul::REFUSED));
         }
         let axum::extract::Path(value) = axum::extract::Path::<T>::from_request_parts(parts, state).await?;
         Ok(ApiPath(value))
@@ -115,7 +92,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         if parts.uri.query().is_some_and(|q| q.contains("%00")) {
-            return Err(ApiError::invalid(NUL_REFUSED));
+            return Err(ApiError::invalid(nul::REFUSED));
         }
         let axum::extract::Query(value) = axum::extract::Query::<T>::from_request_parts(parts, state).await?;
         Ok(ApiQuery(value))
@@ -125,17 +102,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escaped_nul_is_found_only_as_an_escape() {
-        assert!(has_escaped_nul(br#"{"a":"x\u0000y"}"#));
-        assert!(has_escaped_nul(br#"{"\u0000":1}"#));
-        assert!(!has_escaped_nul(br#"{"a":"x\\u0000y"}"#));
-        assert!(has_escaped_nul(br#"{"a":"x\\\u0000"}"#));
-        assert!(has_escaped_nul(br#"{"a":"\u00001"}"#));
-        assert!(!has_escaped_nul(br#"{"a":"\u0001"}"#));
-        assert!(!has_escaped_nul(b"\\"));
-    }
 
     #[test]
     fn json_content_types() {

@@ -29,7 +29,8 @@ use crate::{
     auth::Admin,
     domain::{
         event::Actor,
-        import::{ImportJob, ImportOptions},
+        import::{ImportJob, ImportOptions, LineReport},
+        page::{Page, decode_cursor, limit},
     },
     error::ApiError,
     service::{
@@ -42,7 +43,10 @@ use crate::{
 pub const STREAMED_ROUTE: &str = "/api/import";
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(import_records, list_imports)).routes(routes!(get_import))
+    OpenApiRouter::new()
+        .routes(routes!(import_records, list_imports))
+        .routes(routes!(get_import))
+        .routes(routes!(list_import_errors))
 }
 
 /// The tenant's 50 newest imports, newest first (a running one with its counts so far).
@@ -62,13 +66,35 @@ struct ImportQuery {
     extract: Option<bool>,
 }
 
+/// The import's body as the spec states it: text of at least one byte, whatever it
+/// holds. Each line is judged on its own and a bad one is reported inside the 200, so
+/// no content but the empty body is refused, and the schema names no type: any value a
+/// client serialises is text the import takes.
+struct NdjsonBody;
+
+impl utoipa::PartialSchema for NdjsonBody {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType};
+        ObjectBuilder::new()
+            .schema_type(SchemaType::AnyValue)
+            .min_length(Some(1))
+            .description(Some(
+                "NDJSON: one JSON record a line (`ImportRecord`, `openapi/import-record.schema.json`). Any \
+                 non-empty text is taken; each line that is not a valid record is reported and skipped.",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for NdjsonBody {}
+
 /// Import NDJSON, one record a line (the format: `openapi/import-record.schema.json`).
 /// Every good line is written once (a client id imported before adds nothing), every
 /// bad line reported with its number and code and skipped; the answer is the finished
-/// import with its counts. Records are written a batch per transaction: after a broken
-/// upload, send the file again.
+/// import with its counts. An empty body is a 400. Records are written a batch per
+/// transaction: after a broken upload, send the file again.
 #[utoipa::path(post, path = "/api/import", tag = "import", params(ImportQuery),
-    request_body(content = String, content_type = "application/x-ndjson",
+    request_body(content = inline(NdjsonBody), content_type = "application/x-ndjson",
         description = "One JSON record a line (`ImportRecord`)."),
     responses((status = 200, body = ImportJob), CommonErrors))]
 async fn import_records(
@@ -94,7 +120,7 @@ async fn import_records(
 }
 
 /// One import and its progress: lines read, records added, duplicates, bad lines with
-/// the first 100 reports.
+/// the first 100 reports (`/api/import/{id}/errors` has them all).
 #[utoipa::path(get, path = "/api/import/{id}", tag = "import", params(("id" = Uuid, Path)),
     responses((status = 200, body = ImportJob), CommonErrors, NotFound))]
 async fn get_import(
@@ -102,4 +128,32 @@ async fn get_import(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<ImportJob>, ApiError> {
     state.store.get_import(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("import"))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ErrorsQuery {
+    #[param(minimum = 1, maximum = 1000, default = 100)]
+    limit: Option<i64>,
+    /// A previous page's `next_cursor` (opaque: any other value is a 400).
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
+    cursor: Option<String>,
+}
+
+/// Every bad line of one import with its report, by line number, a page at a time
+/// (saved with each batch: a running import's so far).
+#[utoipa::path(get, path = "/api/import/{id}/errors", tag = "import", params(("id" = Uuid, Path), ErrorsQuery),
+    responses((status = 200, body = Page<LineReport>), CommonErrors, NotFound))]
+async fn list_import_errors(
+    Ctx { state, caller }: Ctx<Admin>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<ErrorsQuery>,
+) -> Result<Json<Page<LineReport>>, ApiError> {
+    let limit = limit(query.limit, 100, 1000)?;
+    let after: Option<u64> = decode_cursor(query.cursor.as_deref())?;
+    if state.store.get_import(&caller.tenant, id).await?.is_none() {
+        return Err(ApiError::NotFound("import"));
+    }
+    let rows = state.store.import_errors(&caller.tenant, id, after, limit + 1).await?;
+    Ok(Json(Page::from_rows(rows, limit, |report| report.line)))
 }

@@ -11,7 +11,7 @@ use super::AppState;
 use crate::{
     domain::{
         event::Actor,
-        fact::{Fact, FactInput, FactPatch, Origin, validate_tag},
+        fact::{Fact, FactInput, FactPatch, Origin, storable, validate_tag},
         json_writer::WriteJson,
         owner::Owner,
         page::{Page, decode_cursor, limit},
@@ -62,7 +62,8 @@ impl WriteJson for SearchResults {
     }
 }
 
-/// Checks the filter: the optional `tag` with the same rule as a fact's tags, and that
+/// Checks the filter: the optional `tag` with the same rule as a fact's tags, `as_of` in
+/// the years a time is stored in ([`storable`]), and that
 /// `include_superseded` is not asked with `as_of` (which reads the facts current at a
 /// time, superseded since or not: the two would contradict each other).
 fn checked(filter: FactFilter<'_>) -> Result<FactFilter<'_>, ApiError> {
@@ -72,6 +73,7 @@ fn checked(filter: FactFilter<'_>) -> Result<FactFilter<'_>, ApiError> {
         ));
     }
     filter.tag.map(validate_tag).transpose().map_err(ApiError::InvalidRequest)?;
+    filter.as_of.map(|t| storable("as_of", t)).transpose().map_err(ApiError::InvalidRequest)?;
     Ok(filter)
 }
 

@@ -17,6 +17,7 @@ use crate::{
     domain::{
         ids::TenantId,
         import::{ImportJob, ImportOptions, ImportRecord, LineError, ValidRecord, parse_line},
+        nul,
     },
     error::ApiError,
     store::{Store, import::Outcome},
@@ -66,10 +67,17 @@ where
         return Err(ImportStop::Input("the input is empty: send one record a line (NDJSON)".into()));
     }
     let mut job = store.create_import(tenant).await.map_err(ApiError::from)?;
-    let outcome = run(store, tenant, lines, limits, options, &mut job, &mut progress).await;
+    let id = job.id;
+    // Both polled together: a beat waiting for SQLite's writer while the batch holds it
+    // does not stop the batch.
+    let outcome = tokio::select! {
+        outcome = run(store, tenant, lines, limits, options, &mut job, &mut progress) => outcome,
+        never = heartbeat(store, tenant, id, limits.stale() / 4) => match never {},
+    };
     job.status = if outcome.is_ok() { "succeeded" } else { "failed" }.into();
     // The final counts are saved even after a stop: they say how far it got.
     let saved = store.update_import(tenant, job.id, &job.status, &job.progress).await;
+    job.progress.unsaved.clear();
     outcome?;
     saved.map_err(ApiError::from)?;
     // As saved, with its finishing time.
@@ -101,7 +109,9 @@ where
             Line::Text(text) if text.trim_ascii().is_empty() => continue,
             Line::Text(text) => match std::str::from_utf8(text) {
                 Err(_) => Err(LineError::new("invalid_utf8", "the line is not UTF-8")),
-                Ok(_) if text.contains(&0) => Err(LineError::new("nul_byte", "the line holds a NUL character")),
+                Ok(_) if nul::in_json(text) => {
+                    Err(LineError::new("nul_byte", "the line holds a NUL character (U+0000), raw or escaped"))
+                }
                 Ok(text) => {
                     batch_bytes += text.len();
                     parse_line(text, tenant, crate::store::now())
@@ -116,7 +126,8 @@ where
             Ok(record) => batch.push((number, record)),
             Err(error) => job.progress.fail(number, error),
         }
-        if batch.len() >= limits.import_batch || batch_bytes >= BATCH_BYTES {
+        let full = batch.len() >= limits.import_batch || batch_bytes >= BATCH_BYTES;
+        if full || job.progress.unsaved.len() >= limits.import_batch {
             write_batch(store, tenant, &mut batch, options, job).await?;
             batch_bytes = 0;
             progress(job);
@@ -126,7 +137,18 @@ where
     Ok(())
 }
 
-/// Writes and empties `batch`, counts its outcomes, and saves the progress.
+/// Says the import is alive every `every`, until dropped (see [`interrupt_stale`]).
+async fn heartbeat(store: &Store, tenant: &TenantId, id: uuid::Uuid, every: Duration) -> std::convert::Infallible {
+    let mut beat = tokio::time::interval(every);
+    loop {
+        beat.tick().await;
+        // A missed beat is made up by the next: it would take several to look stale.
+        let _ = store.touch_import(tenant, id).await;
+    }
+}
+
+/// Writes and empties `batch`, counts its outcomes, and saves the progress with the bad
+/// lines' reports (so that the memory they take stays within a batch's).
 async fn write_batch(
     store: &Store,
     tenant: &TenantId,
@@ -134,23 +156,34 @@ async fn write_batch(
     options: ImportOptions,
     job: &mut ImportJob,
 ) -> Result<(), ApiError> {
-    if batch.is_empty() {
+    if batch.is_empty() && job.progress.unsaved.is_empty() {
         return Ok(());
     }
     let (numbers, records): (Vec<u64>, Vec<ValidRecord>) = std::mem::take(batch).into_iter().unzip();
-    let outcomes = store.import_batch(tenant, &records, options).await?;
-    for (number, outcome) in numbers.into_iter().zip(outcomes) {
-        match outcome {
-            Outcome::Added { queued } => {
-                job.progress.added += 1;
-                job.progress.queued_for_extraction += i64::from(queued);
+    if !records.is_empty() {
+        let outcomes = store.import_batch(tenant, &records, options).await?;
+        for (number, outcome) in numbers.into_iter().zip(outcomes) {
+            match outcome {
+                Outcome::Added { queued } => {
+                    job.progress.added += 1;
+                    job.progress.queued_for_extraction += i64::from(queued);
+                }
+                Outcome::Duplicate => job.progress.duplicates += 1,
+                Outcome::Failed(error) => job.progress.fail(number, error),
             }
-            Outcome::Duplicate => job.progress.duplicates += 1,
-            Outcome::Failed(error) => job.progress.fail(number, error),
         }
     }
     store.update_import(tenant, job.id, "running", &job.progress).await?;
+    job.progress.unsaved.clear();
     Ok(())
+}
+
+/// Marks `interrupted` every import whose process died while it ran: still `running`,
+/// and silent for longer than `limits.stale()` (a live one says it is alive four times
+/// as often). Called at each start of the server and of `engram import`.
+pub async fn interrupt_stale(store: &Store, limits: ImportConfig) -> Result<u64, ApiError> {
+    let stale = chrono::TimeDelta::from_std(limits.stale()).unwrap_or(chrono::TimeDelta::MAX);
+    Ok(store.interrupt_stale_imports(crate::store::now() - stale).await?)
 }
 
 /// One line of the input, without its `\n` (and `\r`).
@@ -299,7 +332,7 @@ pub async fn export<W: std::io::Write>(
         written += page.len() as u64;
         progress(written);
         match page.last() {
-            Some((id, last)) if full(&page) => after = Some((last.created_at, *id)),
+            Some((id, _)) if full(&page) => after = Some(*id),
             _ => break,
         }
     }

@@ -7,6 +7,7 @@
 use super::{AppState, working_memory};
 use crate::{
     domain::{
+        fact::storable,
         memory_context::{ContextRequest, MemoryContext, default_max_facts},
         owner::Owner,
         policy::Policy,
@@ -28,6 +29,7 @@ pub async fn build(
     policy: &Policy,
     request: ContextRequest,
 ) -> Result<MemoryContext, ApiError> {
+    request.as_of.map(|t| storable("as_of", t)).transpose().map_err(ApiError::InvalidRequest)?;
     let Some(default_max) = default_max_facts(policy, state.config.default_ai_consent) else {
         return Ok(MemoryContext::disabled());
     };

@@ -29,6 +29,7 @@ use crate::{
         fact::{FactInput, FactPatch, FactString, MAX_TAGS, MAX_TTL_SECONDS, Origin, Tag},
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MAX_FACTS},
+        nul,
         search_query::MAX_QUERY_CHARS,
         working_memory::{self as document, Condition},
     },
@@ -281,7 +282,7 @@ pub async fn call(
 async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String, Value>) -> Result<Value, ApiError> {
     // As at the REST edge: PostgreSQL cannot store NUL, so both backends refuse it alike.
     if holds_nul(&args) {
-        return Err(ApiError::invalid("text must not contain the NUL character (U+0000)"));
+        return Err(ApiError::invalid(nul::REFUSED));
     }
     caller.require(tool.scope())?;
     let agent = take_string(&mut args, "agent_id")?;
@@ -385,16 +386,10 @@ fn take_id(args: &mut Map<String, Value>) -> Result<Uuid, ApiError> {
     Uuid::parse_str(&id).map_err(|_| ApiError::invalid("`id` must be a fact's id (a UUID)"))
 }
 
+/// Written as JSON, a NUL anywhere in the arguments, key or value, is the escape the
+/// REST edge's check (`domain::nul`) finds.
 fn holds_nul(args: &Map<String, Value>) -> bool {
-    fn value_holds_nul(value: &Value) -> bool {
-        match value {
-            Value::String(text) => text.contains('\0'),
-            Value::Array(items) => items.iter().any(value_holds_nul),
-            Value::Object(map) => holds_nul(map),
-            _ => false,
-        }
-    }
-    args.iter().any(|(key, value)| key.contains('\0') || value_holds_nul(value))
+    nul::in_json(&serde_json::to_vec(args).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -424,6 +419,7 @@ mod tests {
         let args = |v: Value| v.as_object().unwrap().clone();
         assert!(holds_nul(&args(json!({"fact": "a\u{0}b"}))));
         assert!(holds_nul(&args(json!({"tags": ["x", "\u{0}"]}))));
+        assert!(holds_nul(&args(json!({"metadata": {"k\u{0}": 1}}))));
         assert!(!holds_nul(&args(json!({"fact": "a\\u0000b", "score": 1}))));
     }
 }

@@ -498,14 +498,33 @@ pub fn now() -> chrono::DateTime<chrono::Utc> {
 mod tests {
     use super::*;
 
+    /// A store on an in-memory SQLite with every migration.
+    async fn in_memory() -> Store {
+        let store = Store::connect("sqlite::memory:", 1, Duration::from_secs(5)).await.expect("in-memory SQLite");
+        store.migrate().await.expect("migrations");
+        store
+    }
+
     /// The opcodes SQLite compiles `sql` to, on an in-memory store with every migration:
     /// tests read them to hold a hot statement to a plan (no temporary B-tree, say).
     pub(super) async fn sqlite_opcodes(sql: &str) -> Vec<String> {
-        let store = Store::connect("sqlite::memory:", 1, Duration::from_secs(5)).await.expect("in-memory SQLite");
-        store.migrate().await.expect("migrations");
+        let store = in_memory().await;
         let Backend::Sqlite(pool) = &store.backend else { panic!("sqlite::memory: opened {}", store.backend()) };
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN {sql}"))).fetch_all(pool).await.expect("explain");
         rows.iter().map(|row| sqlx::Row::try_get::<String, _>(row, "opcode").expect("opcode")).collect()
+    }
+
+    /// The steps of SQLite's `EXPLAIN QUERY PLAN` of `sql` (their details: `SEARCH t USING
+    /// INDEX i (a=? AND b>?)`…), on an in-memory store with every migration.
+    pub(super) async fn sqlite_plan(sql: &str) -> Vec<String> {
+        let store = in_memory().await;
+        let Backend::Sqlite(pool) = &store.backend else { panic!("sqlite::memory: opened {}", store.backend()) };
+        let rows: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                .fetch_all(pool)
+                .await
+                .expect("explain");
+        rows.into_iter().map(|(_, _, _, detail)| detail).collect()
     }
 
     /// One number means one change of the schema in both dialects (migrations/README.md):

@@ -18,6 +18,10 @@ on_both_backends!(
     a_large_import_runs_in_bounded_memory_and_resumes_after_a_kill,
     erasure_removes_the_client_ids,
     extract_queues_the_imported_conversations_the_agents_rules_allow,
+    an_escaped_nul_is_a_bad_line_and_the_rest_is_imported,
+    every_bad_line_is_listed_page_by_page_through_the_api_and_the_command_line,
+    negative_years_are_refused_alike,
+    a_killed_import_is_marked_interrupted_at_the_next_start,
 );
 
 const FACTS: &str = "/api/agents/concierge/users/ann/facts";
@@ -59,6 +63,12 @@ async fn fact_texts(app: &TestApp) -> Vec<String> {
     let mut texts: Vec<String> = texts(&listed["items"]).into_iter().map(str::to_owned).collect();
     texts.sort();
     texts
+}
+
+/// `(line, code)` of each report of a list.
+fn line_codes(reports: &Value) -> Vec<(u64, &str)> {
+    let reports = reports.as_array().expect("a list of reports");
+    reports.iter().map(|e| (e["line"].as_u64().unwrap_or(0), e["code"].as_str().unwrap_or(""))).collect()
 }
 
 async fn count(db: &TestDb, sql: &'static str) -> i64 {
@@ -105,12 +115,7 @@ async fn bad_lines_are_reported_and_skipped_while_good_lines_land(backend: Backe
         (json!(10), json!(5), json!(4)),
         "{job}"
     );
-    let reports: Vec<(u64, &str)> = job["errors"]
-        .as_array()
-        .expect("errors")
-        .iter()
-        .map(|e| (e["line"].as_u64().unwrap_or(0), e["code"].as_str().unwrap_or("")))
-        .collect();
+    let reports = line_codes(&job["errors"]);
     assert_eq!(reports, [(2, "malformed_json"), (5, "nul_byte"), (6, "line_too_long"), (7, "tenant_mismatch")]);
     let messages: Vec<&str> =
         job["errors"].as_array().into_iter().flatten().filter_map(|e| e["message"].as_str()).collect();
@@ -537,4 +542,193 @@ async fn extract_queues_the_imported_conversations_the_agents_rules_allow(backen
     )
     .await;
     assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
+}
+
+/// A conversation line for `concierge` / `ann` with `id`, merged with `extra`.
+fn conversation(id: &str, extra: Value) -> Value {
+    let mut line = json!({"type": "conversation", "id": id, "agent_id": "concierge", "external_ref": "ann",
+        "created_at": "2024-02-01T09:00:00Z", "messages": []});
+    line.as_object_mut().expect("an object").extend(extra.as_object().cloned().unwrap_or_default());
+    line
+}
+
+/// `\u0000` escaped in a title, a metadata value and key, a message's content and its
+/// nested metadata: each such line is reported, the others land, on both backends; a
+/// REST body with one is the documented 400 and writes nothing.
+async fn an_escaped_nul_is_a_bad_line_and_the_rest_is_imported(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let message = |extra: Value| {
+        let mut m = json!({"role": "user", "content": "hello", "created_at": "2024-02-01T09:00:01Z"});
+        m.as_object_mut().expect("an object").extend(extra.as_object().cloned().unwrap_or_default());
+        m
+    };
+    let lines = [
+        fact("f-1", "Collects brass compasses", "2024-01-05T10:00:00Z"),
+        conversation("t-title", json!({"title": "a\u{0}b"})),
+        conversation("t-value", json!({"metadata": {"channel": "s\u{0}ms"}})),
+        conversation("t-key", json!({"metadata": {"chan\u{0}nel": "sms"}})),
+        conversation("t-content", json!({"messages": [message(json!({"content": "I sail\u{0}"}))]})),
+        conversation("t-nested", json!({"messages": [message(json!({"metadata": {"a": {"b": ["\u{0}"]}}}))]})),
+        fact("f-2", "Has a \u{0} cat", "2024-01-05T10:00:00Z"),
+        conversation("t-good", json!({"title": "Weekend plans"})),
+    ];
+    let body = ndjson(&lines);
+    assert!(body.contains("\\u0000") && !body.contains('\0'), "escaped, not raw: {body}");
+    let (status, job) = import(&app, &admin("acme"), body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(
+        (job["status"].clone(), job["added"].clone(), job["failed"].clone()),
+        (json!("succeeded"), json!(2), json!(6))
+    );
+    let reports = line_codes(&job["errors"]);
+    assert_eq!(reports, (2..=7).map(|line| (line, "nul_byte")).collect::<Vec<_>>());
+    assert_eq!(fact_texts(&app).await, ["Collects brass compasses"]);
+    let (_, listed) = app.get("/api/conversations", &agent("acme")).await;
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");
+    let (_, again) = import(&app, &admin("acme"), body).await;
+    assert_eq!(
+        (again["added"].clone(), again["duplicates"].clone(), again["failed"].clone()),
+        (json!(0), json!(2), json!(6))
+    );
+
+    let refused = json!({"agent_id": "concierge", "external_ref": "bo", "metadata": {"a": {"k\u{0}": 1}}});
+    let (status, error) = app.post("/api/conversations", &agent("acme"), refused).await;
+    assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
+    let (_, listed) = app.get("/api/conversations", &agent("acme")).await;
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "nothing written: {listed}");
+}
+
+/// Every report of an import, a page at a time, by line.
+async fn all_reports(app: &TestApp, token: &str, id: &str, limit: usize) -> Vec<(u64, String)> {
+    let (mut reports, mut cursor) = (Vec::new(), String::new());
+    loop {
+        let (status, page) = app.get(&format!("/api/import/{id}/errors?limit={limit}{cursor}"), token).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let items = line_codes(&page["items"]);
+        assert!(items.len() <= limit, "{page}");
+        reports.extend(items.into_iter().map(|(line, code)| (line, code.to_owned())));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return reports,
+        }
+    }
+}
+
+/// A bad line of each kind, by its number in a file where every fifth line is good.
+fn hostile_line(n: usize) -> (String, Option<&'static str>) {
+    let bad = match n % 5 {
+        0 => return (fact(&format!("g{n}"), &format!("Noted item {n}"), "2024-01-01T00:00:00Z").to_string(), None),
+        1 => (fact(&format!("b{n}"), "Has a \u{0} cat", "2024-01-01T00:00:00Z").to_string(), "nul_byte"),
+        2 => (fact(&format!("b{n}"), "Sails", "-0001-01-01T00:00:00Z").to_string(), "invalid_record"),
+        3 if n % 10 == 3 => ("[".repeat(100_000), "malformed_json"),
+        3 => ("{\"type\": \"fact\", \"id\": ".to_owned(), "malformed_json"),
+        _ => (
+            json!({"type": "fact", "id": n, "agent_id": "concierge", "external_ref": "ann", "fact": ["x"]}).to_string(),
+            "invalid_record",
+        ),
+    };
+    (bad.0, Some(bad.1))
+}
+
+async fn every_bad_line_is_listed_page_by_page_through_the_api_and_the_command_line(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let lines: Vec<(String, Option<&str>)> = (0..300).map(hostile_line).collect();
+    let body: String = lines.iter().map(|(line, _)| format!("{line}\n")).collect();
+    let expected: Vec<(u64, String)> =
+        (1..).zip(&lines).filter_map(|(number, (_, code))| code.map(|code| (number, code.to_owned()))).collect();
+    let (status, job) = import(&app, &admin("acme"), body).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!((job["added"].clone(), job["failed"].clone()), (json!(60), json!(240)), "{job}");
+    assert_eq!(job["errors"].as_array().map(Vec::len), Some(100), "the job keeps the first 100");
+    let id = job["id"].as_str().expect("id");
+    assert_eq!(all_reports(&app, &admin("acme"), id, 7).await, expected);
+    assert_eq!(all_reports(&app, &admin("acme"), id, 1000).await, expected);
+    // Another tenant's import is not found.
+    let (status, error) = app.get(&format!("/api/import/{id}/errors"), &admin("globex")).await;
+    assert_error(status, &error, StatusCode::NOT_FOUND, "not_found");
+    app.assert_invalid_queries(
+        &format!("/api/import/{id}/errors"),
+        &admin("acme"),
+        &["?limit=0", "?limit=1001", "?cursor=x"],
+    )
+    .await;
+
+    let printed = engram(&app.db, &["import-errors", "--tenant", "acme", id]).await;
+    let printed: Value =
+        printed.lines().map(|line| serde_json::from_str::<Value>(line).expect("a JSON report")).collect();
+    let printed: Vec<(u64, String)> =
+        line_codes(&printed).into_iter().map(|(line, code)| (line, code.to_owned())).collect();
+    assert_eq!(printed, expected);
+}
+
+/// A year before 1 is refused on both backends, where SQLite stored it as text and
+/// PostgreSQL as a year BC: in an import line, a fact's times and `as_of`.
+async fn negative_years_are_refused_alike(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for time in ["-0001-01-01T00:00:00Z", "0000-06-01T00:00:00Z"] {
+        let mut line = fact("f-1", "Sails at dawn", time);
+        line["created_at"] = json!("2024-01-01T00:00:00Z");
+        let (status, job) =
+            import(&app, &admin("acme"), ndjson(&[line, conversation("t", json!({"created_at": time}))])).await;
+        assert_eq!(status, StatusCode::OK, "{job}");
+        let codes: Vec<&str> =
+            job["errors"].as_array().into_iter().flatten().filter_map(|e| e["code"].as_str()).collect();
+        assert_eq!((job["added"].clone(), codes), (json!(0), vec!["invalid_record"; 2]), "{time}: {job}");
+        let (status, error) =
+            app.post(FACTS, &agent("acme"), json!({"fact": "Sails at dawn", "observed_at": time})).await;
+        assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
+        let (status, error) = app.get(&format!("{FACTS}?as_of={time}"), &agent("acme")).await;
+        assert_error(status, &error, StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    assert!(fact_texts(&app).await.is_empty());
+    let (_, listed) = app.get("/api/conversations", &agent("acme")).await;
+    assert_eq!(listed["items"], json!([]), "{listed}");
+}
+
+/// `engram import` killed (SIGKILL) leaves its row `running`; once it has been silent
+/// longer than `ENGRAM_IMPORT_STALE_SECS`, the next start of `engram import` marks it
+/// `interrupted`, while a live import's heartbeat keeps it `running`.
+async fn a_killed_import_is_marked_interrupted_at_the_next_start(backend: Backend) {
+    let db = TestDb::fresh(backend).await;
+    let file = db.data_dir.join("many.ndjson");
+    let lines: Vec<Value> =
+        (0..LARGE).map(|i| fact(&format!("n{i}"), &format!("Noted item {i}"), "2024-01-01T00:00:00Z")).collect();
+    std::fs::write(&file, ndjson(&lines)).expect("write");
+    engram(&db, &["migrate"]).await;
+    let path = file.display().to_string();
+    let mut child = cli(&db, &["import", "--tenant", "acme", "--import-stale-secs", "2", &path])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
+    while count(&db, "SELECT count(*) FROM facts").await < 1000 {
+        assert!(std::time::Instant::now() < deadline, "the import commits a batch");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Alive for longer than the stale time, a running import is still running.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let statuses = |db: TestDb| async move {
+        let rows: Vec<(String,)> = db.rows("SELECT status FROM imports ORDER BY id").await;
+        rows.into_iter().map(|(status,)| status).collect::<Vec<_>>()
+    };
+    let small = db.data_dir.join("small.ndjson");
+    std::fs::write(&small, ndjson(&[fact("s", "Sails at dawn", "2024-01-01T00:00:00Z")])).expect("write");
+    let small = small.display().to_string();
+    if child.try_wait().expect("wait").is_none() {
+        engram(&db, &["import", "--tenant", "acme", "--import-stale-secs", "2", &small]).await;
+        assert_eq!(statuses(db.clone()).await.first().map(String::as_str), Some("running"), "alive: not interrupted");
+    }
+    child.start_kill().expect("kill");
+    assert!(!child.wait().await.expect("wait").success(), "killed, not finished");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    engram(&db, &["import", "--tenant", "acme", "--import-stale-secs", "2", &small]).await;
+    let statuses = statuses(db.clone()).await;
+    assert_eq!(statuses.first().map(String::as_str), Some("interrupted"), "{statuses:?}");
+    assert!(!statuses.contains(&"running".to_owned()), "{statuses:?}");
+    let app = TestApp::start(db, Vec::new()).await;
+    let (_, imports) = app.get("/api/import", &admin("acme")).await;
+    let killed = imports.as_array().and_then(|list| list.last()).expect("the killed import");
+    assert_eq!(killed["status"], "interrupted", "{imports}");
+    assert!(killed["finished_at"].is_string(), "{killed}");
 }
