@@ -281,6 +281,11 @@ async fn private_destinations_are_refused_without_the_override(backend: Backend)
         "http://[::1]/",
         "http://10.0.0.7/hook",
         "http://0x7f000001/",
+        // The same private IPv4 addresses inside NAT64, 6to4 and Teredo addresses.
+        "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",
+        "http://[64:ff9b:1::a00:7]/hook",
+        "http://[2002:7f00:1::1]/",
+        "http://[2001:0:4136:e378:8000:63bf:f5ff:fff8]/hook",
     ] {
         let (status, body) = app.post("/api/webhooks", &admin("acme"), json!({"url": url})).await;
         assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
