@@ -127,10 +127,18 @@ pub struct CoreConfig {
     /// Required `aud` claim, when set.
     #[arg(long, env = "ENGRAM_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
+    /// Clock skew allowed on a token's `exp` and `nbf` (seconds, 0-300): the issuer's
+    /// clock and this server's may differ by this much.
+    #[arg(long, env = "ENGRAM_JWT_LEEWAY_SECS", default_value_t = 30)]
+    pub jwt_leeway_secs: u64,
     /// Maximum database connections per process.
     #[arg(long, env = "ENGRAM_DB_MAX_CONNECTIONS", default_value_t = 10)]
     pub db_max_connections: u32,
 }
+
+/// Largest `ENGRAM_JWT_LEEWAY_SECS`: past a few minutes, skew is a broken clock, and the
+/// leeway would keep expired tokens alive.
+pub const MAX_JWT_LEEWAY_SECS: u64 = 300;
 
 /// Shortest secret accepted, in bytes: 256 bits, the HMAC-SHA256 key size. A shorter
 /// one can be guessed offline from one token or one receipt.
@@ -167,6 +175,10 @@ impl CoreConfig {
         if let Some(secret) = &self.jwt_secret {
             check_secret("ENGRAM_JWT_SECRET", secret)?;
         }
+        anyhow::ensure!(
+            self.jwt_leeway_secs <= MAX_JWT_LEEWAY_SECS,
+            "ENGRAM_JWT_LEEWAY_SECS must be 0-{MAX_JWT_LEEWAY_SECS}"
+        );
         Ok(self)
     }
 
@@ -565,6 +577,18 @@ mod tests {
             let error = validated(&[flag]).expect_err(flag);
             assert!(error.to_string().contains(env), "{flag}: {error}");
         }
+    }
+
+    #[test]
+    fn the_jwt_leeway_is_bounded() {
+        assert_eq!(validated(&[]).expect("defaults").core.jwt_leeway_secs, 30);
+        assert_eq!(validated(&["--jwt-leeway-secs=0"]).expect("none").core.jwt_leeway_secs, 0);
+        assert_eq!(validated(&["--jwt-leeway-secs=300"]).expect("most").core.jwt_leeway_secs, 300);
+        for bad in ["--jwt-leeway-secs=301", "--jwt-leeway-secs=-1", "--jwt-leeway-secs="] {
+            assert!(validated(&[bad]).is_err(), "{bad} must be refused");
+        }
+        let error = validated(&["--jwt-leeway-secs=301"]).expect_err("too long");
+        assert!(error.to_string().contains("ENGRAM_JWT_LEEWAY_SECS"), "{error}");
     }
 
     #[test]
