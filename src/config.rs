@@ -326,6 +326,10 @@ pub struct ServeConfig {
     /// Time limit of one webhook delivery attempt, connection included (seconds).
     #[arg(long, env = "ENGRAM_WEBHOOK_TIMEOUT_SECS", default_value_t = 10)]
     pub webhook_timeout_secs: u64,
+    /// Webhook deliveries in flight at once in this process; a tenant may hold a quarter
+    /// of them, a subscription one.
+    #[arg(long, env = "ENGRAM_WEBHOOK_CONCURRENCY", default_value_t = 32)]
+    pub webhook_concurrency: usize,
     /// Attempts before a delivery is dead (then redelivered by hand only).
     #[arg(long, env = "ENGRAM_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8)]
     pub webhook_max_attempts: i32,
@@ -438,6 +442,7 @@ impl ServeConfig {
         anyhow::ensure!(self.event_retention >= Duration::from_secs(1), "ENGRAM_EVENT_RETENTION must be at least 1s");
         anyhow::ensure!((1..=120).contains(&self.webhook_timeout_secs), "ENGRAM_WEBHOOK_TIMEOUT_SECS must be 1-120");
         anyhow::ensure!((1..=50).contains(&self.webhook_max_attempts), "ENGRAM_WEBHOOK_MAX_ATTEMPTS must be 1-50");
+        anyhow::ensure!((1..=1024).contains(&self.webhook_concurrency), "ENGRAM_WEBHOOK_CONCURRENCY must be 1-1024");
         anyhow::ensure!(self.webhook_disable_after_secs >= 1, "ENGRAM_WEBHOOK_DISABLE_AFTER_SECS must be at least 1");
         anyhow::ensure!((16..=32_768).contains(&self.llm_max_tokens), "ENGRAM_LLM_MAX_TOKENS must be 16-32768");
         anyhow::ensure!((1..=86_400).contains(&self.llm_job_budget_secs), "ENGRAM_LLM_JOB_BUDGET_SECS must be 1-86400");
@@ -459,6 +464,12 @@ impl ServeConfig {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs)
+    }
+
+    /// Webhook deliveries one tenant may have in flight: a quarter of the senders, so
+    /// that a tenant whose receivers hang leaves the others three quarters.
+    pub fn webhook_per_tenant(&self) -> usize {
+        (self.webhook_concurrency / 4).max(1)
     }
 
     pub fn job_lease(&self) -> Duration {
