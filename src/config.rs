@@ -318,6 +318,10 @@ pub struct ServeConfig {
     /// the events deleted since.
     #[arg(long, env = "ENGRAM_EVENT_RETENTION", default_value = "7d", value_parser = parse_duration)]
     pub event_retention: Duration,
+    /// Reads of the event feed (`wait` > 0) one tenant may have waiting at once in this
+    /// process; one more is answered 429. Each holds a connection and its descriptor.
+    #[arg(long, env = "ENGRAM_EVENT_WAITERS_PER_TENANT", default_value_t = 100)]
+    pub event_waiters_per_tenant: usize,
     /// Lets webhook subscriptions reach loopback, private, link-local and metadata
     /// addresses (tests and on-premise receivers). Off: a tenant cannot make Engram call
     /// the infrastructure it runs in.
@@ -440,6 +444,10 @@ impl ServeConfig {
         }
         anyhow::ensure!((1..=600).contains(&self.llm_timeout_secs), "ENGRAM_LLM_TIMEOUT_SECS must be 1-600");
         anyhow::ensure!(self.event_retention >= Duration::from_secs(1), "ENGRAM_EVENT_RETENTION must be at least 1s");
+        anyhow::ensure!(
+            (1..=100_000).contains(&self.event_waiters_per_tenant),
+            "ENGRAM_EVENT_WAITERS_PER_TENANT must be 1-100000"
+        );
         anyhow::ensure!((1..=120).contains(&self.webhook_timeout_secs), "ENGRAM_WEBHOOK_TIMEOUT_SECS must be 1-120");
         anyhow::ensure!((1..=50).contains(&self.webhook_max_attempts), "ENGRAM_WEBHOOK_MAX_ATTEMPTS must be 1-50");
         anyhow::ensure!((1..=1024).contains(&self.webhook_concurrency), "ENGRAM_WEBHOOK_CONCURRENCY must be 1-1024");

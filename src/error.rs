@@ -44,6 +44,10 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("rate limit exceeded; retry later")]
     RateLimited(std::time::Duration),
+    /// More requests of the tenant at once than a cap allows (waiting reads): retry when
+    /// one of them is done.
+    #[error("{0}; retry later")]
+    TooMany(&'static str),
     /// The database cannot be reached or is busy, or the request ran out of time.
     #[error("{0}; retry later")]
     Unavailable(&'static str),
@@ -87,7 +91,7 @@ impl ApiError {
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited(_) | ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -104,7 +108,7 @@ impl ApiError {
             ApiError::Gone(_) => "gone",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
-            ApiError::RateLimited(_) => "rate_limited",
+            ApiError::RateLimited(_) | ApiError::TooMany(_) => "rate_limited",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -158,7 +162,7 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized(_) => {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::Unavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::TooMany(_) => {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::RateLimited(wait) => {
