@@ -21,6 +21,23 @@ use crate::{
     telemetry,
 };
 
+/// Raises the soft limit on open files to the hard one: every connection, waiting read,
+/// webhook delivery and SQLite connection holds a descriptor, and the soft limit a process
+/// inherits (often 1 024, or 256) runs out long before memory or CPU do. Past it the
+/// server can accept nothing, not even `/healthz`.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return;
+    }
+    let raised = Rlimit { current: limit.maximum, maximum: limit.maximum };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => tracing::info!(from = limit.current, to = limit.maximum, "raised the open files limit"),
+        Err(e) => tracing::warn!(error = %e, limit = limit.current, "could not raise the open files limit"),
+    }
+}
+
 pub struct App {
     state: AppState,
     listener: TcpListener,
@@ -32,6 +49,7 @@ impl App {
     /// (`ENGRAM_BIND`; port 0 picks a free port, which tests use).
     pub async fn build(config: ServeConfig) -> anyhow::Result<App> {
         let config = config.validated()?;
+        raise_open_files_limit();
         let (auth, key_source) = Authenticator::from_config(&config.core)?;
         if key_source == KeySource::DevelopmentSecret && !config.bind.ip().is_loopback() {
             // Not refused: the generated secret is as strong as a configured one, and
@@ -161,4 +179,19 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received");
+}
+
+#[cfg(test)]
+mod tests {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+
+    #[test]
+    fn the_open_files_soft_limit_is_raised_to_the_hard_limit() {
+        let before = getrlimit(Resource::Nofile);
+        // A low soft limit, as a process started from a default shell inherits it.
+        let low = before.maximum.map_or(256, |most| most.min(256));
+        setrlimit(Resource::Nofile, Rlimit { current: Some(low), maximum: before.maximum }).expect("lowered");
+        super::raise_open_files_limit();
+        assert_eq!(getrlimit(Resource::Nofile).current, before.maximum);
+    }
 }

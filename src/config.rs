@@ -127,6 +127,10 @@ pub struct CoreConfig {
     /// Required `aud` claim, when set.
     #[arg(long, env = "ENGRAM_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
+    /// Clock skew allowed on a token's `exp` and `nbf` (seconds, 0-300): the issuer's
+    /// clock and this server's may differ by this much.
+    #[arg(long, env = "ENGRAM_JWT_LEEWAY_SECS", default_value_t = 30)]
+    pub jwt_leeway_secs: u64,
     /// Maximum database connections per process.
     #[arg(long, env = "ENGRAM_DB_MAX_CONNECTIONS", default_value_t = 10)]
     pub db_max_connections: u32,
@@ -135,6 +139,10 @@ pub struct CoreConfig {
     #[arg(long, env = "ENGRAM_RECEIPT_KEY", hide_env_values = true)]
     pub receipt_key: Option<Secret>,
 }
+
+/// Largest `ENGRAM_JWT_LEEWAY_SECS`: past a few minutes, skew is a broken clock, and the
+/// leeway would keep expired tokens alive.
+pub const MAX_JWT_LEEWAY_SECS: u64 = 300;
 
 /// Shortest secret accepted, in bytes: 256 bits, the HMAC-SHA256 key size. A shorter
 /// one can be guessed offline from one token or one receipt.
@@ -174,6 +182,10 @@ impl CoreConfig {
         if let Some(key) = &self.receipt_key {
             check_secret("ENGRAM_RECEIPT_KEY", key)?;
         }
+        anyhow::ensure!(
+            self.jwt_leeway_secs <= MAX_JWT_LEEWAY_SECS,
+            "ENGRAM_JWT_LEEWAY_SECS must be 0-{MAX_JWT_LEEWAY_SECS}"
+        );
         Ok(self)
     }
 
@@ -323,6 +335,10 @@ pub struct ServeConfig {
     /// the events deleted since.
     #[arg(long, env = "ENGRAM_EVENT_RETENTION", default_value = "7d", value_parser = parse_duration)]
     pub event_retention: Duration,
+    /// Reads of the event feed (`wait` > 0) one tenant may have waiting at once in this
+    /// process; one more is answered 429. Each holds a connection and its descriptor.
+    #[arg(long, env = "ENGRAM_EVENT_WAITERS_PER_TENANT", default_value_t = 100)]
+    pub event_waiters_per_tenant: usize,
     /// Lets webhook subscriptions reach loopback, private, link-local and metadata
     /// addresses (tests and on-premise receivers). Off: a tenant cannot make Engram call
     /// the infrastructure it runs in.
@@ -331,6 +347,10 @@ pub struct ServeConfig {
     /// Time limit of one webhook delivery attempt, connection included (seconds).
     #[arg(long, env = "ENGRAM_WEBHOOK_TIMEOUT_SECS", default_value_t = 10)]
     pub webhook_timeout_secs: u64,
+    /// Webhook deliveries in flight at once in this process; a tenant may hold a quarter
+    /// of them, a subscription one.
+    #[arg(long, env = "ENGRAM_WEBHOOK_CONCURRENCY", default_value_t = 32)]
+    pub webhook_concurrency: usize,
     /// Attempts before a delivery is dead (then redelivered by hand only).
     #[arg(long, env = "ENGRAM_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8)]
     pub webhook_max_attempts: i32,
@@ -435,8 +455,13 @@ impl ServeConfig {
         }
         anyhow::ensure!((1..=600).contains(&self.llm_timeout_secs), "ENGRAM_LLM_TIMEOUT_SECS must be 1-600");
         anyhow::ensure!(self.event_retention >= Duration::from_secs(1), "ENGRAM_EVENT_RETENTION must be at least 1s");
+        anyhow::ensure!(
+            (1..=100_000).contains(&self.event_waiters_per_tenant),
+            "ENGRAM_EVENT_WAITERS_PER_TENANT must be 1-100000"
+        );
         anyhow::ensure!((1..=120).contains(&self.webhook_timeout_secs), "ENGRAM_WEBHOOK_TIMEOUT_SECS must be 1-120");
         anyhow::ensure!((1..=50).contains(&self.webhook_max_attempts), "ENGRAM_WEBHOOK_MAX_ATTEMPTS must be 1-50");
+        anyhow::ensure!((1..=1024).contains(&self.webhook_concurrency), "ENGRAM_WEBHOOK_CONCURRENCY must be 1-1024");
         anyhow::ensure!(self.webhook_disable_after_secs >= 1, "ENGRAM_WEBHOOK_DISABLE_AFTER_SECS must be at least 1");
         anyhow::ensure!((16..=32_768).contains(&self.llm_max_tokens), "ENGRAM_LLM_MAX_TOKENS must be 16-32768");
         anyhow::ensure!((1..=86_400).contains(&self.llm_job_budget_secs), "ENGRAM_LLM_JOB_BUDGET_SECS must be 1-86400");
@@ -458,6 +483,12 @@ impl ServeConfig {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs)
+    }
+
+    /// Webhook deliveries one tenant may have in flight: a quarter of the senders, so
+    /// that a tenant whose receivers hang leaves the others three quarters.
+    pub fn webhook_per_tenant(&self) -> usize {
+        (self.webhook_concurrency / 4).max(1)
     }
 
     pub fn job_lease(&self) -> Duration {
@@ -576,6 +607,18 @@ mod tests {
             let error = validated(&[flag]).expect_err(flag);
             assert!(error.to_string().contains(env), "{flag}: {error}");
         }
+    }
+
+    #[test]
+    fn the_jwt_leeway_is_bounded() {
+        assert_eq!(validated(&[]).expect("defaults").core.jwt_leeway_secs, 30);
+        assert_eq!(validated(&["--jwt-leeway-secs=0"]).expect("none").core.jwt_leeway_secs, 0);
+        assert_eq!(validated(&["--jwt-leeway-secs=300"]).expect("most").core.jwt_leeway_secs, 300);
+        for bad in ["--jwt-leeway-secs=301", "--jwt-leeway-secs=-1", "--jwt-leeway-secs="] {
+            assert!(validated(&[bad]).is_err(), "{bad} must be refused");
+        }
+        let error = validated(&["--jwt-leeway-secs=301"]).expect_err("too long");
+        assert!(error.to_string().contains("ENGRAM_JWT_LEEWAY_SECS"), "{error}");
     }
 
     #[test]

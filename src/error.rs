@@ -44,6 +44,10 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("rate limit exceeded; retry later")]
     RateLimited(std::time::Duration),
+    /// More requests of the tenant at once than a cap allows (waiting reads): retry when
+    /// one of them is done.
+    #[error("{0}; retry later")]
+    TooMany(&'static str),
     /// The database cannot be reached or is busy, or the request ran out of time.
     #[error("{0}; retry later")]
     Unavailable(&'static str),
@@ -87,7 +91,7 @@ impl ApiError {
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited(_) | ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -104,7 +108,7 @@ impl ApiError {
             ApiError::Gone(_) => "gone",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
-            ApiError::RateLimited(_) => "rate_limited",
+            ApiError::RateLimited(_) | ApiError::TooMany(_) => "rate_limited",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -158,7 +162,7 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized(_) => {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::Unavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::TooMany(_) => {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::RateLimited(wait) => {
@@ -181,21 +185,26 @@ impl From<sqlx::Error> for ApiError {
 }
 
 /// Errors that say "not now" rather than "wrong": the database is unreachable, shutting
-/// down, out of connections or over its statement or lock timeout (PostgreSQL), or locked by
-/// another writer past the busy timeout (SQLite). A client should retry them.
+/// down, out of connections, memory or disk, or over its statement or lock timeout
+/// (PostgreSQL), locked by another writer past the busy timeout, or unable to open its
+/// file for want of descriptors or memory (SQLite). A client should retry them.
 pub fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
-            // PostgreSQL: connection exceptions (08…), shutdown and cannot-connect
-            // (57P01-57P03), statement timeout (57014), too many connections (53300), a
-            // lock wait past the database's `lock_timeout` (55P03).
+            // PostgreSQL: connection exceptions (08…), insufficient resources (53…: disk,
+            // memory, too many connections), shutdown and cannot-connect (57P01-57P03),
+            // statement timeout (57014), a lock wait past the database's `lock_timeout`
+            // (55P03).
             let postgres = code.starts_with("08")
+                || code.starts_with("53")
                 || code.starts_with("57P")
-                || ["57014", "53300", "55P03"].contains(&code.as_ref());
-            // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
-            let sqlite = code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6));
+                || ["57014", "55P03"].contains(&code.as_ref());
+            // SQLite, with their extended codes: SQLITE_BUSY (5), SQLITE_LOCKED (6),
+            // SQLITE_NOMEM (7), SQLITE_FULL (13) and SQLITE_CANTOPEN (14, "unable to open
+            // database file": what a connection opened without a free descriptor gets).
+            let sqlite = code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6 | 7 | 13 | 14));
             postgres || sqlite
         }
         _ => false,
@@ -206,9 +215,23 @@ impl From<anyhow::Error> for ApiError {
     fn from(error: anyhow::Error) -> Self {
         match error.downcast::<sqlx::Error>() {
             Ok(sql) => sql.into(),
+            Err(other) if out_of_descriptors(&other) => ApiError::Unavailable("the server is out of file descriptors"),
             Err(other) => ApiError::Internal(other),
         }
     }
+}
+
+/// Whether a failure comes from the process or the system running out of open files
+/// (EMFILE, ENFILE): resource exhaustion, a 503 to retry, not a bug.
+fn out_of_descriptors(error: &anyhow::Error) -> bool {
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|code| code == EMFILE || code == ENFILE)
+    })
 }
 
 impl From<JsonRejection> for ApiError {
@@ -230,5 +253,30 @@ impl From<PathRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         ApiError::InvalidRequest(rejection.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database file that cannot be opened (here: its directory is missing; under load:
+    /// no descriptor left) is "unable to open database file", SQLITE_CANTOPEN.
+    #[tokio::test]
+    async fn a_database_file_that_cannot_be_opened_is_unavailable() {
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename("/nonexistent-engram-dir/engram.db");
+        let error = sqlx::ConnectOptions::connect(&options).await.expect_err("cannot open");
+        assert!(is_unavailable(&error), "{error}");
+        assert_eq!(ApiError::from(error).status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[test]
+    fn running_out_of_descriptors_is_unavailable() {
+        for code in [23, 24] {
+            let error = anyhow::Error::new(std::io::Error::from_raw_os_error(code)).context("opening a file");
+            assert_eq!(ApiError::from(error).status(), StatusCode::SERVICE_UNAVAILABLE, "errno {code}");
+        }
+        let other = anyhow::Error::new(std::io::Error::from_raw_os_error(2)).context("opening a file");
+        assert_eq!(ApiError::from(other).status(), StatusCode::INTERNAL_SERVER_ERROR, "ENOENT is a bug here");
     }
 }

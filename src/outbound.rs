@@ -7,7 +7,7 @@
 //! carry credentials, and these messages end up in job errors and logs.
 
 use std::{
-    net::{IpAddr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     time::Duration,
 };
 
@@ -64,7 +64,8 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// Whether an address is on the public internet: not loopback, private (RFC 1918, unique
 /// local), link-local (where cloud metadata services answer, 169.254.169.254), shared
 /// (CGNAT), unspecified, multicast, broadcast, documentation or benchmarking ranges, nor an
-/// IPv4 address written as IPv6. Webhooks go only to such addresses unless
+/// IPv4 address written as IPv6 (mapped, or embedded by NAT64, 6to4 or Teredo) that is
+/// not public itself, nor NAT64's local-use prefix. Webhooks go only to such addresses unless
 /// `ENGRAM_WEBHOOK_ALLOW_PRIVATE` is set, so a tenant cannot make Engram call the
 /// infrastructure it runs in.
 pub fn is_public(ip: IpAddr) -> bool {
@@ -84,11 +85,14 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || a >= 240)
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = v6.to_ipv4_mapped().or_else(|| embedded_ipv4(v6)) {
                 return is_public(IpAddr::V4(v4));
             }
             let first = v6.segments()[0];
+            // NAT64's local-use prefix (`64:ff9b:1::/48`) embeds its IPv4 address where the
+            // local translator's prefix length says: not globally reachable, so refused whole.
             !(v6.is_loopback()
+                || v6.segments()[..3] == [0x64, 0xff9b, 1]
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00
@@ -96,6 +100,21 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || (first == 0x2001 && v6.segments()[1] == 0x0db8)
                 || v6.segments()[..6] == [0, 0, 0, 0, 0, 0])
         }
+    }
+}
+
+/// The IPv4 address a translation or tunnel prefix carries, which is where a packet to
+/// the IPv6 address ends up: NAT64's well-known prefix (`64:ff9b::/96`, in the last 32
+/// bits), 6to4 (`2002::/16`, in the 32 bits after the prefix) and Teredo (`2001::/32`, the
+/// client's address in the last 32 bits, inverted).
+fn embedded_ipv4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let last = (u32::from(s[6]) << 16) | u32::from(s[7]);
+    match s {
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(Ipv4Addr::from(last)),
+        [0x2002, high, low, ..] => Some(Ipv4Addr::from((u32::from(high) << 16) | u32::from(low))),
+        [0x2001, 0, ..] => Some(Ipv4Addr::from(!last)),
+        _ => None,
     }
 }
 
@@ -186,6 +205,37 @@ mod tests {
         for public in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"] {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
+    }
+
+    #[test]
+    fn nat64_addresses_are_judged_by_their_ipv4_address() {
+        for private in ["64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b::10.0.0.1", "64:ff9b::c0a8:101"] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        assert!(is_public("64:ff9b::808:808".parse().unwrap()));
+        // The local-use prefix, whatever it embeds.
+        for local in ["64:ff9b:1::c0a8:101", "64:ff9b:1:ab::5db8:d822", "64:ff9b:1::808:808"] {
+            assert!(!is_public(local.parse().unwrap()), "{local}");
+        }
+    }
+
+    #[test]
+    fn sixtofour_addresses_are_judged_by_their_ipv4_address() {
+        // 2002:AABB:CCDD::/48 carries AA.BB.CC.DD.
+        for private in ["2002:7f00:1::1", "2002:a9fe:a9fe::", "2002:c0a8:0101:1::1", "2002:0a00:0001::"] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        assert!(is_public("2002:0808:0808::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn teredo_addresses_are_judged_by_their_client_address() {
+        // The client's address is the last 32 bits inverted: !0x7f000001 = 0x80fffffe.
+        for private in ["2001:0:4136:e378:8000:63bf:80ff:fffe", "2001::f5ff:fffe", "2001::5601:5656"] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        // 8.8.8.8 inverted.
+        assert!(is_public("2001:0:4136:e378:8000:63bf:f7f7:f7f7".parse().unwrap()));
     }
 
     #[tokio::test]

@@ -124,7 +124,7 @@ impl From<ApiError> for AdminError {
             ApiError::NotFound(what) => AdminError::NotFound(what),
             ApiError::Conflict(m) | ApiError::PreconditionFailed(m) | ApiError::Gone(m) => AdminError::Conflict(m),
             ApiError::StaleSeq(_) => AdminError::Conflict(error.to_string()),
-            ApiError::RateLimited(_) => AdminError::RateLimited,
+            ApiError::RateLimited(_) | ApiError::TooMany(_) => AdminError::RateLimited,
             ApiError::Unavailable(_) => AdminError::Unavailable,
             ApiError::Internal(cause) => AdminError::Internal(cause),
         }

@@ -214,7 +214,7 @@ impl Authenticator {
     fn new(decoding: DecodingKey, encoding: Option<EncodingKey>, algorithm: Algorithm, config: &CoreConfig) -> Self {
         let mut validation = Validation::new(algorithm);
         validation.validate_nbf = true;
-        validation.leeway = 30;
+        validation.leeway = config.jwt_leeway_secs;
         let mut required = vec!["exp"];
         if let Some(issuer) = &config.jwt_issuer {
             validation.set_issuer(&[issuer]);

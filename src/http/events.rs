@@ -45,7 +45,8 @@ struct PageQuery {
     #[param(minimum = 1, maximum = 1000, default = 100)]
     limit: Option<i64>,
     /// Seconds to wait for the first event when there is none yet (0–30, default 0):
-    /// the answer comes as soon as one is written, or empty when the time is up.
+    /// the answer comes as soon as one is written, or empty when the time is up. At most
+    /// `ENGRAM_EVENT_WAITERS_PER_TENANT` reads of a tenant wait at once (429 beyond).
     #[param(minimum = 0, maximum = 30, default = 0)]
     wait: Option<u64>,
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::time::Instant;
+use tokio::{sync::Notify, time::Instant};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -18,7 +18,10 @@ use crate::{
         page::limit,
     },
     error::ApiError,
-    store::events::{EventFilter, Feed},
+    store::{
+        event_waiters::Waiting,
+        events::{EventFilter, Feed},
+    },
 };
 
 /// The largest event id a cursor may name: 2^53 − 1, the largest integer every JSON
@@ -28,9 +31,17 @@ pub const MAX_ID: i64 = (1 << 53) - 1;
 /// The longest a read may wait for an event (`wait`, seconds).
 pub const MAX_WAIT_SECS: u64 = 30;
 
-/// How often a waiting read looks again when no event of this process woke it: events
-/// written by another replica are seen within this.
+/// How often a waiting read looks again when no commit of this process woke it, so that
+/// events written by another replica are seen: every [`POLL`], and less often as more
+/// reads wait, so that the process looks at most about [`POLLS_PER_SEC`] times a second
+/// in all (a thousand reads polling every 500 ms were 2 000 queries a second).
 const POLL: Duration = Duration::from_millis(500);
+const POLLS_PER_SEC: u32 = 100;
+
+fn poll_every(waiting: usize) -> Duration {
+    let waiting = u32::try_from(waiting).unwrap_or(u32::MAX);
+    POLL.max(Duration::from_secs(1).saturating_mul(waiting) / POLLS_PER_SEC)
+}
 
 /// How long a read waits, at most, for events held back by older transactions still
 /// running (PostgreSQL's horizon: see `store::events`), and how often it looks again
@@ -81,8 +92,18 @@ pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> 
     let settle_deadline = started + SETTLE.min(most);
     let after = query.after;
     let filter = EventFilter { after, types: &types, agent_id: query.agent_id, external_ref: query.external_ref };
+    // A read that may wait counts against its tenant's waiters from the start; one that
+    // does not wait has nothing to be woken by.
+    let waiting = match wait {
+        0 => None,
+        _ => Some(state.store.event_waiters().join(tenant.as_str(), state.config.event_waiters_per_tenant).ok_or(
+            ApiError::TooMany("too many reads of this tenant are waiting for events (ENGRAM_EVENT_WAITERS_PER_TENANT)"),
+        )?),
+    };
+    let never = Notify::new();
+    let signal = waiting.as_ref().map_or(&never, Waiting::signal);
     loop {
-        let written = state.store.events_written().notified();
+        let written = signal.notified();
         tokio::pin!(written);
         written.as_mut().enable();
         let (items, held_back) = match state.store.list_events(tenant, filter, limit).await? {
@@ -106,7 +127,7 @@ pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> 
         }
         tokio::select! {
             () = &mut written => {}
-            () = tokio::time::sleep(POLL.min(deadline - now)) => {}
+            () = tokio::time::sleep(poll_every(state.store.event_waiters().total()).min(deadline - now)) => {}
         }
     }
 }
@@ -126,4 +147,18 @@ pub async fn fact_history(state: &AppState, owner: Owner<'_>, id: Uuid) -> Resul
         actor: ActorView { kind: "unrecorded".into(), job_id: None },
         fact: serde_json::to_value(&fact).map_err(|e| ApiError::Internal(e.into()))?,
     }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_reads_poll_less_often_as_more_wait() {
+        assert_eq!(poll_every(0), POLL);
+        assert_eq!(poll_every(50), POLL);
+        assert_eq!(poll_every(100), Duration::from_secs(1));
+        assert_eq!(poll_every(1000), Duration::from_secs(10), "100 polls a second in all");
+        assert_eq!(poll_every(usize::MAX), Duration::from_secs(u64::from(u32::MAX)) / 100);
+    }
 }

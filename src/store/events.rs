@@ -28,7 +28,7 @@ use sqlx::types::Json;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::{Result, Store, Tx, with_pool, with_tx, writer::Ending};
+use super::{Result, Store, Tx, event_waiters::EventWaiters, with_pool, with_tx, writer::Ending};
 use crate::domain::{
     event::{Actor, ActorView, Event, EventType, FactVersion, NewEvent},
     ids::{ExternalRef, TenantId},
@@ -45,7 +45,7 @@ pub struct Outbox {
     /// The events already written by the transaction's own statements (see
     /// [`Tx::inline_event`]).
     written: Flushed,
-    events_written: Arc<Notify>,
+    event_waiters: Arc<EventWaiters>,
     deliveries_queued: Arc<Notify>,
     /// Whether the store may hold a webhook subscription (see [`Store::note_subscriptions`]).
     subscriptions: Arc<AtomicBool>,
@@ -55,24 +55,37 @@ pub struct Outbox {
 #[derive(Debug, Default)]
 pub(super) struct Flushed {
     types: Vec<EventType>,
+    /// Whose events they are: the tenants whose waiting readers to wake.
+    tenants: Vec<String>,
     deliveries: u64,
     /// How the last event's statement also ended the writer's part (SQLite writes).
     pub(super) ended: Option<Ending>,
 }
 
 impl Outbox {
-    /// After the commit: wakes the feed's waiting readers (and the webhook senders, when
-    /// deliveries were queued) and counts what was written.
+    /// After the commit: wakes the feed's readers waiting for these tenants' events (and
+    /// the webhook senders, when deliveries were queued) and counts what was written.
     pub(super) fn committed(self, flushed: Flushed) {
         if flushed.types.is_empty() {
             return;
         }
-        self.events_written.notify_waiters();
+        for tenant in &flushed.tenants {
+            self.event_waiters.wake(tenant);
+        }
         if flushed.deliveries > 0 {
             self.deliveries_queued.notify_waiters();
         }
         for kind in flushed.types {
             metrics::counter!("engram_events_written_total", "type" => kind.as_str()).increment(1);
+        }
+    }
+}
+
+impl Flushed {
+    fn wrote(&mut self, kind: EventType, tenant: &str) {
+        self.types.push(kind);
+        if !self.tenants.iter().any(|t| t == tenant) {
+            self.tenants.push(tenant.to_owned());
         }
     }
 }
@@ -293,7 +306,7 @@ impl Store {
             actor: None,
             pending: Vec::new(),
             written: Flushed::default(),
-            events_written: self.events_written.clone(),
+            event_waiters: self.event_waiters.clone(),
             deliveries_queued: self.deliveries_queued.clone(),
             subscriptions: self.subscriptions.clone(),
         }
@@ -309,9 +322,10 @@ impl Store {
         Ok(())
     }
 
-    /// Signalled after each commit of this process that wrote events.
-    pub fn events_written(&self) -> &Notify {
-        &self.events_written
+    /// The reads waiting for events, woken by each commit of this process that wrote
+    /// events of their tenant.
+    pub fn event_waiters(&self) -> &Arc<EventWaiters> {
+        &self.event_waiters
     }
 
     /// Signalled after each commit of this process that queued webhook deliveries, and by
@@ -493,7 +507,7 @@ impl Tx {
                 }
             });
             flushed.deliveries += if postgres { queued.unsigned_abs() } else { maybe_queued };
-            flushed.types.push(event.kind);
+            flushed.wrote(event.kind, &tenant);
         }
         flushed.ended = ending;
         Ok(flushed)
@@ -512,10 +526,10 @@ impl Tx {
         }
     }
 
-    /// Notes an event written at the place [`Tx::inline_event`] gave, and the deliveries
-    /// it queued.
-    pub(super) fn wrote_event(&mut self, kind: EventType, deliveries: i64) {
-        self.1.written.types.push(kind);
+    /// Notes an event of `tenant` written at the place [`Tx::inline_event`] gave, and the
+    /// deliveries it queued.
+    pub(super) fn wrote_event(&mut self, kind: EventType, tenant: &str, deliveries: i64) {
+        self.1.written.wrote(kind, tenant);
         self.1.written.deliveries += deliveries.unsigned_abs();
     }
 }

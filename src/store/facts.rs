@@ -1335,7 +1335,7 @@ impl Tx {
             .fetch_optional(&mut **tx)
             .await?;
             let Some(row) = row else { return Ok(None) };
-            self.wrote_event(EventType::FactAdded, row.deliveries);
+            self.wrote_event(EventType::FactAdded, owner.tenant().as_str(), row.deliveries);
             return Ok(Some(row.fact.try_into()?));
         }
         let Some(row) = self.insert_row(owner, fact, origin, cap, now, created_at).await? else { return Ok(None) };

@@ -34,6 +34,7 @@ pub mod admin;
 pub mod agents;
 pub mod consent;
 pub mod conversations;
+pub mod event_waiters;
 pub mod events;
 pub mod extraction_job;
 pub mod facts;
@@ -180,9 +181,9 @@ pub struct Store {
     /// throughput); see [`writer`] for what else it saves. Writes of one statement
     /// queue for it too ([`with_writer!`]).
     writer: Option<Arc<writer::Writer>>,
-    /// Signalled after every commit that wrote events: long-polling readers of the feed
-    /// in this process look again at once (other replicas' readers poll).
-    events_written: Arc<tokio::sync::Notify>,
+    /// The feed's long-polling readers in this process, by tenant: each commit that wrote
+    /// events wakes its tenants' readers (other replicas' readers poll).
+    event_waiters: Arc<event_waiters::EventWaiters>,
     /// Signalled after every commit of this process that queued webhook deliveries (and
     /// by a manual redelivery): the senders look at once instead of at their next poll.
     deliveries_queued: Arc<tokio::sync::Notify>,
@@ -343,7 +344,7 @@ impl Store {
         Store {
             backend,
             writer,
-            events_written: Arc::default(),
+            event_waiters: Arc::default(),
             deliveries_queued: Arc::default(),
             subscriptions: Arc::default(),
             purge_owed: Arc::new(true.into()),

@@ -5,9 +5,9 @@
 //! 10 s). Deliveries are queued by the event's own
 //! statement (see [`super::events`]) and run like jobs: claimed under a lease, every later
 //! write fenced by its token, retried with backoff until `dead`, redelivered by hand. A
-//! subscription has at most one delivery running at a time (the claim skips one that
-//! has), and the oldest due is claimed first, so a receiver that keeps up gets its events
-//! in order.
+//! subscription has at most one delivery running at a time, and a tenant a bounded share
+//! (the claim skips the others), and the oldest due is claimed first, so a receiver that
+//! keeps up gets its events in order and one that hangs holds back no one else's.
 
 use std::sync::LazyLock;
 
@@ -95,12 +95,16 @@ static LIST_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
 });
 static ONE_DELIVERY: LazyLock<String> = LazyLock::new(|| format!("{DELIVERY_SELECT} AND d.event_id = $3"));
 
-/// Claims the oldest due delivery of an enabled subscription that has none running: `$1`
-/// lease token, `$2` lease end, `$3` now. PostgreSQL locks the subscription row (skipping
-/// one another replica is claiming for), so two claims never run one subscription's
-/// deliveries at once; SQLite's write transaction serialises claims. The delivery's own
-/// row is tested again: on PostgreSQL a claim whose snapshot predates another's commit
-/// finds the row that one just claimed, and must not take it a second time.
+/// Claims the oldest due delivery of an enabled subscription that has none running, of a
+/// tenant with fewer than `$4` running: `$1` lease token, `$2` lease end, `$3` now. The two
+/// caps are what makes the senders fair: a receiver that hangs holds one of them, and one
+/// tenant's receivers at most `$4`, so the others' deliveries still find a sender
+/// (`webhook_deliveries_running` counts them). PostgreSQL locks the subscription row
+/// (skipping one another replica is claiming for), so two claims never run one
+/// subscription's deliveries at once; SQLite's write transaction serialises claims. The
+/// delivery's own row is tested again: on PostgreSQL a claim whose snapshot predates
+/// another's commit finds the row that one just claimed, and must not take it a second
+/// time.
 const CLAIM: &str = "UPDATE webhook_deliveries SET status = 'running', attempts = attempts + 1, lease_token = $1, \
        locked_until = $2, updated_at = $3 \
      WHERE (subscription_id, event_id) = ( \
@@ -108,8 +112,10 @@ const CLAIM: &str = "UPDATE webhook_deliveries SET status = 'running', attempts 
        JOIN webhook_subscriptions s ON s.id = d.subscription_id \
        WHERE s.enabled \
          AND ((d.status IN ('queued', 'failed') AND d.run_at <= $3) OR (d.status = 'running' AND d.locked_until < $3)) \
-         AND NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.subscription_id = d.subscription_id \
-                         AND r.status = 'running' AND r.locked_until >= $3) \
+         AND NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.tenant_id = d.tenant_id \
+                         AND r.subscription_id = d.subscription_id AND r.status = 'running' AND r.locked_until >= $3) \
+         AND (SELECT count(*) FROM webhook_deliveries t WHERE t.tenant_id = d.tenant_id \
+              AND t.status = 'running' AND t.locked_until >= $3) < $4 \
        ORDER BY d.run_at, d.event_id LIMIT 1 {lock}) \
        AND ((status IN ('queued', 'failed') AND run_at <= $3) OR (status = 'running' AND locked_until < $3)) \
      RETURNING subscription_id, tenant_id, event_id, attempts";
@@ -365,9 +371,10 @@ impl Store {
         with_pool!(self, pool => sqlx::query_scalar(sql).bind(now).fetch_one(pool).await)
     }
 
-    /// Claims the next due delivery (see [`CLAIM`]) with what sending it needs.
+    /// Claims the next due delivery (see [`CLAIM`]) of a tenant with fewer than
+    /// `per_tenant` in flight, with what sending it needs.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "claim_delivery", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn claim_delivery(&self, lease_until: DateTime<Utc>) -> Result<Option<ClaimedDelivery>> {
+    pub async fn claim_delivery(&self, lease_until: DateTime<Utc>, per_tenant: i64) -> Result<Option<ClaimedDelivery>> {
         let token = Uuid::now_v7();
         let claim = self.dialect(CLAIM_PG.as_str(), CLAIM_SQLITE.as_str());
         let read = "SELECT s.url, s.secret, e.id, e.type, e.created_at, e.agent_id, e.external_ref, e.actor, \
@@ -376,7 +383,13 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let claimed: Option<(Uuid, String, i64, i32, ClaimRow)> = with_tx!(tx, tx => {
             let claimed: Option<(Uuid, String, i64, i32)> =
-                sqlx::query_as(claim).bind(token).bind(lease_until).bind(super::now()).fetch_optional(&mut **tx).await?;
+                sqlx::query_as(claim)
+                    .bind(token)
+                    .bind(lease_until)
+                    .bind(super::now())
+                    .bind(per_tenant)
+                    .fetch_optional(&mut **tx)
+                    .await?;
             match claimed {
                 None => None,
                 Some((subscription, tenant, event_id, attempts)) => {

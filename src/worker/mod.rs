@@ -36,9 +36,7 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
         tasks.push(tokio::spawn(listen(state.store.clone(), state.job_wakeup.clone(), stop.clone())));
     }
     let client = webhooks::client(&state);
-    for _ in 0..webhooks::SENDERS {
-        tasks.push(tokio::spawn(webhooks::run(state.clone(), client.clone(), stop.clone())));
-    }
+    tasks.push(tokio::spawn(webhooks::run(state.clone(), client, stop.clone())));
     for _ in 0..state.config.workers {
         tasks.push(tokio::spawn(runner::run_worker(state.clone(), extractor.clone(), stop.clone())));
     }

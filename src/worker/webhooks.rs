@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::{sync::watch, task::JoinSet};
 
 use crate::{
     domain::webhook::signature,
@@ -18,9 +18,6 @@ use crate::{
     service::AppState,
     store::webhooks::{AttemptOutcome, ClaimedDelivery},
 };
-
-/// Deliveries sent at once by this process (one per subscription at a time).
-pub const SENDERS: usize = 4;
 
 /// The largest body sent: an event over it goes without its `fact` and `settings`, marked
 /// `"truncated": true`, and the receiver reads the rest from the API.
@@ -41,35 +38,44 @@ pub fn client(state: &AppState) -> reqwest::Client {
     builder.build().unwrap_or_default()
 }
 
-/// Sends due deliveries until `stop` turns true.
+/// Sends due deliveries until `stop` turns true: claims while fewer than
+/// `ENGRAM_WEBHOOK_CONCURRENCY` are in flight, each sent by a task of its own, so a
+/// receiver that hangs holds one slot (and a tenant at most its share, see
+/// [`Store::claim_delivery`](crate::store::Store::claim_delivery)) instead of a sender
+/// every tenant needs.
 pub async fn run(state: AppState, client: reqwest::Client, mut stop: watch::Receiver<bool>) {
     let poll = Duration::from_millis(state.config.job_poll_ms);
     let lease = Duration::from_secs(state.config.webhook_timeout_secs * 2 + 10);
+    let per_tenant = i64::try_from(state.config.webhook_per_tenant()).unwrap_or(i64::MAX);
+    // Dropped on return, which aborts the sends: their leases run out and they are sent again.
+    let mut sending = JoinSet::new();
     while !*stop.borrow() {
-        // Woken by every commit that queued deliveries and by a manual redelivery;
-        // deliveries another replica queued, or retries that became due, are polled for
-        // (by a read: the claim's write transaction only when one is due).
+        // Woken by every commit that queued deliveries, by a manual redelivery and by a
+        // send ending; deliveries another replica queued, or retries that became due, are
+        // polled for (by a read: the claim's write transaction only when one is due).
         let woken = state.store.deliveries_queued().notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let claimed = match state.store.delivery_due(Utc::now()).await {
-            Ok(true) => state.store.claim_delivery(Utc::now() + lease).await,
-            Ok(false) => Ok(None),
-            Err(e) => Err(e),
-        };
-        match claimed {
-            Ok(Some(claim)) => {
-                tokio::select! {
-                    () = deliver(&state, &client, &claim) => continue,
-                    // Stopping mid-send: the lease runs out and the delivery is sent again.
-                    _ = stop.changed() => return,
+        while sending.try_join_next().is_some() {}
+        if sending.len() < state.config.webhook_concurrency {
+            let claimed = match state.store.delivery_due(Utc::now()).await {
+                Ok(true) => state.store.claim_delivery(Utc::now() + lease, per_tenant).await,
+                Ok(false) => Ok(None),
+                Err(e) => Err(e),
+            };
+            match claimed {
+                Ok(Some(claim)) => {
+                    let (state, client) = (state.clone(), client.clone());
+                    sending.spawn(async move { deliver(&state, &client, &claim).await });
+                    continue;
                 }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "claiming a webhook delivery failed"),
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "claiming a webhook delivery failed"),
         }
         tokio::select! {
             () = &mut woken => {}
+            Some(_) = sending.join_next() => {}
             () = tokio::time::sleep(poll) => {}
             _ = stop.changed() => {}
         }

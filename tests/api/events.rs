@@ -1,6 +1,7 @@
 //! The event feed and fact history (issue 25), on both backends: every change to memory
 //! is one event written with the change (none for a replay, a refused or rolled-back
-//! change), in commit order without gaps under concurrent writers; long polling; a
+//! change), in commit order without gaps under concurrent writers; long polling, its
+//! waiting reads capped per tenant; a
 //! person's own feed for a user-bound token; the retention's expired cursor; a fact's
 //! versions with their actors, Lyon → Paris by two extraction jobs; on PostgreSQL, events
 //! held back while an older change of the same database runs, and only then.
@@ -25,6 +26,7 @@ on_both_backends!(
     refused_and_rolled_back_changes_write_no_event,
     the_feed_pages_without_gaps_under_concurrent_writers,
     a_waiting_read_wakes_on_the_next_event_or_times_out_empty,
+    waiting_reads_are_capped_per_tenant,
     a_user_bound_token_reads_only_its_own_person,
     a_cursor_older_than_the_retention_is_gone,
     history_shows_lyon_superseded_by_paris_with_the_job,
@@ -324,6 +326,40 @@ async fn a_waiting_read_wakes_on_the_next_event_or_times_out_empty(backend: Back
     assert_eq!(types(page["items"].as_array().unwrap()), ["fact.added"]);
     assert_eq!(page["next_cursor"], page["items"][0]["id"]);
     assert!(took < Duration::from_secs(5), "woken by the write, not the time limit: {took:?}");
+}
+
+/// Three waiting reads of acme at once at a cap of two: one is answered 429 at once, while
+/// the two others wait, another tenant and a read that does not wait are served; once
+/// the two are answered (by acme's next event), acme may wait again.
+async fn waiting_reads_are_capped_per_tenant(backend: Backend) {
+    let app = std::sync::Arc::new(TestApp::spawn_with(backend, &["--event-waiters-per-tenant", "2"]).await);
+    let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..3 {
+        let (app, answers) = (app.clone(), answers.clone());
+        tokio::spawn(async move {
+            let path = "/api/events?after=0&wait=25";
+            let _ = answers.send(app.send(reqwest::Method::GET, path, &admin("acme"), &[], None).await);
+        });
+    }
+    let first = tokio::time::timeout(Duration::from_secs(20), answered.recv()).await;
+    let (status, headers, body) = first.expect("one read is answered before any event").expect("answer");
+    assert_error(status, &body, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    assert!(body["error"]["message"].as_str().unwrap().contains("ENGRAM_EVENT_WAITERS_PER_TENANT"), "{body}");
+    assert_eq!(headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+
+    let (status, page) = app.get("/api/events?after=0", &admin("acme")).await;
+    assert_eq!(status, StatusCode::OK, "a read that does not wait is not counted: {page}");
+    let (status, page) = app.get("/api/events?after=0&wait=1", &admin("globex")).await;
+    assert_eq!(status, StatusCode::OK, "another tenant has its own cap: {page}");
+
+    app.post(&facts_path(PERSON), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    for _ in 0..2 {
+        let (status, _, page) = answered.recv().await.expect("answer");
+        assert_eq!(status, StatusCode::OK, "{page}");
+        assert_eq!(types(page["items"].as_array().unwrap()), ["fact.added"]);
+    }
+    let (status, page) = app.get("/api/events?after=0&wait=1", &admin("acme")).await;
+    assert_eq!(status, StatusCode::OK, "the answered reads no longer count: {page}");
 }
 
 async fn a_user_bound_token_reads_only_its_own_person(backend: Backend) {

@@ -9,6 +9,7 @@ on_both_backends!(
     put_is_a_partial_update,
     invalid_config_is_rejected_and_changes_nothing,
     bad_tokens_are_unauthorized,
+    the_jwt_leeway_is_a_setting,
     scopes_are_enforced,
     tenants_never_see_each_other,
     list_paginates_by_agent_id,
@@ -144,6 +145,23 @@ async fn bad_tokens_are_unauthorized(backend: Backend) {
         app.client.get(format!("{}{path}", app.base)).header("authorization", "Basic abc").send().await.unwrap();
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(response.headers()["www-authenticate"], "Bearer");
+}
+
+/// Real expiry times either side of a two-minute leeway: 60 s past `exp` is accepted
+/// (the default 30 s would refuse it), 180 s past is refused.
+async fn the_jwt_leeway_is_a_setting(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--jwt-leeway-secs", "120"]).await;
+    let path = "/api/agents-config/bot";
+    let within = token_with(json!({"exp": now() - 60}));
+    let (status, body) = app.get(path, &within).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "expired 60 s ago, within the leeway: {body}");
+    let beyond = token_with(json!({"exp": now() - 180}));
+    let (status, body) = app.get(path, &beyond).await;
+    assert_error(status, &body, StatusCode::UNAUTHORIZED, "unauthorized");
+
+    let strict = TestApp::spawn_with(backend, &["--jwt-leeway-secs", "0"]).await;
+    let (status, body) = strict.get(path, &token_with(json!({"exp": now() - 5}))).await;
+    assert_error(status, &body, StatusCode::UNAUTHORIZED, "unauthorized");
 }
 
 async fn scopes_are_enforced(backend: Backend) {

@@ -1,6 +1,7 @@
 //! Webhooks (issue 25), on both backends, against real receivers on loopback (wiremock):
 //! signed deliveries retried until answered 2xx, in order while the receiver keeps up; a
-//! slow receiver that holds no request path; dead deliveries redelivered by hand; a
+//! slow receiver that holds no request path, and one tenant's hanging receivers that hold
+//! back no other tenant's deliveries; dead deliveries redelivered by hand; a
 //! failing subscription disabled; private destinations refused without the override; the
 //! subscription routes. The signature is verified by an independent implementation (the
 //! `standardwebhooks` package) in clients/python/tests/test_webhooks.py; a receiver down
@@ -19,6 +20,7 @@ on_both_backends!(
     a_receiver_that_keeps_up_gets_events_in_order,
     a_receivers_retry_after_is_honoured,
     a_slow_receiver_holds_no_request_path,
+    hanging_receivers_of_one_tenant_hold_back_no_other_tenant,
     a_redirect_is_not_followed,
     a_dead_delivery_is_redelivered_by_hand,
     a_subscription_failing_too_long_is_disabled_and_says_so,
@@ -169,6 +171,52 @@ async fn a_receivers_retry_after_is_honoured(backend: Backend) {
     assert!(waited >= chrono::TimeDelta::milliseconds(1900), "the retry waited {waited} (backoff base 100 ms)");
 }
 
+/// Tenant A's five subscriptions to a receiver that sleeps past the delivery timeout, at
+/// the default senders: B's delivery to a fast receiver is done while every one of A's is
+/// still in its first attempt (with senders shared by all, B's waited for A's to time out).
+async fn hanging_receivers_of_one_tenant_hold_back_no_other_tenant(backend: Backend) {
+    let hanging = MockServer::start().await;
+    let sleeps = ResponseTemplate::new(200).set_delay(Duration::from_secs(120));
+    Mock::given(method("POST")).respond_with(sleeps).mount(&hanging).await;
+    let fast = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(204)).mount(&fast).await;
+    let args = ["--webhook-allow-private", "true", "--webhook-timeout-secs", "60", "--job-poll-ms", "100"];
+    let app = TestApp::spawn_with(backend, &args).await;
+    let mut a_subscriptions = Vec::new();
+    for _ in 0..5 {
+        let (status, created) = app.post("/api/webhooks", &admin("acme"), json!({"url": hanging.uri()})).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        a_subscriptions.push(created["id"].as_str().unwrap().to_owned());
+    }
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let a_event = event_ids(&app).await[0];
+    for id in &a_subscriptions {
+        delivery_reaching(&app, id, a_event, "running", Duration::from_secs(20)).await;
+    }
+
+    let (status, b_subscription) = app.post("/api/webhooks", &admin("globex"), json!({"url": fast.uri()})).await;
+    assert_eq!(status, StatusCode::CREATED, "{b_subscription}");
+    let b_id = b_subscription["id"].as_str().unwrap();
+    let (status, _) = app.post(&facts_path("bob"), &agent("globex"), json!({"fact": "Likes coffee"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, b_events) = app.get("/api/events", &admin("globex")).await;
+    let b_event = b_events["items"][0]["id"].as_i64().unwrap();
+    let path = format!("/api/webhooks/{b_id}/deliveries/{b_event}");
+    let delivered = eventually(Duration::from_secs(90), || async {
+        let (_, delivery) = app.get(&path, &admin("globex")).await;
+        (delivery["status"] == "delivered").then_some(())
+    })
+    .await;
+    assert!(delivered.is_some(), "B's delivery never arrived: {}", app.get(&path, &admin("globex")).await.1);
+
+    for id in &a_subscriptions {
+        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/{a_event}"), &admin("acme")).await;
+        assert_eq!(delivery["status"], "running", "A's first attempts are all still hanging: {delivery}");
+        assert_eq!(delivery["attempt_log"], json!([]), "{delivery}");
+    }
+    assert_eq!(fast.received_requests().await.unwrap().len(), 1);
+}
+
 async fn a_slow_receiver_holds_no_request_path(backend: Backend) {
     let receiver = MockServer::start().await;
     Mock::given(method("POST"))
@@ -281,6 +329,11 @@ async fn private_destinations_are_refused_without_the_override(backend: Backend)
         "http://[::1]/",
         "http://10.0.0.7/hook",
         "http://0x7f000001/",
+        // The same private IPv4 addresses inside NAT64, 6to4 and Teredo addresses.
+        "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",
+        "http://[64:ff9b:1::a00:7]/hook",
+        "http://[2002:7f00:1::1]/",
+        "http://[2001:0:4136:e378:8000:63bf:f5ff:fff8]/hook",
     ] {
         let (status, body) = app.post("/api/webhooks", &admin("acme"), json!({"url": url})).await;
         assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_request");
