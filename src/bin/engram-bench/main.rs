@@ -4,8 +4,9 @@
 //! `load` (module `load`) drives each hot operation through the API beside the same
 //! database work done directly; `scale` (module `scale`) measures memory context and
 //! search as the number of facts grows; `locomo` (module `locomo`) measures the evidence
-//! recall of facts search on LoCoMo beside BM25. Module `drive` holds what the speed
-//! benchmarks share.
+//! recall of facts search on LoCoMo beside BM25; `whole-message` (module `whole_message`)
+//! measures search with a whole message as the query over facts sharing their words.
+//! Module `drive` holds what the speed benchmarks share.
 //!
 //! `extraction` measures the built-in fact extractor on Synthetic-Persona-Chat: for each
 //! speaker of each conversation, the facts extracted from that speaker's turns are matched
@@ -18,6 +19,7 @@ mod locomo;
 mod msc;
 mod scale;
 mod train;
+mod whole_message;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -59,6 +61,9 @@ enum Command {
     /// Memory context and search latency with many facts stored and with one user at the
     /// cap, through the HTTP API of an Engram started in this process.
     Scale(scale::ScaleArgs),
+    /// Search with a whole message as the query over one person whose facts share their
+    /// words, at 1 000 and 5 000 facts and 1 and 4 clients, SQLite beside PostgreSQL.
+    WholeMessage(whole_message::WholeMessageArgs),
     /// Evidence recall at 5, 10 and 25 of facts search on LoCoMo, beside BM25 over the same
     /// facts.
     Locomo(locomo::LocomoArgs),
@@ -320,6 +325,7 @@ fn main() -> ExitCode {
         },
         Command::Load(args) => block_on(load::run(&args)),
         Command::Scale(args) => block_on(scale::run(&args)),
+        Command::WholeMessage(args) => block_on(whole_message::run(&args)),
         Command::Locomo(args) => block_on(locomo::run(&args)),
         Command::TrainExtraction(args) => train::run(&args).map_err(|e| format!("{e:#}")),
     };

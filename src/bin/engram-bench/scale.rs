@@ -68,7 +68,7 @@ pub struct ScaleArgs {
 }
 
 /// What one scenario asks: the path of request `i`.
-type PathOf = Box<dyn Fn(usize) -> String + Send + Sync>;
+pub type PathOf = Box<dyn Fn(usize) -> String + Send + Sync>;
 
 /// Requests before each scenario's measured ones.
 const WARM_UP: usize = 100;
@@ -163,7 +163,7 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
 }
 
 /// Sends `count` GETs over `concurrency` tasks.
-async fn get_all(
+pub async fn get_all(
     client: &reqwest::Client,
     base: &str,
     token: &Arc<str>,
@@ -198,7 +198,7 @@ async fn load(store: &Store, args: &ScaleArgs) -> anyhow::Result<()> {
 }
 
 /// Imports the facts `texts` of user `name`.
-async fn import(
+pub async fn import(
     store: &Store,
     tenant: &TenantId,
     agent: &AgentId,
@@ -219,14 +219,14 @@ async fn import(
 
 /// Fact `i` of the common-words user: 8 words of the first [`COMMON_VOCABULARY`], drawn
 /// evenly (the number keeps each fact distinct).
-fn common_fact(seed: usize, i: usize) -> String {
+pub fn common_fact(seed: usize, i: usize) -> String {
     let words: Vec<&str> = (0..8).map(|k| WORDS[uniform(seed, i, 10 + k, COMMON_VOCABULARY)]).collect();
     format!("{} {i}", words.join(" "))
 }
 
 /// Query `i` (of [`COMMON_QUERIES`]) to the common-words user: 20 words of the same
 /// vocabulary.
-fn common_query(i: usize) -> String {
+pub fn common_query(i: usize) -> String {
     let i = i % COMMON_QUERIES;
     (0..20).map(|k| WORDS[uniform(usize::MAX, i, 100 + k, COMMON_VOCABULARY)]).collect::<Vec<_>>().join(" ")
 }
