@@ -29,10 +29,10 @@ use engram::{
 use serde_json::json;
 
 use crate::drive::{Budget, Outcome, drive, succeeds};
-use crate::{Database, Embeddings, write_json};
+use crate::{Database, Embeddings, Server, write_json};
 
-const TENANT: &str = "bench";
-const AGENT: &str = "bench-bot";
+pub const TENANT: &str = "bench";
+pub const AGENT: &str = "bench-bot";
 /// The user at the cap.
 const CAPPED: &str = "capped-user";
 const CAPPED_FACTS: usize = 1_000;
@@ -90,17 +90,7 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
 
     let server = scratch.serve(&args.embeddings).await?;
     let base = server.base.clone();
-    let token: Arc<str> =
-        server.state.guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?.into();
-    let client = reqwest::Client::new();
-    let status = client
-        .put(format!("{base}/api/agents-config/{AGENT}"))
-        .bearer_auth(&*token)
-        .json(&json!({"memory_enabled": true}))
-        .send()
-        .await?
-        .status();
-    anyhow::ensure!(status.is_success(), "enabling memory failed: {status}");
+    let (client, token) = with_memory(&server).await?;
     let backfill = if args.embeddings.on() { Some(server.backfilled(total).await?) } else { None };
 
     let users = args.users.max(1);
@@ -160,6 +150,23 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
             "embeddings": args.embeddings.on(), "backfill_facts_per_s": backfill,
         }),
     )
+}
+
+/// A client and an admin token of the bench's tenant, once memory is enabled for its
+/// agent on `server`.
+pub(crate) async fn with_memory(server: &Server) -> anyhow::Result<(reqwest::Client, Arc<str>)> {
+    let token: Arc<str> =
+        server.state.guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?.into();
+    let client = reqwest::Client::new();
+    let status = client
+        .put(format!("{}/api/agents-config/{AGENT}", server.base))
+        .bearer_auth(&*token)
+        .json(&json!({"memory_enabled": true}))
+        .send()
+        .await?
+        .status();
+    anyhow::ensure!(status.is_success(), "enabling memory failed: {status}");
+    Ok((client, token))
 }
 
 /// Sends `count` GETs over `concurrency` tasks.

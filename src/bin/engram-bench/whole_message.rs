@@ -7,17 +7,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Args;
 use engram::domain::ids::{AgentId, TenantId};
 use serde_json::json;
 
-use crate::scale::{PathOf, common_fact, common_query, encode, get_all, import};
+use crate::scale::{AGENT, PathOf, TENANT, common_fact, common_query, encode, get_all, import, with_memory};
 use crate::{Database, Embeddings, write_json};
 
-const TENANT: &str = "bench";
-const AGENT: &str = "bench-bot";
 /// Searches before each row's measured ones.
 const WARM_UP: usize = 100;
 
@@ -114,17 +111,7 @@ async fn measure(args: &WholeMessageArgs, database: &Database) -> anyhow::Result
 
     let server = scratch.serve(&Embeddings::default()).await?;
     let base = server.base.clone();
-    let token: Arc<str> =
-        server.state.guard.authenticator.sign(TENANT, "admin", None, None, Duration::from_secs(3600))?.into();
-    let client = reqwest::Client::new();
-    let status = client
-        .put(format!("{base}/api/agents-config/{AGENT}"))
-        .bearer_auth(&*token)
-        .json(&json!({"memory_enabled": true}))
-        .send()
-        .await?
-        .status();
-    anyhow::ensure!(status.is_success(), "enabling memory failed: {status}");
+    let (client, token) = with_memory(&server).await?;
     let mut rows = Vec::new();
     for &count in &args.facts {
         for &clients in &args.clients {
