@@ -424,8 +424,8 @@ export interface paths {
          * Import NDJSON, one record a line (the format: `openapi/import-record.schema.json`).
          *     Every good line is written once (a client id imported before adds nothing), every
          *     bad line reported with its number and code and skipped; the answer is the finished
-         *     import with its counts. Records are written a batch per transaction: after a broken
-         *     upload, send the file again.
+         *     import with its counts. An empty body is a 400. Records are written a batch per
+         *     transaction: after a broken upload, send the file again.
          */
         post: operations["import_records"];
         delete?: never;
@@ -443,9 +443,29 @@ export interface paths {
         };
         /**
          * One import and its progress: lines read, records added, duplicates, bad lines with
-         *     the first 100 reports.
+         *     the first 100 reports (`/api/import/{id}/errors` has them all).
          */
         get: operations["get_import"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/import/{id}/errors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every bad line of one import with its report, by line number, a page at a time
+         *     (saved with each batch: a running import's so far).
+         */
+        get: operations["list_import_errors"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1107,6 +1127,12 @@ export interface components {
             completed_at: string;
             deleted: components["schemas"]["ErasedCounts"];
             external_ref: components["schemas"]["ExternalRef"];
+            /**
+             * Format: date-time
+             * @description When no file of the database held the erased rows' old versions any more; null
+             *     while that is still owed (then `GET /api/rgpd/receipts/{receipt_id}` tells when).
+             */
+            purged_at?: string | null;
             /** Format: uuid */
             receipt_id: string;
         };
@@ -1396,8 +1422,9 @@ export interface components {
             /** Format: uuid */
             id: string;
             /**
-             * @description `running`, `succeeded`, or `failed` (stopped by the database or a broken
-             *     upload: what was committed before stays, and a re-run completes it).
+             * @description `running`, `succeeded`, `failed` (stopped by the database or a broken upload:
+             *     what was committed before stays, and a re-run completes it), or `interrupted`
+             *     (its process died: found silent at a later start; a re-run completes it).
              */
             status: string;
             /** Format: date-time */
@@ -1787,6 +1814,17 @@ export interface components {
             /** @description Pass as `cursor` to get the next page; null on the last page. */
             next_cursor?: string | null;
         };
+        Page_LineReport: {
+            items: (components["schemas"]["LineError"] & {
+                /**
+                 * Format: int64
+                 * @description 1 for the first line.
+                 */
+                line: number;
+            })[];
+            /** @description Pass as `cursor` to get the next page; null on the last page. */
+            next_cursor?: string | null;
+        };
         Page_Message: {
             items: {
                 /** @description A string, or an array of content parts (objects with a string `type`). */
@@ -1844,7 +1882,10 @@ export interface components {
              * @description Records whose client id was imported before: nothing written.
              */
             duplicates: number;
-            /** @description The first 100 bad lines' reports. */
+            /**
+             * @description The first 100 bad lines' reports; `GET /api/import/{id}/errors` pages through
+             *     all of them.
+             */
             errors: components["schemas"]["LineReport"][];
             /**
              * Format: int64
@@ -1868,6 +1909,12 @@ export interface components {
             /** Format: date-time */
             completed_at: string;
             deleted: components["schemas"]["ErasedCounts"];
+            /**
+             * Format: date-time
+             * @description When no file of the database held the erased rows' old versions any more (what
+             *     that covers on each backend: docs/api.md); null until then.
+             */
+            purged_at?: string | null;
             /** Format: uuid */
             receipt_id: string;
             /** @description HMAC-SHA256 of the tenant and external_ref under the server's receipt key. */
@@ -2522,7 +2569,8 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description Seconds to wait for the first event when there is none yet (0–30, default 0):
-                 *     the answer comes as soon as one is written, or empty when the time is up.
+                 *     the answer comes as soon as one is written, or empty when the time is up. At most
+                 *     `ENGRAM_EVENT_WAITERS_PER_TENANT` reads of a tenant wait at once (429 beyond).
                  */
                 wait?: number;
             };
@@ -5016,7 +5064,8 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description Seconds to wait for the first event when there is none yet (0–30, default 0):
-                 *     the answer comes as soon as one is written, or empty when the time is up.
+                 *     the answer comes as soon as one is written, or empty when the time is up. At most
+                 *     `ENGRAM_EVENT_WAITERS_PER_TENANT` reads of a tenant wait at once (429 beyond).
                  */
                 wait?: number;
                 /** @description Only events of this agent. */
@@ -5184,7 +5233,7 @@ export interface operations {
         /** @description One JSON record a line (`ImportRecord`). */
         requestBody: {
             content: {
-                "application/x-ndjson": string;
+                "application/x-ndjson": unknown;
             };
         };
         responses: {
@@ -5264,6 +5313,89 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ImportJob"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such resource in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_import_errors: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description A previous page's `next_cursor` (opaque: any other value is a 400). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_LineReport"];
                 };
             };
             /** @description `invalid_request`: a bad path, query or body value */
