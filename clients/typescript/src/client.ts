@@ -359,6 +359,10 @@ export class EngramClient implements OperationMethods {
   getImport(id: string) {
     return this.get<"get_import">(`/api/import/${seg(id)}`);
   }
+  /** An import's bad-line reports, every one of them, a page at a time. */
+  listImportErrors(id: string, query?: Query<"list_import_errors">) {
+    return this.get<"list_import_errors">(`/api/import/${seg(id)}/errors`, query);
+  }
 
   // Events, fact history and webhooks
   /** The tenant's change feed after `after`; `wait` long-polls for the next event. */

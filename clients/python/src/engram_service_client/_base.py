@@ -426,6 +426,10 @@ class Operations:
     def get_import(self, id: str) -> Any:
         return self._get(f"/api/import/{_seg(id)}")
 
+    def list_import_errors(self, id: str, *, limit: int | None = None, cursor: str | None = None) -> Any:
+        """An import's bad-line reports, every one of them, a page at a time."""
+        return self._get(f"/api/import/{_seg(id)}/errors", limit=limit, cursor=cursor)
+
     # Events, fact history and webhooks
     def list_events(
         self,

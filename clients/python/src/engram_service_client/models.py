@@ -5,7 +5,7 @@ adds or drops fails that test."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -130,6 +130,8 @@ class Erasure(TypedDict):
     deleted: dict[str, int]
     receipt_id: str
     completed_at: str
+    # None while the database's files may still hold the erased rows' old versions.
+    purged_at: NotRequired[str | None]
 
 
 class ErrorDetail(TypedDict, total=False):
