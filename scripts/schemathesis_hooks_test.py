@@ -3,8 +3,8 @@ after a DELETE emptied it, and checks that the hook drops those and nothing else
 
 Run by scripts/schemathesis with its virtualenv, before the contract test. The failures are
 built as the `use_after_free` check builds them (schemathesis 4.32.5), from the chains
-that failed: POST /api/conversations, DELETE …/messages, GET …/{id}, GET …/messages
-(issue #31), and GET /api/agents-config, DELETE …/facts, GET …/facts (seed 302); the
+that failed: POST /api/conversations, DELETE …/messages, GET …/{id}, GET …/messages,
+and GET /api/agents-config, DELETE …/facts, GET …/facts (seed 302); the
 valid request refused whose path held a link's null (`…/conversations/None/…`). Also the
 fact times positive cases keep (`_times_hold`).
 """

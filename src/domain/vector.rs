@@ -14,9 +14,9 @@
 //! the best one, similarity read above the floor ([`MIN_SIMILARITY`] scores 0). A fact's
 //! fused relevance is `TEXT_WEIGHT × text + (1 − TEXT_WEIGHT) × vector`, 0 for a list it
 //! is absent from. Fusing by score, not by rank, keeps how much better one candidate is
-//! than the next: plain reciprocal-rank fusion measured no gain over full text on LoCoMo
-//! (issue 12). Without vector candidates there is nothing to fuse and recall answers
-//! with the full-text result as it is.
+//! than the next: plain reciprocal-rank fusion measured no gain over full text on LoCoMo.
+//! Without vector candidates there is nothing to fuse and recall answers with the
+//! full-text result as it is.
 //! Vector similarities below [`MIN_SIMILARITY`] are not candidates: every text is somewhat
 //! similar to every other, and without a floor the nearest unrelated fact would always
 //! be recalled.
