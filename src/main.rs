@@ -170,10 +170,7 @@ async fn main() -> ExitCode {
         }
         Command::Migrate(core) => {
             telemetry::init_logs(LogFormat::Text);
-            match core.validated() {
-                Ok(core) => migrate(&core).await,
-                Err(e) => Err(e),
-            }
+            migrate(core).await
         }
         // Their logs go to stderr, with the progress: stdout is the summary alone.
         Command::Import { core, limits, tenant, extract, default_ai_consent, file } => {
@@ -236,18 +233,15 @@ async fn fetch_models(data_dir: &std::path::Path, files: ModelFilesConfig) -> an
     Ok(())
 }
 
-async fn migrate(core: &CoreConfig) -> anyhow::Result<()> {
-    let store = Store::connect(&core.database_url(), 2, std::time::Duration::from_secs(3600)).await?;
-    let store = store.with_word_key(engram::app::receipt_key(core)?.0.as_bytes());
-    store.migrate().await?;
-    store.check_word_key().await?;
+async fn migrate(core: CoreConfig) -> anyhow::Result<()> {
+    let store = open_store(core).await?;
     tracing::info!(backend = store.backend(), "migrations applied");
     store.close().await;
     Ok(())
 }
 
-/// Opens the configured database with its migrations applied: an import may start from
-/// an empty one.
+/// Opens the configured database with its migrations applied (an import may start from
+/// an empty one) and the word index's key checked against the server's.
 async fn open_store(core: CoreConfig) -> anyhow::Result<Store> {
     let core = core.validated()?;
     let store = Store::connect(&core.database_url(), 2, Duration::from_secs(3600)).await?;

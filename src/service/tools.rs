@@ -386,10 +386,19 @@ fn take_id(args: &mut Map<String, Value>) -> Result<Uuid, ApiError> {
     Uuid::parse_str(&id).map_err(|_| ApiError::invalid("`id` must be a fact's id (a UUID)"))
 }
 
-/// Written as JSON, a NUL anywhere in the arguments, key or value, is the escape the
-/// REST edge's check (`domain::nul`) finds.
+/// A NUL anywhere in the arguments, in a key or a value at any depth: the arguments are
+/// already parsed here, so the tree is walked rather than written out again as JSON for
+/// the edge's byte check (`domain::nul`).
 fn holds_nul(args: &Map<String, Value>) -> bool {
-    nul::in_json(&serde_json::to_vec(args).unwrap_or_default())
+    fn value_holds_nul(value: &Value) -> bool {
+        match value {
+            Value::String(text) => text.contains('\0'),
+            Value::Array(items) => items.iter().any(value_holds_nul),
+            Value::Object(map) => holds_nul(map),
+            _ => false,
+        }
+    }
+    args.iter().any(|(key, value)| key.contains('\0') || value_holds_nul(value))
 }
 
 #[cfg(test)]

@@ -1313,11 +1313,10 @@ impl Tx {
         now: DateTime<Utc>,
         created_at: DateTime<Utc>,
     ) -> Result<Option<Fact>> {
-        let key = self.2.clone();
         if let (Some((place, actor)), super::Backend::Postgres(tx)) = (self.inline_event(), &mut self.0) {
             let stored = new_row(owner, fact, origin, now, created_at);
             let data = EventData::fact(&stored);
-            let terms = word_index::fact_terms(&key, owner, &stored.fact);
+            let terms = word_index::fact_terms(&self.2, owner, &stored.fact);
             let row: Option<InsertedRow> = bind_insert(
                 sqlx::query_as(INSERT_WITH_EVENT_PG.as_str()),
                 owner,
