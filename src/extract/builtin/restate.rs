@@ -10,12 +10,13 @@
 //! thinking or saying (a stance, a plan or a hypothesis), and clauses tied to the day
 //! ("yesterday", "tonight").
 
+use super::being::FAMILY_STATUSES;
 use super::clauses::skip_lead;
 use super::lexicon::*;
 use super::mentions;
 use super::phrase::{lower_words, object, object_end, render, third_person};
 use super::tokens::Tok;
-use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, FAMILY_STATUSES, NEGATED_RULE_VERBS, NO_GOAL};
+use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, NEGATED_RULE_VERBS, NO_GOAL};
 
 /// Verbs after "I" that make a clause a stance, a courtesy or a modal frame rather than a
 /// statement of fact.
