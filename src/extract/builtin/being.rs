@@ -6,7 +6,7 @@ use super::lexicon::*;
 use super::names::name_fact;
 use super::phrase::{fact, lower_words, mentions_job, object_end, with_object};
 use super::tokens::Tok;
-use super::verbs::match_want;
+use super::wants::match_want;
 use crate::extract::ExtractedFact;
 
 pub(super) fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {

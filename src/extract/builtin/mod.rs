@@ -31,6 +31,7 @@ mod statement;
 mod tokens;
 pub mod training;
 mod verbs;
+mod wants;
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};

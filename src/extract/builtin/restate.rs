@@ -16,7 +16,8 @@ use super::lexicon::*;
 use super::mentions;
 use super::phrase::{lower_words, object, object_end, render, third_person};
 use super::tokens::Tok;
-use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, NEGATED_RULE_VERBS, NO_GOAL};
+use super::verbs::{CONVERSATIONAL_HAVES, DECIDED_VERBS, NEGATED_RULE_VERBS};
+use super::wants::NO_GOAL;
 
 /// Verbs after "I" that make a clause a stance, a courtesy or a modal frame rather than a
 /// statement of fact.
