@@ -1,13 +1,6 @@
-//! JSON answers, written into a plain vector.
-//!
-//! axum's `Json` serialises into a `BytesMut` through its `io::Write` adapter: every
-//! token serde writes (a quote, a key, a comma) is a call to `BufMut::put_slice` with
-//! its own capacity check, which the compiler cannot fold into the serialiser's loop.
-//! Written into a `Vec<u8>` the same bytes take about half the time: 12.9–13.2 µs
-//! against 6.6–7.5 for an 8 KB answer of twenty facts in a scratch program, and
-//! `put_slice` alone was 4.1 µs of a memory context's ~234 µs of server CPU in a profile
-//! under load (docs/performance.md). The hot reads (the last messages, the memory
-//! context, search) answer 5–15 KB.
+//! JSON answers, written into a plain vector: axum's `Json` writes through `BytesMut`'s
+//! `io::Write` adapter, one capacity check per token, and a vector takes about half the
+//! time (docs/decisions/json-answers.md).
 //!
 //! Every handler answers through it; the hot reads' answers (messages, facts, the memory
 //! context, search) through [`Written`], which writes them without serde's call per

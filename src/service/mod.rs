@@ -34,11 +34,9 @@ use crate::{
     store::Store,
 };
 
-/// Everything a handler or worker may need, behind one `Arc`: axum clones the state for
-/// every request, several times (the router, each middleware, each handler), and a clone
-/// of the fields one by one was a dozen atomic reference counts taken and released on
-/// counters shared by every core (4.7 % of a PostgreSQL server's profile samples under
-/// search were `AppState::clone` and its drop). Fields are read through `Deref`.
+/// Everything a handler or worker may need, behind one `Arc`: axum clones the state
+/// several times per request, and one count beats a dozen shared by every core
+/// (docs/decisions/request-overhead.md). Fields are read through `Deref`.
 #[derive(Clone)]
 pub struct AppState(Arc<Shared>);
 
