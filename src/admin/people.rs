@@ -19,7 +19,7 @@ use super::{
     when,
 };
 use crate::{
-    auth::{MemoryWrite, Rgpd, Scope},
+    auth::{Gdpr, MemoryWrite, Scope},
     domain::{
         conversation::Conversation,
         event::{Actor, FactVersion},
@@ -31,7 +31,7 @@ use crate::{
     },
     error::ApiError,
     service::{AppState, consent, erasure, events, export::export_body, facts, working_memory},
-    store::{conversations::ConversationFilter, facts::FactFilter, messages::Window, rgpd::ErasedCounts},
+    store::{conversations::ConversationFilter, facts::FactFilter, gdpr::ErasedCounts, messages::Window},
 };
 
 const FACTS_PAGE: i64 = 50;
@@ -98,7 +98,7 @@ struct PersonPage {
     path: String,
     can_read: bool,
     can_write: bool,
-    can_rgpd: bool,
+    can_gdpr: bool,
     consent: Option<Consent>,
     consent_updated: Option<String>,
     agents: Vec<AgentLink>,
@@ -132,8 +132,8 @@ pub async fn show(
     if let Some(raw) = q.agent_id.map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()) {
         return see_other(&facts_path(&user, &agent(raw)?));
     }
-    let (can_read, can_rgpd) = (operator.can(Scope::MemoryRead), operator.can(Scope::Rgpd));
-    if !can_read && !can_rgpd {
+    let (can_read, can_gdpr) = (operator.can(Scope::MemoryRead), operator.can(Scope::Gdpr));
+    if !can_read && !can_gdpr {
         operator.require(Scope::MemoryRead)?;
     }
     let tenant = operator.tenant();
@@ -179,7 +179,7 @@ pub async fn show(
         external_ref: user.as_str().to_owned(),
         can_read,
         can_write: operator.can(Scope::MemoryWrite),
-        can_rgpd,
+        can_gdpr,
         consent_updated: consent.as_ref().and_then(|c| c.updated_at.as_ref()).map(when),
         consent,
         agents,
@@ -605,7 +605,7 @@ pub async fn export(
     operator: Operator,
     AdminPath(user): AdminPath<ExternalRef>,
 ) -> AdminResult {
-    operator.require(Scope::Rgpd)?;
+    operator.require(Scope::Gdpr)?;
     let body = export_body(&state.store, operator.tenant(), &user, state.config.default_ai_consent).await?;
     Ok((
         [
@@ -637,7 +637,7 @@ pub async fn erase_confirm(
     operator: Operator,
     AdminPath(user): AdminPath<ExternalRef>,
 ) -> AdminResult {
-    operator.require(Scope::Rgpd)?;
+    operator.require(Scope::Gdpr)?;
     let (facts, conversations, messages, working_memories) =
         state.store.person_footprint(operator.tenant(), &user).await?;
     let agents = state.store.agents_of_user(operator.tenant(), &user).await?;
@@ -661,7 +661,7 @@ pub async fn erase_confirm(
 pub async fn erase(
     State(state): State<AppState>,
     AdminPath(user): AdminPath<ExternalRef>,
-    Guarded { operator, .. }: Guarded<NoFields, Rgpd>,
+    Guarded { operator, .. }: Guarded<NoFields, Gdpr>,
 ) -> AdminResult {
     let receipt = erasure::erase(&state, operator.tenant(), &user, Actor::Admin).await?;
     tracing::info!(receipt_id = %receipt.receipt_id, "end user erased from the admin panel");
@@ -690,7 +690,7 @@ pub async fn receipt(
     AdminPath(id): AdminPath<Uuid>,
     Query(q): Query<Done>,
 ) -> AdminResult {
-    operator.require(Scope::Rgpd)?;
+    operator.require(Scope::Gdpr)?;
     let receipt = state.store.get_receipt(operator.tenant(), id).await?.ok_or(AdminError::NotFound("receipt"))?;
     render(&ReceiptPage {
         layout: operator.layout("Erasure receipt", "people", q.done.as_deref()),

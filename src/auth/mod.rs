@@ -23,7 +23,7 @@ pub mod rate_limit;
 mod scoped;
 mod verified;
 
-pub use scoped::{Admin, MemoryRead, MemoryWrite, Requirement, Rgpd, Scoped};
+pub use scoped::{Admin, Gdpr, MemoryRead, MemoryWrite, Requirement, Scoped};
 
 /// What a route needs. `admin` grants every scope; `rgpd` is only granted by itself or
 /// `admin`, so a memory token can never erase or export a person.
@@ -32,7 +32,9 @@ pub enum Scope {
     MemoryRead,
     MemoryWrite,
     Admin,
-    Rgpd,
+    /// Erasure, export and receipts (GDPR), named `rgpd` on the wire as the fyso API it
+    /// is compatible with names it.
+    Gdpr,
 }
 
 impl Scope {
@@ -41,7 +43,7 @@ impl Scope {
             Scope::MemoryRead => "memory:read",
             Scope::MemoryWrite => "memory:write",
             Scope::Admin => "admin",
-            Scope::Rgpd => "rgpd",
+            Scope::Gdpr => "rgpd",
         }
     }
 }

@@ -31,7 +31,7 @@ pub struct MemoryWrite;
 /// Needs `admin`.
 pub struct Admin;
 /// Needs `rgpd` (granted only by itself or `admin`).
-pub struct Rgpd;
+pub struct Gdpr;
 
 impl Requirement for MemoryRead {
     const SCOPE: Scope = Scope::MemoryRead;
@@ -42,8 +42,8 @@ impl Requirement for MemoryWrite {
 impl Requirement for Admin {
     const SCOPE: Scope = Scope::Admin;
 }
-impl Requirement for Rgpd {
-    const SCOPE: Scope = Scope::Rgpd;
+impl Requirement for Gdpr {
+    const SCOPE: Scope = Scope::Gdpr;
 }
 
 /// A verified caller holding the scope `R` requires (401 without a valid token, 403

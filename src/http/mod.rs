@@ -31,13 +31,13 @@ pub mod ctx;
 pub mod events;
 pub mod extractors;
 pub mod facts;
+pub mod gdpr;
 pub mod import;
 pub mod jobs;
 pub mod json;
 pub mod mcp;
 pub mod memory_context;
 pub mod ops;
-pub mod rgpd;
 pub mod tools;
 pub mod webhooks;
 pub mod working_memory;
@@ -137,7 +137,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(facts::router())
         .merge(import::router())
         .merge(memory_context::router())
-        .merge(rgpd::router())
+        .merge(gdpr::router())
         .merge(tools::router())
         .merge(webhooks::router())
         .merge(working_memory::router());

@@ -9,7 +9,7 @@ use crate::{
         ids::{ExternalRef, TenantId},
     },
     error::ApiError,
-    store::rgpd::Receipt,
+    store::gdpr::Receipt,
 };
 
 /// Erases the person (see [`crate::store::Store::erase_user`]) and writes the receipt.

@@ -20,7 +20,7 @@ use crate::{
         ids::{ExternalRef, TenantId},
         policy::Consent,
     },
-    store::{Store, rgpd::ExportReader},
+    store::{Store, gdpr::ExportReader},
 };
 
 /// Rows read per query; the chunks sent are flushed at about [`CHUNK_BYTES`].

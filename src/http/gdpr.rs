@@ -12,7 +12,7 @@ use super::ctx::Ctx;
 use super::json::Json;
 use super::{CommonErrors, NotFound, extractors::ApiPath};
 use crate::{
-    auth::Rgpd,
+    auth::Gdpr,
     domain::{
         conversation::Conversation,
         event::{Actor, Event, ExportedVersion},
@@ -26,7 +26,7 @@ use crate::{
     },
     error::ApiError,
     service::{AppState, erasure, export::export_body},
-    store::rgpd::{ErasedCounts, Receipt},
+    store::gdpr::{ErasedCounts, Receipt},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -54,7 +54,7 @@ pub struct Erasure {
             ("GetReceipt" = (operation_id = "get_receipt", parameters(("receipt_id" = "$response.body#/receipt_id"))))
         )), CommonErrors ))]
 async fn erase_user(
-    Ctx { state, caller }: Ctx<Rgpd>,
+    Ctx { state, caller }: Ctx<Gdpr>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Json<Erasure>, ApiError> {
     let receipt = erasure::erase(&state, &caller.tenant, &user, Actor::Api).await?;
@@ -113,7 +113,7 @@ pub struct Export {
     params(("external_ref" = ExternalRef, Path, description = "The end user's id, percent-encoded")),
     responses((status = 200, body = Export), CommonErrors))]
 async fn export_user(
-    Ctx { state, caller }: Ctx<Rgpd>,
+    Ctx { state, caller }: Ctx<Gdpr>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Response, ApiError> {
     let body = export_body(&state.store, &caller.tenant, &user, state.config.default_ai_consent).await?;
@@ -124,6 +124,6 @@ async fn export_user(
 /// the identifier itself.
 #[utoipa::path(get, path = "/api/rgpd/receipts/{receipt_id}", tag = "rgpd", params(("receipt_id" = Uuid, Path)),
     responses((status = 200, body = Receipt), CommonErrors, NotFound))]
-async fn get_receipt(Ctx { state, caller }: Ctx<Rgpd>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Receipt>, ApiError> {
+async fn get_receipt(Ctx { state, caller }: Ctx<Gdpr>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Receipt>, ApiError> {
     state.store.get_receipt(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("receipt"))
 }
