@@ -14,7 +14,7 @@
 //!
 //! A module may use modules of lower layers only: nothing below `service/` uses it, and
 //! no door uses another. Inside a door, a handler file uses only the door's shared parts
-//! (`mod.rs`, `ctx`, `extractors`, `json`; `session`, `forms`), never another handler file: an
+//! (`mod.rs`, `ctx`, `input`, `json`; `session`, `forms`), never another handler file: an
 //! operation two handlers need belongs in `service/`. No two files of one folder use each
 //! other, directly or round a longer circle. The tests read the source, so
 //! adding an import of the request handlers from under `worker/` (or any arrow up, or
@@ -138,7 +138,7 @@ mod tests {
 
     /// The parts of each door that its handler files share; every other file of the door
     /// is a handler, which no other file of the door may use.
-    const SHARED: &[(&str, &[&str])] = &[("http", &["ctx", "extractors", "json"]), ("admin", &["session", "forms"])];
+    const SHARED: &[(&str, &[&str])] = &[("http", &["ctx", "input", "json"]), ("admin", &["session", "forms"])];
 
     #[test]
     fn handler_files_use_no_other_handler() {

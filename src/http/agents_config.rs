@@ -9,7 +9,7 @@ use super::ctx::Ctx;
 use super::json::Json;
 use super::{
     BodyErrors, CommonErrors, NotFound,
-    extractors::{ApiJson, ApiPath, ApiQuery},
+    input::{ApiJson, ApiPath, ApiQuery},
 };
 use crate::domain::page::{Page, decode_cursor, limit};
 use crate::{

@@ -5,7 +5,7 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::ctx::Ctx;
-use super::extractors::{ApiJson, ApiPath};
+use super::input::{ApiJson, ApiPath};
 use super::json::Json;
 use super::{BodyErrors, CommonErrors};
 use crate::domain::event::Actor;

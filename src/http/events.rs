@@ -13,7 +13,7 @@ use super::ctx::Ctx;
 use super::json::Json;
 use super::{
     CommonErrors,
-    extractors::{ApiPath, ApiQuery},
+    input::{ApiPath, ApiQuery},
 };
 use crate::{
     auth::MemoryRead,

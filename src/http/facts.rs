@@ -12,7 +12,7 @@ use super::ctx::Ctx;
 use super::json::{Json, Written};
 use super::{
     BodyErrors, CommonErrors, NotFound,
-    extractors::{ApiJson, ApiPath, ApiQuery},
+    input::{ApiJson, ApiPath, ApiQuery},
 };
 use crate::domain::page::Page;
 use crate::{

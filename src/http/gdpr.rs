@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::ctx::Ctx;
 use super::json::Json;
-use super::{CommonErrors, NotFound, extractors::ApiPath};
+use super::{CommonErrors, NotFound, input::ApiPath};
 use crate::{
     auth::Gdpr,
     domain::{

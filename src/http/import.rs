@@ -23,7 +23,7 @@ use super::ctx::Ctx;
 use super::json::Json;
 use super::{
     CommonErrors, NotFound,
-    extractors::{ApiPath, ApiQuery},
+    input::{ApiPath, ApiQuery},
 };
 use crate::{
     auth::Admin,

@@ -9,7 +9,7 @@ use super::ctx::Ctx;
 use super::json::Json;
 use super::{
     CommonErrors, NotFound,
-    extractors::{ApiPath, ApiQuery},
+    input::{ApiPath, ApiQuery},
 };
 use crate::domain::page::{Page, decode_cursor, limit};
 use crate::{

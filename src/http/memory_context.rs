@@ -11,7 +11,7 @@ use super::ctx::Ctx;
 use super::json::Written;
 use super::{
     CommonErrors,
-    extractors::{ApiPath, ApiQuery},
+    input::{ApiPath, ApiQuery},
 };
 use crate::{
     auth::MemoryRead,

@@ -11,7 +11,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::json::Json;
 use super::{
     BodyErrors, CommonErrors,
-    extractors::{ApiJson, ApiQuery},
+    input::{ApiJson, ApiQuery},
 };
 use crate::{
     auth::Caller,

@@ -11,7 +11,7 @@ use super::ctx::Ctx;
 use super::json::Json;
 use super::{
     BodyErrors, CommonErrors, NotFound,
-    extractors::{ApiJson, ApiPath, ApiQuery},
+    input::{ApiJson, ApiPath, ApiQuery},
 };
 use crate::{
     auth::Admin,

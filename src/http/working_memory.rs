@@ -16,7 +16,7 @@ use super::ctx::Ctx;
 use super::json::Json;
 use super::{
     BodyErrors, CommonErrors,
-    extractors::{ApiJson, ApiPath},
+    input::{ApiJson, ApiPath},
 };
 use crate::{
     auth::{MemoryRead, MemoryWrite},

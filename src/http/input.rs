@@ -1,7 +1,7 @@
-//! Wrappers over axum's extractors so that their rejections (malformed JSON, wrong
-//! content type, unknown fields, bad path or query values, body too large) come back in
-//! the API's own error shape, and so that no text with a NUL character gets in
-//! (`domain::nul`: both backends answer the same 400).
+//! What a request carries, parsed: wrappers over axum's extractors so that their
+//! rejections (malformed JSON, wrong content type, unknown fields, bad path or query
+//! values, body too large) come back in the API's own error shape, and so that no text
+//! with a NUL character gets in (`domain::nul`: both backends answer the same 400).
 
 use std::{fmt, marker::PhantomData};
 
