@@ -13,8 +13,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{
-    history::{call_ids, result_ids},
     message::{Message, NewMessage},
+    replay::{call_ids, result_ids},
 };
 
 /// What is wrong with one claimed message; one code per message, the most specific.

@@ -26,9 +26,9 @@ use crate::{
             NewConversation,
         },
         event::Actor,
-        history,
         ids::{AgentId, ConversationKey, ExternalRef},
         message::{Message, NewMessage, RoleSet},
+        replay,
         summary::ThreadContext,
     },
     error::{ApiError, ErrorBody},
@@ -251,7 +251,7 @@ async fn list_messages(
         }
     };
     if query.sanitize == Some(true) {
-        page.items = history::sanitize(page.items);
+        page.items = replay::sanitize(page.items);
     }
     Ok(Written(page))
 }
@@ -314,7 +314,7 @@ async fn get_context(
         .await?
         .ok_or(NOT_FOUND)?;
     if query.sanitize == Some(true) {
-        messages = history::sanitize(messages);
+        messages = replay::sanitize(messages);
     }
     Ok(Json(ThreadContext::new(summary, through_seq, messages)))
 }

@@ -1,6 +1,6 @@
-//! Replay-safe conversation history: [`sanitize`] removes incomplete or
-//! malformed tool-call turns so a stored history (or a window of it) can be
-//! sent back to a model provider without being rejected.
+//! Replay: [`sanitize`] removes incomplete or malformed tool-call turns, so that a
+//! stored conversation (or a window of it) can be sent back to a model provider without
+//! being rejected. (A fact's *history* is its versions: `domain::event`.)
 //!
 //! # Three shapes of tool call
 //!
