@@ -18,7 +18,7 @@ use engram::{
         import::{ImportJob, ImportOptions},
     },
     embed::fetch,
-    service::import,
+    service::{export, import},
     store::Store,
     telemetry,
 };
@@ -398,7 +398,7 @@ async fn export_file(core: CoreConfig, tenant: String, path: &std::path::Path) -
     let file = std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     // The total is not known before the end: the bar shows the count.
-    let outcome = import::export(&store, &tenant, &mut out, |written| eprint!("\rexported {written} records")).await;
+    let outcome = export::export(&store, &tenant, &mut out, |written| eprint!("\rexported {written} records")).await;
     eprintln!();
     store.close().await;
     let written = outcome?;

@@ -30,7 +30,7 @@ use crate::{
         working_memory::{Condition, Scope as DocumentScope},
     },
     error::ApiError,
-    service::{AppState, consent, erasure, events, export::export_body, facts, working_memory},
+    service::{AppState, consent, erasure, events, facts, gdpr_export::export_body, working_memory},
     store::{conversations::ConversationFilter, facts::FactFilter, gdpr::ErasedCounts, messages::Window},
 };
 

@@ -25,7 +25,7 @@ use crate::{
         working_memory::{AgentWorkingMemory, WorkingMemory},
     },
     error::ApiError,
-    service::{AppState, erasure, export::export_body},
+    service::{AppState, erasure, gdpr_export::export_body},
     store::gdpr::{ErasedCounts, Receipt},
 };
 

@@ -1,7 +1,7 @@
-//! NDJSON import and export of a tenant's records (`POST /api/import`, `engram import`,
-//! `engram export`): the import reads its input a chunk at a time and writes it a batch
+//! NDJSON import of a tenant's records (`POST /api/import`, `engram import`; the other
+//! way is [`super::export`]): it reads its input a chunk at a time and writes it a batch
 //! per transaction, so that its memory is bounded by the line cap and the batch whatever
-//! the size of the input; the export pages through one snapshot.
+//! the size of the input.
 //!
 //! Each record writes its own event, as the live route would (`fact.added`,
 //! `conversation.created`, `consent.changed`), in its batch's transaction: a webhook
@@ -16,7 +16,7 @@ use crate::{
     config::ImportConfig,
     domain::{
         ids::TenantId,
-        import::{ImportJob, ImportOptions, ImportRecord, LineError, ValidRecord, parse_line},
+        import::{ImportJob, ImportOptions, LineError, ValidRecord, parse_line},
         nul,
     },
     error::ApiError,
@@ -26,9 +26,6 @@ use crate::{
 /// Bytes of lines held in one batch at most, whatever the number of records: with the
 /// line cap, what bounds an import's memory.
 const BATCH_BYTES: usize = 8 * 1024 * 1024;
-
-/// Rows read per query of an export.
-const EXPORT_PAGE: i64 = 500;
 
 /// Why an import stopped before the end of its input.
 #[derive(Debug, thiserror::Error)]
@@ -279,80 +276,4 @@ where
     fn current(&self) -> Line<'_> {
         if self.too_long { Line::TooLong } else { Line::Text(self.line.strip_suffix(b"\r").unwrap_or(&self.line)) }
     }
-}
-
-/// Writes every record of `tenant` as NDJSON to `out`, one line each, in the order an
-/// import needs (consents, conversations with their messages, facts); calls `progress`
-/// with the records written so far after each page. Memory: one page, and one
-/// conversation's line at a time.
-pub async fn export<W: std::io::Write>(
-    store: &Store,
-    tenant: &TenantId,
-    out: &mut W,
-    mut progress: impl FnMut(u64),
-) -> Result<u64, anyhow::Error> {
-    let mut reader = store.record_reader(tenant).await?;
-    let mut written = 0u64;
-    let line = |out: &mut W, record: &ImportRecord| -> anyhow::Result<()> {
-        serde_json::to_writer(&mut *out, record)?;
-        out.write_all(b"\n")?;
-        Ok(())
-    };
-    let mut after: Option<String> = None;
-    loop {
-        let page = reader.consents(after.as_deref(), EXPORT_PAGE).await?;
-        for record in &page {
-            line(out, record)?;
-        }
-        written += page.len() as u64;
-        progress(written);
-        match page.last() {
-            Some(ImportRecord::Consent(last)) if full(&page) => after = Some(last.external_ref.as_str().to_owned()),
-            _ => break,
-        }
-    }
-    let mut after = None;
-    loop {
-        let page = reader.conversations(after, EXPORT_PAGE).await?;
-        for (id, record) in &page {
-            let mut record = record.clone();
-            let mut after_seq = 0;
-            loop {
-                let messages = reader.messages(*id, after_seq, EXPORT_PAGE).await?;
-                let last = messages.last().map(|(seq, _)| *seq);
-                let more = full(&messages);
-                record.messages.extend(messages.into_iter().map(|(_, m)| m));
-                match last {
-                    Some(seq) if more => after_seq = seq,
-                    _ => break,
-                }
-            }
-            line(out, &ImportRecord::Conversation(record))?;
-        }
-        written += page.len() as u64;
-        progress(written);
-        match page.last() {
-            Some((id, _)) if full(&page) => after = Some(*id),
-            _ => break,
-        }
-    }
-    let mut after = None;
-    loop {
-        let page = reader.facts(after, EXPORT_PAGE).await?;
-        for (_, record) in &page {
-            line(out, &ImportRecord::Fact(record.clone()))?;
-        }
-        written += page.len() as u64;
-        progress(written);
-        match page.last() {
-            Some((id, _)) if full(&page) => after = Some(*id),
-            _ => break,
-        }
-    }
-    out.flush()?;
-    Ok(written)
-}
-
-fn full<T>(page: &[T]) -> bool {
-    i64::try_from(page.len()).is_ok_and(|n| n == EXPORT_PAGE)
 }

@@ -18,6 +18,7 @@ pub mod erasure;
 pub mod events;
 pub mod export;
 pub mod facts;
+pub mod gdpr_export;
 pub mod import;
 pub mod jobs;
 pub mod memory_context;
@@ -88,4 +89,10 @@ impl AppState {
     pub fn facts_changed(&self) {
         self.embedding_wakeup.notify_one();
     }
+}
+
+/// Whether a page read with a limit of `size` rows came back full: there may be more
+/// after its last row.
+fn is_full_page<T>(page: &[T], size: i64) -> bool {
+    i64::try_from(page.len()).is_ok_and(|n| n == size)
 }
