@@ -7,18 +7,16 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any, TypeVar
 
-from ._base import Call, Operations
+from ._base import Call, CallBuilder, Operations
 from .client import AsyncEngram, Engram
+from .models import Page
 
 T = TypeVar("T")
-Steps = Generator[Call, Any, T]
+Steps = Generator[Call[Any], Any, T]
 
 
-class _Calls(Operations):
+class _Calls(CallBuilder, Operations):
     """Every client method, returning the request it would send instead of sending it."""
-
-    def _send(self, call: Call) -> Call:
-        return call
 
 
 calls = _Calls()
@@ -44,12 +42,12 @@ async def arun(client: AsyncEngram, steps: Steps[T]) -> T:
         return value
 
 
-def every(query: Call) -> Generator[Call, Any, list[Any]]:
+def every(query: Call[Page[T]]) -> Steps[list[T]]:
     """All items of a list call, following its cursors."""
-    items: list[Any] = []
+    items: list[T] = []
     cursor = None
     while True:
-        page = yield Call(query.method, query.path, {**(query.query or {}), "cursor": cursor})
+        page: Page[T] = yield Call(query.method, query.path, {**(query.query or {}), "cursor": cursor})
         items.extend(page["items"])
         cursor = page.get("next_cursor")
         if not cursor:

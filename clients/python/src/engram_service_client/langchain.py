@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ._sansio import Steps, arun, calls, every, run
 from .client import AsyncEngram, Engram
 from .errors import EngramError
+from .models import Message
 
 ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
@@ -29,7 +30,7 @@ def to_engram(message: BaseMessage) -> dict[str, Any]:
     return stored
 
 
-def from_engram(stored: dict[str, Any]) -> BaseMessage:
+def from_engram(stored: Message) -> BaseMessage:
     common: dict[str, Any] = {"content": stored["content"], "id": stored["id"]}
     if stored.get("name"):
         common["name"] = stored["name"]

@@ -31,6 +31,7 @@ from langgraph.store.base import (
 from ._sansio import Steps, arun, calls, every, run
 from .client import AsyncEngram, Engram
 from .errors import EngramError
+from .models import Fact
 
 KEY_TAG = "key:"
 
@@ -59,13 +60,13 @@ def _value(fact: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"content": fact}
 
 
-def _keys(fact: dict[str, Any]) -> list[str]:
+def _keys(fact: Fact) -> list[str]:
     """The keys naming a fact: two keys whose values are the same fact (Engram stores a fact
     once) share it, each with its tag; a fact stored without the store has its id as key."""
     return [t[len(KEY_TAG) :] for t in fact["tags"] if t.startswith(KEY_TAG)] or [fact["id"]]
 
 
-def _item(namespace: tuple[str, ...], fact: dict[str, Any], key: str, score: float | None = None) -> SearchItem:
+def _item(namespace: tuple[str, ...], fact: Fact, key: str, score: float | None = None) -> SearchItem:
     return SearchItem(
         namespace=namespace,
         key=key,
@@ -80,7 +81,7 @@ def _matches(item: Item, filter: dict[str, Any] | None) -> bool:
     return all(item.value.get(k) == v for k, v in (filter or {}).items())
 
 
-def _keyed(namespace: tuple[str, ...], key: str) -> Steps[list[dict[str, Any]]]:
+def _keyed(namespace: tuple[str, ...], key: str) -> Steps[list[Fact]]:
     """The key's fact, superseded ones included: a newer fact about the same thing under
     another key ("Lives in Paris" after "Lives in Lyon") replaces it in recall, not here."""
     agent, user = _owner(namespace)
