@@ -66,6 +66,9 @@ class Call(Generic[T]):
     # yet"), and what makes the answer of (status, headers, body) when they are set.
     answers: frozenset[int] = frozenset()
     shape: Callable[[int, Mapping[str, str], Any], Any] | None = None
+    # Seconds this call may take in all, retries included, when shorter than the client's
+    # deadline (an adapter's memory read, which must not hold up the model).
+    deadline: float | None = None
 
     def params(self) -> dict[str, Any]:
         return {k: _query_value(v) for k, v in (self.query or {}).items() if v is not None}

@@ -55,6 +55,11 @@ def _unsettled(id: str, job: Job, timeout: float) -> EngramError:
     return EngramError(0, "timeout", f"job {id} is still {job['status']} after {timeout} s")
 
 
+def _deadline(call: Call[Any], settings: Settings) -> float:
+    """Seconds the call may take in all: the client's deadline, or the call's own when shorter."""
+    return settings.deadline if call.deadline is None else min(call.deadline, settings.deadline)
+
+
 def _settle(
     outcome: httpx.Response | httpx.HTTPError, call: Call[Any], attempt: int, settings: Settings, started: float
 ) -> tuple[bool, Any]:
@@ -65,7 +70,7 @@ def _settle(
         return True, _answer(outcome, call)
     except EngramError as error:
         delay = retry_delay(error, call, attempt, settings)
-        if delay is None or time.monotonic() - started + delay >= settings.deadline:
+        if delay is None or time.monotonic() - started + delay >= _deadline(call, settings):
             raise
         return False, delay
 
@@ -76,9 +81,12 @@ class _Settings:
         self.token = token
         self.settings = settings
 
-    def request(self, call: Call[Any]) -> dict[str, Any]:
+    def request(self, call: Call[Any], started: float) -> dict[str, Any]:
+        """The request's arguments; its timeout is what is left of the call's deadline."""
         token = self.token() if callable(self.token) else self.token
+        left = _deadline(call, self.settings) - (time.monotonic() - started)
         return {
+            "timeout": max(0.001, min(self.settings.timeout, left)),
             "method": call.method,
             "url": self.base_url + call.path,
             "params": call.params(),
@@ -108,7 +116,7 @@ class Engram(SyncSender, Operations):
         attempt = 0
         while True:
             try:
-                outcome: httpx.Response | httpx.HTTPError = self._http.request(**self._config.request(call))
+                outcome: httpx.Response | httpx.HTTPError = self._http.request(**self._config.request(call, started))
             except httpx.HTTPError as error:
                 outcome = error
             done, value = _settle(outcome, call, attempt, self._config.settings, started)
@@ -175,7 +183,7 @@ class AsyncEngram(AsyncSender, Operations):
         attempt = 0
         while True:
             try:
-                outcome: httpx.Response | httpx.HTTPError = await self._http.request(**self._config.request(call))
+                outcome: httpx.Response | httpx.HTTPError = await self._http.request(**self._config.request(call, started))
             except httpx.HTTPError as error:
                 outcome = error
             done, value = _settle(outcome, call, attempt, self._config.settings, started)
