@@ -153,8 +153,13 @@ def test_langchain_history_raise_fails_before_the_model(unreachable: str) -> Non
 
 
 def test_continue_still_raises_what_a_retry_cannot_cure(engram: Engram, agent_id: str) -> None:
-    """A key naming another person's conversation is a conflict under "continue" too."""
+    """A key naming another person's conversation is a conflict under "continue" too, and a
+    namespace that names no person is a mistake, not an outage."""
     EngramChatMessageHistory.for_key(engram, agent_id, "alice", "shared-key")
     with pytest.raises(EngramError) as raised:
         EngramChatMessageHistory.for_key(engram, agent_id, "bob", "shared-key", on_engram_error="continue")
     assert raised.value.status == 409
+    store = EngramStore(engram, on_engram_error="continue", on_error=lambda error: pytest.fail(f"passed over {error}"))
+    with pytest.raises(EngramError) as raised:
+        store.search((agent_id,), query="tea")
+    assert raised.value.code == "invalid_request"

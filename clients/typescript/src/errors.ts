@@ -86,9 +86,15 @@ export interface FailOpenOptions {
   onError?: (error: EngramError) => void;
 }
 
-/** Failures a retry later may cure: what `"continue"` passes over. */
+/**
+ * Failures a retry later may cure (no answer, a timeout, 429, 5xx): what `"continue"`
+ * passes over. An adapter's own refusals (`invalid_request`, `unsupported`) have status 0
+ * too, and are not outages.
+ */
 export function isOutage(error: unknown): error is EngramError {
-  return error instanceof EngramError && (error.status === 0 || error.status === 429 || error.status >= 500);
+  if (!(error instanceof EngramError)) return false;
+  if (error.status === 0) return error.code === "network" || error.code === "timeout";
+  return error.status === 429 || error.status >= 500;
 }
 
 /**

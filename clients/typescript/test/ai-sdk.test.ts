@@ -149,10 +149,13 @@ describe("before the model is called", () => {
       sdk.generateText({ model: as("bob"), prompt: "hi" }),
       (error: unknown) => error instanceof EngramError && error.code === "conflict" && /unique per agent/.test(error.message),
     );
-    await assert.rejects(
-      sdk.generateText({ model: wrapped(model, { client, agentId, externalRef: "bob" }), prompt: "hi" }),
-      (error: unknown) => error instanceof EngramError && error.code === "invalid_request",
-    );
+    for (const onEngramError of ["throw", "continue"] as const) {
+      // No key is a mistake, not an outage: "continue" does not pass over it.
+      await assert.rejects(
+        sdk.generateText({ model: wrapped(model, { client, agentId, externalRef: "bob", onEngramError }), prompt: "hi" }),
+        (error: unknown) => error instanceof EngramError && error.code === "invalid_request",
+      );
+    }
     assert.equal(model.doGenerateCalls.length, 1, "only alice's call reached the model");
     const [conversation] = (await client.listConversations({ agent_id: agentId, key: "chat-1" })).items;
     assert.deepEqual(await contents(client, conversation!.id), ["hi", "ok"]);

@@ -97,7 +97,9 @@ class FailOpen:
 
     def passes_over(self, error: EngramError) -> bool:
         """Reports ``error`` and answers True when it is an outage to go on without."""
-        outage = error.status == 0 or error.status == 429 or error.status >= 500
+        # No answer, a timeout, 429 or 5xx; the adapters' own refusals (``invalid_request``,
+        # ``unsupported``) have status 0 too, and are not outages.
+        outage = error.code in ("network", "timeout") if error.status == 0 else error.status == 429 or error.status >= 500
         if self.on_engram_error != "continue" or not outage:
             return False
         (self.on_error or _warn)(error)
