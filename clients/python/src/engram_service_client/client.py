@@ -82,11 +82,15 @@ class _Settings:
         self.settings = settings
 
     def request(self, call: Call[Any], started: float) -> dict[str, Any]:
-        """The request's arguments; its timeout is what is left of the call's deadline."""
+        """The request's arguments. A call with a deadline of its own waits for an answer no
+        longer than what is left of it; others keep the HTTP client's timeouts."""
         token = self.token() if callable(self.token) else self.token
-        left = _deadline(call, self.settings) - (time.monotonic() - started)
+        timeout: dict[str, Any] = {}
+        if call.deadline is not None:
+            left = _deadline(call, self.settings) - (time.monotonic() - started)
+            timeout["timeout"] = max(0.001, min(self.settings.timeout, left))
         return {
-            "timeout": max(0.001, min(self.settings.timeout, left)),
+            **timeout,
             "method": call.method,
             "url": self.base_url + call.path,
             "params": call.params(),
