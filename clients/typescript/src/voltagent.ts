@@ -270,12 +270,15 @@ export class EngramStorage implements StorageAdapter {
     conversationId: string,
     options: GetMessagesOptions = {},
   ): Promise<UIMessage<{ createdAt: Date }>[]> {
+    const key = `${userId}\u0000${conversationId}`;
     try {
-      return await this.readMessages(userId, conversationId, options);
+      const messages = await this.readMessages(userId, conversationId, options);
+      this.failedReads.delete(key); // only the latest read counts
+      return messages;
     } catch (error) {
       // VoltAgent logs a failed read and calls the model anyway: `onStart` acts on it.
       if (this.failedReads.size >= MAX_FAILED_READS) this.failedReads.delete(this.failedReads.keys().next().value!);
-      this.failedReads.set(`${userId}\u0000${conversationId}`, error);
+      this.failedReads.set(key, error);
       if (this.tolerate.passesOver(error)) return [];
       throw error;
     }

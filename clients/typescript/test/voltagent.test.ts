@@ -5,7 +5,7 @@ import { Agent, ConversationAlreadyExistsError, Memory } from "@voltagent/core";
 import { MockLanguageModelV3 } from "ai/test";
 import { EngramClient, EngramError } from "../src/index.js";
 import { EngramStorage } from "../src/voltagent.js";
-import { closedAddress, failure, hangingAddress, memoryAgent, newTenant } from "./helpers.js";
+import { closedAddress, ENGRAM_URL, failure, hangingAddress, memoryAgent, newTenant } from "./helpers.js";
 
 const usage = {
   inputTokens: { total: 3, noCache: 3, cacheRead: 0, cacheWrite: 0 },
@@ -331,6 +331,25 @@ describe("VoltAgent: the conversation before the model, and failing open", () =>
     const agent2 = new Agent({ id: agentId, name: "a", instructions: "x", model: checking, memory: new Memory({ storage }), hooks: storage.hooks });
     await agent2.generateText("hi", { userId: "carol", conversationId: "fresh-thread" });
     assert.deepEqual(modelSaw, ["carol"], "the conversation existed when the model was called");
+  });
+
+  test("a failed history read fails only the turn it belongs to", async () => {
+    const { client: live, token } = newTenant();
+    const agentId = await memoryAgent(live);
+    let down = true;
+    const client = new EngramClient({
+      baseUrl: ENGRAM_URL,
+      token,
+      maxRetries: 0,
+      fetch: (input, init) => (down ? Promise.reject(new TypeError("fetch failed")) : fetch(input, init)),
+    });
+    const storage = new EngramStorage({ client, agentId });
+    await assert.rejects(storage.getMessages("dora", "stale-thread"), (error: unknown) => error instanceof EngramError);
+    down = false;
+    assert.deepEqual(await storage.getMessages("dora", "stale-thread"), []);
+    await storage.prepare("dora", "stale-thread"); // the read that failed earlier is not this turn's
+    const [conversation] = (await live.listConversations({ agent_id: agentId, key: "stale-thread" })).items;
+    assert.equal(conversation?.external_ref, "dora", "prepare created the conversation");
   });
 
   for (const outage of ["down", "hanging"] as const) {
