@@ -127,6 +127,7 @@ asyncio.run(main())
         ("unawaited_call", 'engram.memory_context("agent", "alice")', "must be used  [unused-coroutine]"),
         ("typo", 'prompt: str = (await engram.memory_context("agent", "alice", quer="tea"))["prompt"]', 'argument "quer"'),
         ("wrong_field", 'prompt: str = (await engram.memory_context("agent", "alice"))["block"]', '"block" is not a valid'),
+        ("listed_field", 'prompt: str = [m["text"] async for m in engram.iterate("messages", "c")][0]', 'has no key "text"'),
         ("right", 'prompt: str = (await engram.memory_context("agent", "alice", query="tea"))["prompt"]', None),
     ],
 )

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast, overload
 
 import httpx
 
 from ._base import AsyncSender, Call, Operations, Settings, SyncSender, retry_delay
 from .errors import EngramError, error_from_response
-from .models import Event, Job
+from .models import AgentConfig, Conversation, Event, Fact, Job, Message
 
 T = TypeVar("T")
 
@@ -129,6 +129,16 @@ class Engram(SyncSender, Operations):
             attempt += 1
             time.sleep(value)
 
+    @overload
+    def iterate(self, name: Literal["conversations"], *args: Any, **query: Any) -> Iterator[Conversation]: ...
+    @overload
+    def iterate(self, name: Literal["messages"], *args: Any, **query: Any) -> Iterator[Message]: ...
+    @overload
+    def iterate(self, name: Literal["facts"], *args: Any, **query: Any) -> Iterator[Fact]: ...
+    @overload
+    def iterate(self, name: Literal["jobs"], *args: Any, **query: Any) -> Iterator[Job]: ...
+    @overload
+    def iterate(self, name: Literal["configs"], *args: Any, **query: Any) -> Iterator[AgentConfig]: ...
     def iterate(self, name: str, *args: Any, **query: Any) -> Iterator[Any]:
         """Every item of a list (``conversations``, ``messages``, ``facts``, ``jobs``, ``configs``), page by page."""
         method = getattr(self, LISTS[name])
@@ -196,6 +206,16 @@ class AsyncEngram(AsyncSender, Operations):
             attempt += 1
             await asyncio.sleep(value)
 
+    @overload
+    def iterate(self, name: Literal["conversations"], *args: Any, **query: Any) -> AsyncIterator[Conversation]: ...
+    @overload
+    def iterate(self, name: Literal["messages"], *args: Any, **query: Any) -> AsyncIterator[Message]: ...
+    @overload
+    def iterate(self, name: Literal["facts"], *args: Any, **query: Any) -> AsyncIterator[Fact]: ...
+    @overload
+    def iterate(self, name: Literal["jobs"], *args: Any, **query: Any) -> AsyncIterator[Job]: ...
+    @overload
+    def iterate(self, name: Literal["configs"], *args: Any, **query: Any) -> AsyncIterator[AgentConfig]: ...
     async def iterate(self, name: str, *args: Any, **query: Any) -> AsyncIterator[Any]:
         method = getattr(self, LISTS[name])
         cursor = None
