@@ -7,7 +7,7 @@
  * and the V3/V4 models of `ai` 7.
  */
 import type { ConversationHandle, EngramClient } from "./client.js";
-import { EngramError } from "./errors.js";
+import { EngramError, type FailOpenOptions, tolerant } from "./errors.js";
 
 /** Who a call is about. Each field may also come per call from `providerOptions.engram`. */
 export interface EngramIdentity {
@@ -19,25 +19,10 @@ export interface EngramIdentity {
   conversationKey?: string;
 }
 
-export interface EngramMiddlewareOptions extends EngramIdentity {
+export interface EngramMiddlewareOptions extends EngramIdentity, FailOpenOptions {
   client: EngramClient;
   /** Largest memory block, in tokens (≈ characters / 4): Engram's `token_budget`. */
   tokenBudget?: number;
-  /**
-   * Longest the work before the model call (the memory block, the conversation) may take,
-   * in milliseconds, retries included (default 2 000). Storing the turn keeps the client's
-   * own timeouts.
-   */
-  memoryTimeoutMs?: number;
-  /**
-   * When Engram cannot be reached, is slow, or answers 429 or 5xx: `"throw"` (default)
-   * fails the call; `"continue"` lets the model answer without memory (the turn is not
-   * stored) and passes the error to `onError`. Engram's other 4xx answers (a bad key, a key
-   * naming another person's conversation) always throw, before the model is called.
-   */
-  onEngramError?: "throw" | "continue";
-  /** Hears each failure that `"continue"` passed over (default: `console.warn` with its code). */
-  onError?: (error: EngramError) => void;
 }
 
 
@@ -106,11 +91,6 @@ function reasonOf(reason: FinishReason | string | undefined): string | undefined
 /** Spec limit of memory-context's `query`: the newest part of a long message is what matters. */
 const MAX_QUERY_CHARS = 1000;
 
-/** Failures a retry later may cure: what `"continue"` passes over. */
-function unavailable(error: EngramError): boolean {
-  return error.status === 0 || error.status === 429 || error.status >= 500;
-}
-
 /**
  * A middleware that, before every call, finds or creates the conversation and prepends
  * Engram's memory block for the latest user text as a system message; after the last step
@@ -122,18 +102,7 @@ export function engramMiddleware(options: EngramMiddlewareOptions): EngramMiddle
   const { client } = options;
   const deadlineMs = options.memoryTimeoutMs ?? 2_000;
   const conversations = new Map<string, Promise<string>>();
-  const report =
-    options.onError ?? ((error: EngramError) => console.warn(`engram: answering without memory (${error.code})`));
-  /** Runs `work`; under "continue", an outage is reported and answered by `fallback`. */
-  const tolerate = async <T>(work: () => Promise<T>, fallback: T): Promise<T> => {
-    try {
-      return await work();
-    } catch (error) {
-      if (options.onEngramError !== "continue" || !(error instanceof EngramError) || !unavailable(error)) throw error;
-      report(error);
-      return fallback;
-    }
-  };
+  const tolerate = tolerant(options);
 
   const identity = (params: CallParams) => {
     const perCall = (params.providerOptions?.engram ?? {}) as EngramIdentity;

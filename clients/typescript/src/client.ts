@@ -128,9 +128,16 @@ function unquoteTag(tag: string | null): string {
  */
 export class EngramClient implements OperationMethods {
   readonly transport: Transport;
+  private readonly options: EngramOptions;
 
   constructor(options: EngramOptions) {
+    this.options = options;
     this.transport = new Transport(options);
+  }
+
+  /** A client like this one with some options changed (an adapter's reader with a short deadline). */
+  withOptions(changes: Partial<EngramOptions>): EngramClient {
+    return new EngramClient({ ...this.options, ...changes });
   }
 
   private call<K extends OperationId>(call: Call): Promise<Result<K>> {

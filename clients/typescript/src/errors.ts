@@ -64,3 +64,58 @@ export async function errorFromResponse(response: Response): Promise<EngramError
     body,
   );
 }
+
+/**
+ * How an adapter meets an Engram that is down, slow or overloaded; the same options in the
+ * AI SDK middleware and the VoltAgent storage.
+ */
+export interface FailOpenOptions {
+  /**
+   * Longest each memory read before the model call may take, in milliseconds, retries
+   * included (default 2 000). Storing the turn keeps the client's own timeouts.
+   */
+  memoryTimeoutMs?: number;
+  /**
+   * When Engram cannot be reached, is slow, or answers 429 or 5xx: `"throw"` (default)
+   * fails the call; `"continue"` lets the model answer without memory (the turn is not
+   * stored) and passes the error to `onError`. Engram's other 4xx answers (a bad key, a key
+   * naming another person's conversation) always throw, before the model is called.
+   */
+  onEngramError?: "throw" | "continue";
+  /** Hears each failure that `"continue"` passed over (default: `console.warn` with its code). */
+  onError?: (error: EngramError) => void;
+}
+
+/**
+ * Failures a retry later may cure (no answer, a timeout, 429, 5xx): what `"continue"`
+ * passes over. An adapter's own refusals (`invalid_request`, `unsupported`) have status 0
+ * too, and are not outages.
+ */
+export function isOutage(error: unknown): error is EngramError {
+  if (!(error instanceof EngramError)) return false;
+  if (error.status === 0) return error.code === "network" || error.code === "timeout";
+  return error.status === 429 || error.status >= 500;
+}
+
+/**
+ * A runner of memory work under `options`: `await tolerate(work, fallback)` answers what
+ * `work` answers; under `"continue"` an outage is reported and answered by `fallback`.
+ */
+export function tolerant(options: FailOpenOptions) {
+  const report =
+    options.onError ?? ((error: EngramError) => console.warn(`engram: answering without memory (${error.code})`));
+  const passesOver = (error: unknown): boolean => {
+    if (options.onEngramError !== "continue" || !isOutage(error)) return false;
+    report(error);
+    return true;
+  };
+  const tolerate = async <T>(work: () => Promise<T>, fallback: T): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      if (!passesOver(error)) throw error;
+      return fallback;
+    }
+  };
+  return Object.assign(tolerate, { passesOver });
+}

@@ -1,4 +1,4 @@
-export { EngramError, parseRetryAfter } from "./errors.js";
+export { EngramError, type FailOpenOptions, isOutage, parseRetryAfter } from "./errors.js";
 export { type EngramOptions, retryDelay } from "./transport.js";
 export {
   type AppendOptions,

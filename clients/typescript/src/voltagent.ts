@@ -26,6 +26,7 @@
  * per adapter instance, so calls that share one instance count as one writer.
  */
 import {
+  type AgentHookOnStart,
   type Conversation,
   ConversationAlreadyExistsError,
   type ConversationQueryOptions,
@@ -37,13 +38,13 @@ import {
 } from "@voltagent/core";
 import type { UIMessage } from "ai";
 import type { ConversationHandle, EngramClient, Schemas, WriteConditions } from "./client.js";
-import { EngramError } from "./errors.js";
+import { EngramError, type FailOpenOptions, isOutage, tolerant } from "./errors.js";
 
 type EngramConversation = Schemas["Conversation"];
 type EngramMessage = Schemas["Message"];
 type Role = "system" | "user" | "assistant";
 
-export interface EngramStorageOptions {
+export interface EngramStorageOptions extends FailOpenOptions {
   client: EngramClient;
   /**
    * The agent id used when VoltAgent gives no `resourceId`, and the one conversations are
@@ -61,6 +62,8 @@ interface WorkingMemoryParams {
 
 /** Documents whose version is remembered; past this, the least recently used is forgotten. */
 const MAX_VERSIONS = 10_000;
+/** Failed history reads kept for the `onStart` hook; past this, the oldest is forgotten. */
+const MAX_FAILED_READS = 1_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -68,9 +71,30 @@ const WORKFLOW_STATE =
   "workflow state (VoltAgent workflows' suspend/resume records): Engram holds agent memory, not workflow runs; " +
   "give workflows a storage of their own";
 
-/** VoltAgent's `StorageAdapter`, backed by Engram's API. Errors are Engram's `EngramError`s. */
+/**
+ * VoltAgent's `StorageAdapter`, backed by Engram's API. Errors are Engram's `EngramError`s.
+ *
+ * Before the model: VoltAgent reads a turn's history and, when it fails, logs the error
+ * and calls the model anyway; it creates the conversation in the background. So pass the
+ * adapter's `hooks` to the Agent (`new Agent({ ..., hooks: storage.hooks })`): its
+ * `onStart`, which VoltAgent awaits just before the model call, finds or creates the
+ * Engram conversation for the turn's `userId` and `conversationId`, and fails the call
+ * there (no model call paid for) on a conversation id naming another person's conversation
+ * (`conflict`), on a missing `userId`, and on an outage under `onEngramError: "throw"`.
+ * Reads (history, conversation, working memory) get `memoryTimeoutMs` each; under
+ * `"continue"` an outage reads as no memory, is reported to `onError`, and the turn is not
+ * stored.
+ */
 export class EngramStorage implements StorageAdapter {
   private readonly client: EngramClient;
+  /** The client for reads made before the model: `memoryTimeoutMs` in all, retries included. */
+  private readonly reader: EngramClient;
+  private readonly tolerate: ReturnType<typeof tolerant>;
+  private readonly continues: boolean;
+  /** Per `userId`/`conversationId`, the failure of the turn's history read, for `onStart`. */
+  private readonly failedReads = new Map<string, unknown>();
+  /** Hooks for the Agent: see the class doc. */
+  readonly hooks: { onStart: AgentHookOnStart };
   private readonly agentId: string | undefined;
   /** VoltAgent's conversation id → Engram's conversation. */
   private readonly known = new Map<string, EngramConversation>();
@@ -84,7 +108,30 @@ export class EngramStorage implements StorageAdapter {
 
   constructor(options: EngramStorageOptions) {
     this.client = options.client;
+    this.reader = options.client.withOptions({ deadlineMs: options.memoryTimeoutMs ?? 2_000 });
+    this.tolerate = tolerant(options);
+    this.continues = options.onEngramError === "continue";
     this.agentId = options.agentId;
+    this.hooks = { onStart: ({ context }) => this.prepare(context.userId, context.conversationId) };
+  }
+
+  /**
+   * What the `onStart` hook does before the model call: the turn's conversation, found or
+   * created for `userId`, or the error that fails the call (see the class doc).
+   */
+  async prepare(userId: string | undefined, conversationId: string | undefined): Promise<void> {
+    if (!userId || !conversationId) {
+      const message = "EngramStorage stores each turn under VoltAgent's userId and conversationId: pass both to the Agent's call";
+      throw new EngramError(0, "invalid_request", message, undefined, undefined);
+    }
+    const key = `${userId}\u0000${conversationId}`;
+    if (this.failedReads.has(key)) {
+      const failure = this.failedReads.get(key);
+      this.failedReads.delete(key);
+      if (this.continues && isOutage(failure)) return; // reported by the read
+      throw failure;
+    }
+    await this.tolerate(() => this.ensure(conversationId, userId, this.reader), undefined);
   }
 
   // Conversations
@@ -194,7 +241,9 @@ export class EngramStorage implements StorageAdapter {
    */
   addMessages(messages: UIMessage[], userId: string, conversationId: string): Promise<void> {
     const previous = this.appending.get(conversationId) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(() => this.append(messages, userId, conversationId));
+    const next = previous
+      .catch(() => undefined)
+      .then(() => this.tolerate(() => this.append(messages, userId, conversationId), undefined));
     this.appending.set(conversationId, next);
     const settled = () => {
       if (this.appending.get(conversationId) === next) this.appending.delete(conversationId);
@@ -221,6 +270,25 @@ export class EngramStorage implements StorageAdapter {
     conversationId: string,
     options: GetMessagesOptions = {},
   ): Promise<UIMessage<{ createdAt: Date }>[]> {
+    const key = `${userId}\u0000${conversationId}`;
+    try {
+      const messages = await this.readMessages(userId, conversationId, options);
+      this.failedReads.delete(key); // only the latest read counts
+      return messages;
+    } catch (error) {
+      // VoltAgent logs a failed read and calls the model anyway: `onStart` acts on it.
+      if (this.failedReads.size >= MAX_FAILED_READS) this.failedReads.delete(this.failedReads.keys().next().value!);
+      this.failedReads.set(key, error);
+      if (this.tolerate.passesOver(error)) return [];
+      throw error;
+    }
+  }
+
+  private async readMessages(
+    userId: string,
+    conversationId: string,
+    options: GetMessagesOptions,
+  ): Promise<UIMessage<{ createdAt: Date }>[]> {
     const conversation = await this.find(conversationId);
     if (!conversation || conversation.external_ref !== userId) return [];
     const roles = options.roles?.length ? options.roles.join(",") : undefined;
@@ -228,9 +296,9 @@ export class EngramStorage implements StorageAdapter {
     const stored: EngramMessage[] = [];
     try {
       if (options.limit !== undefined && !filtered) {
-        stored.push(...(await this.client.listMessages(conversation.id, { last: options.limit, roles })).items);
+        stored.push(...(await this.reader.listMessages(conversation.id, { last: options.limit, roles })).items);
       } else {
-        for await (const message of this.client.messages(conversation.id, { roles, limit: 1000 })) stored.push(message);
+        for await (const message of this.reader.messages(conversation.id, { roles, limit: 1000 })) stored.push(message);
       }
     } catch (error) {
       if (error instanceof EngramError && error.status === 404) return this.forget(conversationId);
@@ -262,11 +330,13 @@ export class EngramStorage implements StorageAdapter {
 
   /** The document's content, or null when there is none (or no such conversation yet). */
   async getWorkingMemory(params: WorkingMemoryParams): Promise<string | null> {
-    const target = await this.document(params, false);
-    if (!target) return null;
-    const document = await target.read();
-    this.remember(target.key, document?.etag ?? null);
-    return document?.content ?? null;
+    return this.tolerate(async () => {
+      const target = await this.document(params, false);
+      if (!target) return null;
+      const document = await target.read();
+      this.remember(target.key, document?.etag ?? null);
+      return document?.content ?? null;
+    }, null);
   }
 
   /**
@@ -328,7 +398,7 @@ export class EngramStorage implements StorageAdapter {
       if (!userId) return undefined;
       return {
         key: `user\u0000${agentId}\u0000${userId}`,
-        read: () => client.getUserDocument(agentId, userId),
+        read: () => this.reader.getUserDocument(agentId, userId),
         write: (content: string, conditions: WriteConditions) =>
           client.putUserDocument(agentId, userId, { content }, conditions),
         remove: (conditions: Pick<WriteConditions, "ifMatch">) => client.deleteUserDocument(agentId, userId, conditions),
@@ -352,7 +422,7 @@ export class EngramStorage implements StorageAdapter {
     const id = conversation.id;
     return {
       key: `conversation\u0000${id}`,
-      read: () => client.getConversationDocument(id),
+      read: () => this.reader.getConversationDocument(id),
       write: (content: string, conditions: WriteConditions) =>
         client.putConversationDocument(id, { content }, conditions),
       remove: (conditions: Pick<WriteConditions, "ifMatch">) => client.deleteConversationDocument(id, conditions),
@@ -387,9 +457,12 @@ export class EngramStorage implements StorageAdapter {
     return agent;
   }
 
-  private async engramConversations(query: { agent_id?: string; external_ref?: string; key?: string }) {
+  private async engramConversations(
+    query: { agent_id?: string; external_ref?: string; key?: string },
+    client = this.client,
+  ) {
     const all: EngramConversation[] = [];
-    for await (const conversation of this.client.conversations({ ...query, limit: 200 })) all.push(conversation);
+    for await (const conversation of client.conversations({ ...query, limit: 200 })) all.push(conversation);
     return all;
   }
 
@@ -397,11 +470,11 @@ export class EngramStorage implements StorageAdapter {
   private async find(id: string): Promise<EngramConversation | undefined> {
     const cached = this.known.get(id);
     if (cached) return cached;
-    const [byKey] = await this.engramConversations({ agent_id: this.agentId, key: id });
+    const [byKey] = await this.engramConversations({ agent_id: this.agentId, key: id }, this.reader);
     let found = byKey;
     if (!found && UUID.test(id)) {
       try {
-        found = await this.client.getConversation(id);
+        found = await this.reader.getConversation(id);
       } catch (error) {
         if (!(error instanceof EngramError && error.status === 404)) throw error;
       }
@@ -411,20 +484,28 @@ export class EngramStorage implements StorageAdapter {
   }
 
   /**
-   * The conversation `id`, created for `userId` under the adapter's agent when there is none
-   * yet. VoltAgent creates a new conversation itself (with a title) while it persists the
-   * turn and runs its tools; when that creation wins the race, Engram answers 409 (same key,
-   * other fields) and the conversation it made is the one.
+   * The conversation `id` of `userId`, created under the adapter's agent when there is none
+   * yet (with `client`: the reader's short deadline before the model, the client's own for
+   * an append). VoltAgent creates a new conversation itself (with a title) while it persists
+   * the turn and runs its tools; when that creation wins the race, Engram answers 409 (same
+   * key, other fields) and the conversation it made is the one. An id naming another
+   * person's conversation is a `conflict`: its messages are never appended there.
    */
-  private async ensure(id: string, userId: string): Promise<EngramConversation> {
+  private async ensure(id: string, userId: string, client = this.client): Promise<EngramConversation> {
     let conversation = await this.find(id);
     if (!conversation) {
       try {
-        conversation = await this.client.createConversation({ agent_id: this.agentOf(), external_ref: userId, key: id });
+        conversation = await client.createConversation({ agent_id: this.agentOf(), external_ref: userId, key: id });
       } catch (error) {
         conversation = error instanceof EngramError && error.status === 409 ? await this.find(id) : undefined;
         if (!conversation) throw error;
       }
+    }
+    if (conversation.external_ref !== userId) {
+      const message =
+        `conversation id ${id} names another person's conversation of this agent (Engram's keys are unique per agent): ` +
+        "make conversation ids unique per person, e.g. prefix them with the person's id";
+      throw new EngramError(409, "conflict", message, undefined, undefined);
     }
     this.known.set(id, conversation);
     return conversation;

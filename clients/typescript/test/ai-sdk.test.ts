@@ -1,7 +1,5 @@
 // The Vercel AI SDK middleware, on `ai` 6 (MockLanguageModelV3) and `ai` 7 (V3 and V4).
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
 import * as ai6 from "ai";
 import * as ai6test from "ai/test";
@@ -9,7 +7,7 @@ import * as ai7 from "ai7";
 import * as ai7test from "ai7/test";
 import { engramMiddleware } from "../src/ai-sdk.js";
 import { EngramClient, EngramError } from "../src/index.js";
-import { closedAddress, memoryAgent, newTenant } from "./helpers.js";
+import { closedAddress, hangingAddress, memoryAgent, newTenant } from "./helpers.js";
 
 // Compile-time: the middleware is a middleware of both majors.
 export const typeCheck6 = (m: ReturnType<typeof engramMiddleware>): ai6.LanguageModelMiddleware => m;
@@ -151,10 +149,13 @@ describe("before the model is called", () => {
       sdk.generateText({ model: as("bob"), prompt: "hi" }),
       (error: unknown) => error instanceof EngramError && error.code === "conflict" && /unique per agent/.test(error.message),
     );
-    await assert.rejects(
-      sdk.generateText({ model: wrapped(model, { client, agentId, externalRef: "bob" }), prompt: "hi" }),
-      (error: unknown) => error instanceof EngramError && error.code === "invalid_request",
-    );
+    for (const onEngramError of ["throw", "continue"] as const) {
+      // No key is a mistake, not an outage: "continue" does not pass over it.
+      await assert.rejects(
+        sdk.generateText({ model: wrapped(model, { client, agentId, externalRef: "bob", onEngramError }), prompt: "hi" }),
+        (error: unknown) => error instanceof EngramError && error.code === "invalid_request",
+      );
+    }
     assert.equal(model.doGenerateCalls.length, 1, "only alice's call reached the model");
     const [conversation] = (await client.listConversations({ agent_id: agentId, key: "chat-1" })).items;
     assert.deepEqual(await contents(client, conversation!.id), ["hi", "ok"]);
@@ -184,12 +185,8 @@ describe("before the model is called", () => {
   });
 
   test("Engram hanging: 'continue' gives up after memoryTimeoutMs and the model answers", async () => {
-    const sockets = new Set<import("node:net").Socket>();
-    const hanging = createServer(() => {}); // reads every request, answers none
-    hanging.on("connection", (socket) => sockets.add(socket));
-    await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+    const { baseUrl, close } = await hangingAddress();
     try {
-      const baseUrl = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`;
       const slow = new EngramClient({ baseUrl, token: "t", timeoutMs: 500, maxRetries: 0 });
       const model = new Mock({ doGenerate: text("ok") });
       const heard: EngramError[] = [];
@@ -209,8 +206,7 @@ describe("before the model is called", () => {
       assert.equal(model.doGenerateCalls.length, 1);
       assert.ok(heard.length > 0 && heard.every((error) => error.code === "timeout"), "each timeout was reported");
     } finally {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => hanging.close(resolve));
+      await close();
     }
   });
 

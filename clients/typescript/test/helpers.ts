@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { createHmac, randomUUID } from "node:crypto";
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { EngramClient, EngramError, type EngramOptions } from "../src/index.js";
 
 function env(name: string): string {
@@ -59,4 +59,17 @@ export async function closedAddress(): Promise<string> {
   const { port } = server.address() as AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return `http://127.0.0.1:${port}`;
+}
+
+/** A server that accepts connections and reads requests but never answers, until `close()`. */
+export async function hangingAddress(): Promise<{ baseUrl: string; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const hanging = createServer(() => {});
+  hanging.on("connection", (socket) => sockets.add(socket));
+  await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+  const close = async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => hanging.close(resolve));
+  };
+  return { baseUrl: `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`, close };
 }

@@ -3,9 +3,9 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Agent, ConversationAlreadyExistsError, Memory } from "@voltagent/core";
 import { MockLanguageModelV3 } from "ai/test";
-import { type EngramClient, EngramError } from "../src/index.js";
+import { EngramClient, EngramError } from "../src/index.js";
 import { EngramStorage } from "../src/voltagent.js";
-import { memoryAgent, newTenant } from "./helpers.js";
+import { closedAddress, ENGRAM_URL, failure, hangingAddress, memoryAgent, newTenant } from "./helpers.js";
 
 const usage = {
   inputTokens: { total: 3, noCache: 3, cacheRead: 0, cacheWrite: 0 },
@@ -272,4 +272,118 @@ describe("VoltAgent working memory in Engram", () => {
       (error: unknown) => error instanceof EngramError && /`agentId` option/.test(error.message),
     );
   });
+});
+
+describe("VoltAgent: the conversation before the model, and failing open", () => {
+  /** An Agent on `storage` whose model answers "ok" and notes when it was called. */
+  const agentOn = (storage: EngramStorage, agentId: string) => {
+    const started = Date.now();
+    const calledAfterMs: number[] = [];
+    const model = new MockLanguageModelV3({
+      doGenerate: async () => {
+        calledAfterMs.push(Date.now() - started);
+        return reply("ok");
+      },
+    });
+    const agent = new Agent({
+      id: agentId,
+      name: "assistant",
+      instructions: "Answer briefly.",
+      model,
+      memory: new Memory({ storage }),
+      hooks: storage.hooks,
+    });
+    return { agent, model, calledAfterMs };
+  };
+
+  test("a conversation id naming another person's conversation fails before the model, and nothing leaks", async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    const alices = await client.createConversation({ agent_id: agentId, external_ref: "alice", key: "shared-thread" });
+    const { agent, model } = agentOn(new EngramStorage({ client, agentId }), agentId);
+    const refused = await failure(agent.generateText("hi, I am Bob", { userId: "bob", conversationId: "shared-thread" }));
+    assert.equal(refused.status, 409);
+    assert.equal(refused.code, "conflict");
+    assert.match(refused.message, /another person's conversation/);
+    assert.equal(model.doGenerateCalls.length, 0, "no model call is paid for");
+    // VoltAgent persists the input in the background: it never lands in Alice's conversation.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal((await client.listMessages(alices.id)).items.length, 0);
+  });
+
+  test("a missing userId fails before the model; a new conversation is created before it", async () => {
+    const { client } = newTenant();
+    const agentId = await memoryAgent(client);
+    const { agent, model } = agentOn(new EngramStorage({ client, agentId }), agentId);
+    const refused = await failure(agent.generateText("hi", { conversationId: "no-user" }));
+    assert.equal(refused.code, "invalid_request");
+    assert.equal(model.doGenerateCalls.length, 0);
+
+    const modelSaw: string[] = [];
+    const storage = new EngramStorage({ client, agentId });
+    const checking = new MockLanguageModelV3({
+      doGenerate: async () => {
+        const found = (await client.listConversations({ agent_id: agentId, key: "fresh-thread" })).items;
+        modelSaw.push(...found.map((c) => c.external_ref));
+        return reply("ok");
+      },
+    });
+    const agent2 = new Agent({ id: agentId, name: "a", instructions: "x", model: checking, memory: new Memory({ storage }), hooks: storage.hooks });
+    await agent2.generateText("hi", { userId: "carol", conversationId: "fresh-thread" });
+    assert.deepEqual(modelSaw, ["carol"], "the conversation existed when the model was called");
+  });
+
+  test("a failed history read fails only the turn it belongs to", async () => {
+    const { client: live, token } = newTenant();
+    const agentId = await memoryAgent(live);
+    let down = true;
+    const client = new EngramClient({
+      baseUrl: ENGRAM_URL,
+      token,
+      maxRetries: 0,
+      fetch: (input, init) => (down ? Promise.reject(new TypeError("fetch failed")) : fetch(input, init)),
+    });
+    const storage = new EngramStorage({ client, agentId });
+    await assert.rejects(storage.getMessages("dora", "stale-thread"), (error: unknown) => error instanceof EngramError);
+    down = false;
+    assert.deepEqual(await storage.getMessages("dora", "stale-thread"), []);
+    await storage.prepare("dora", "stale-thread"); // the read that failed earlier is not this turn's
+    const [conversation] = (await live.listConversations({ agent_id: agentId, key: "stale-thread" })).items;
+    assert.equal(conversation?.external_ref, "dora", "prepare created the conversation");
+  });
+
+  for (const outage of ["down", "hanging"] as const) {
+    test(`Engram ${outage}: 'continue' answers without memory, promptly; 'throw' fails before the model`, async () => {
+      const hanging = outage === "hanging" ? await hangingAddress() : undefined;
+      const baseUrl = hanging?.baseUrl ?? (await closedAddress());
+      try {
+        // The client's own timeouts, which writes keep: the model must be called well before.
+        const unreachable = new EngramClient({ baseUrl, token: "t", timeoutMs: 4_000, deadlineMs: 4_000 });
+        const heard: EngramError[] = [];
+        const open = new EngramStorage({
+          client: unreachable,
+          agentId: "a",
+          memoryTimeoutMs: 300,
+          onEngramError: "continue",
+          onError: (error) => heard.push(error),
+        });
+        const continuing = agentOn(open, "a");
+        const result = await continuing.agent.generateText("hi", { userId: "alice", conversationId: "t-1" });
+        assert.equal(result.text, "ok");
+        assert.equal(continuing.calledAfterMs.length, 1);
+        assert.ok(continuing.calledAfterMs[0]! < 1_500, `the model was called after ${continuing.calledAfterMs[0]} ms`);
+        assert.ok(heard.length > 0, "the failure was reported");
+        assert.ok(heard.every((error) => error.code === (outage === "down" ? "network" : "timeout")), `${heard.map((e) => e.code)}`);
+
+        const closed = agentOn(new EngramStorage({ client: unreachable, agentId: "a", memoryTimeoutMs: 300 }), "a");
+        const started = Date.now();
+        const refused = await failure(closed.agent.generateText("hi", { userId: "alice", conversationId: "t-2" }));
+        assert.equal(refused.code, outage === "down" ? "network" : "timeout");
+        assert.ok(Date.now() - started < 1_500, `failed after ${Date.now() - started} ms`);
+        assert.equal(closed.model.doGenerateCalls.length, 0);
+      } finally {
+        await hanging?.close();
+      }
+    });
+  }
 });

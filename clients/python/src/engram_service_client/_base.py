@@ -5,19 +5,56 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 from urllib.parse import quote
 
 from .errors import EngramError
-from .models import NotModified
+from .models import (
+    AgentConfig,
+    Appended,
+    Cleared,
+    Consent,
+    Conversation,
+    Deleted,
+    Delivery,
+    DeliveryDetail,
+    DeliveryPage,
+    Ended,
+    Erasure,
+    EventPage,
+    Export,
+    Fact,
+    History,
+    ImportJob,
+    Job,
+    LineReport,
+    MemoryContext,
+    Message,
+    NotModified,
+    Page,
+    Receipt,
+    SearchResults,
+    Subscription,
+    Subscriptions,
+    ThreadContext,
+    ToolDefinitions,
+    Validation,
+    WithSecret,
+    WorkingMemory,
+)
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 IDEMPOTENT = frozenset({"GET", "PUT", "DELETE"})
 
 
 @dataclass
-class Call:
+class Call(Generic[T]):
+    """One request, and (as ``T``) the type of its answer."""
+
     method: str
     path: str
     query: dict[str, Any] | None = None
@@ -29,6 +66,9 @@ class Call:
     # yet"), and what makes the answer of (status, headers, body) when they are set.
     answers: frozenset[int] = frozenset()
     shape: Callable[[int, Mapping[str, str], Any], Any] | None = None
+    # Seconds this call may take in all, retries included, when shorter than the client's
+    # deadline (an adapter's memory read, which must not hold up the model).
+    deadline: float | None = None
 
     def params(self) -> dict[str, Any]:
         return {k: _query_value(v) for k, v in (self.query or {}).items() if v is not None}
@@ -56,7 +96,7 @@ class Settings:
 
 def retry_delay(
     error: EngramError,
-    call: Call,
+    call: Call[Any],
     attempt: int,
     settings: Settings,
     draw: Callable[[], float] = random.random,
@@ -123,41 +163,98 @@ def _document(status: int, headers: Mapping[str, str], body: Any) -> Any:
     return body
 
 
-def _read_document(path: str, if_none_match: str | None) -> Call:
+def _read_document(path: str, if_none_match: str | None) -> Call[Any]:
     return Call("GET", path, headers=_conditions(if_none_match=if_none_match), answers=frozenset({304, 404}), shape=_document)
 
 
-class Operations:
-    """One method per operation of ``openapi/openapi.json``, named by its ``operationId``.
-    Each returns ``self._send(call)``: the answer (sync client) or an awaitable of it (async)."""
+def _get(path: str, **query: Any) -> Call[Any]:
+    return Call("GET", path, query)
 
-    def _send(self, call: Call) -> Any:  # pragma: no cover - each client defines it
+
+class SyncSender:
+    """A client that answers a call when it is made (:class:`Engram`)."""
+
+    def _send(self, call: Call[T]) -> T:  # pragma: no cover - the client defines it
         raise NotImplementedError
 
-    def _get(self, path: str, **query: Any) -> Any:
-        return self._send(Call("GET", path, query))
+
+class AsyncSender:
+    """A client whose answers are awaited (:class:`AsyncEngram`)."""
+
+    async def _send(self, call: Call[T]) -> T:  # pragma: no cover - the client defines it
+        raise NotImplementedError
+
+
+class CallBuilder:
+    """No client: each method returns the call it would send (what the adapters yield)."""
+
+    def _send(self, call: Call[T]) -> Call[T]:
+        return call
+
+
+class operation(Generic[P, T]):
+    """One operation, written once as the function building its :class:`Call`, and typed
+    for each client that inherits it: on :class:`Engram` it answers ``T``, on
+    :class:`AsyncEngram` a coroutine of ``T`` (so a forgotten ``await`` is a type error), on
+    the adapters' builder the ``Call[T]`` itself. The parameters stay the function's own,
+    so a misspelt keyword is a type error too."""
+
+    def __init__(self, build: Callable[Concatenate[Any, P], Call[T]]) -> None:
+        self.build = build
+        self.__doc__ = build.__doc__
+        self.__name__ = build.__name__
+
+    @overload
+    def __get__(self, client: None, owner: type) -> Callable[Concatenate[Any, P], Call[T]]: ...
+    @overload
+    def __get__(self, client: SyncSender, owner: type) -> Callable[P, T]: ...
+    @overload
+    def __get__(self, client: AsyncSender, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    @overload
+    def __get__(self, client: CallBuilder, owner: type) -> Callable[P, Call[T]]: ...
+    def __get__(self, client: Any, owner: type) -> Any:
+        build = self.build
+        if client is None:
+            return build
+
+        def send(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return client._send(build(client, *args, **kwargs))
+
+        send.__name__, send.__doc__ = build.__name__, build.__doc__
+        return send
+
+
+class Operations:
+    """One method per operation of ``openapi/openapi.json``, named by its ``operationId``,
+    each describing its request (see :class:`operation`)."""
 
     # Every method's parameters are declared, so that a misspelt one is a type error (and a
     # TypeError) rather than a silently ignored query parameter. Optional body fields
     # default to UNSET (not sent); None sends null, which clears a field where the API allows.
 
     # Operations and health
-    def healthz(self) -> Any:
-        return self._get("/healthz")
+    @operation
+    def healthz(self) -> Call[dict[str, Any]]:
+        return _get("/healthz")
 
-    def readyz(self) -> Any:
-        return self._get("/readyz")
+    @operation
+    def readyz(self) -> Call[dict[str, Any]]:
+        return _get("/readyz")
 
-    def metrics(self) -> Any:
-        return self._get("/metrics")
+    @operation
+    def metrics(self) -> Call[str]:
+        return _get("/metrics")
 
     # Agent configuration
-    def list_configs(self, *, limit: int | None = None, cursor: str | None = None) -> Any:
-        return self._get("/api/agents-config", limit=limit, cursor=cursor)
+    @operation
+    def list_configs(self, *, limit: int | None = None, cursor: str | None = None) -> Call[Page[AgentConfig]]:
+        return _get("/api/agents-config", limit=limit, cursor=cursor)
 
-    def get_config(self, agent_id: str) -> Any:
-        return self._get(f"/api/agents-config/{_seg(agent_id)}")
+    @operation
+    def get_config(self, agent_id: str) -> Call[AgentConfig]:
+        return _get(f"/api/agents-config/{_seg(agent_id)}")
 
+    @operation
     def put_config(
         self,
         agent_id: str,
@@ -175,21 +272,25 @@ class Operations:
         forget_unrecalled_after_days: int | None = UNSET,
         keep_best_facts: int | None = UNSET,
         forget_curated_facts: bool | None = UNSET,
-    ) -> Any:
+    ) -> Call[AgentConfig]:
         body = _given(locals(), exclude=("self", "agent_id"))
-        return self._send(Call("PUT", f"/api/agents-config/{_seg(agent_id)}", body=body))
+        return Call("PUT", f"/api/agents-config/{_seg(agent_id)}", body=body)
 
-    def delete_config(self, agent_id: str) -> Any:
-        return self._send(Call("DELETE", f"/api/agents-config/{_seg(agent_id)}"))
+    @operation
+    def delete_config(self, agent_id: str) -> Call[None]:
+        return Call("DELETE", f"/api/agents-config/{_seg(agent_id)}")
 
     # Consent
-    def get_consent(self, external_ref: str) -> Any:
-        return self._get(f"/api/users/{_seg(external_ref)}/consent")
+    @operation
+    def get_consent(self, external_ref: str) -> Call[Consent]:
+        return _get(f"/api/users/{_seg(external_ref)}/consent")
 
-    def put_consent(self, external_ref: str, ai_consent: bool) -> Any:
-        return self._send(Call("PUT", f"/api/users/{_seg(external_ref)}/consent", body={"ai_consent": ai_consent}))
+    @operation
+    def put_consent(self, external_ref: str, ai_consent: bool) -> Call[Consent]:
+        return Call("PUT", f"/api/users/{_seg(external_ref)}/consent", body={"ai_consent": ai_consent})
 
     # Conversations
+    @operation
     def list_conversations(
         self,
         *,
@@ -199,10 +300,11 @@ class Operations:
         key: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> Any:
+    ) -> Call[Page[Conversation]]:
         query = {"agent_id": agent_id, "external_ref": external_ref, "status": status, "key": key}
-        return self._get("/api/conversations", **query, limit=limit, cursor=cursor)
+        return _get("/api/conversations", **query, limit=limit, cursor=cursor)
 
+    @operation
     def create_conversation(
         self,
         agent_id: str,
@@ -212,13 +314,15 @@ class Operations:
         title: str | None = UNSET,
         metadata: dict[str, Any] | None = UNSET,
         memory: bool | None = UNSET,
-    ) -> Any:
+    ) -> Call[Conversation]:
         body = _given(locals(), exclude=("self",))
-        return self._send(Call("POST", "/api/conversations", body=body))
+        return Call("POST", "/api/conversations", body=body)
 
-    def get_conversation(self, id: str) -> Any:
-        return self._get(f"/api/conversations/{_seg(id)}")
+    @operation
+    def get_conversation(self, id: str) -> Call[Conversation]:
+        return _get(f"/api/conversations/{_seg(id)}")
 
+    @operation
     def update_conversation(
         self,
         id: str,
@@ -226,23 +330,28 @@ class Operations:
         title: str | None = UNSET,
         metadata: dict[str, Any] | None = UNSET,
         memory: bool | None = UNSET,
-    ) -> Any:
+    ) -> Call[Conversation]:
         body = _given(locals(), exclude=("self", "id"))
-        return self._send(Call("PATCH", f"/api/conversations/{_seg(id)}", body=body))
+        return Call("PATCH", f"/api/conversations/{_seg(id)}", body=body)
 
-    def delete_conversation(self, id: str) -> Any:
-        return self._send(Call("DELETE", f"/api/conversations/{_seg(id)}"))
+    @operation
+    def delete_conversation(self, id: str) -> Call[None]:
+        return Call("DELETE", f"/api/conversations/{_seg(id)}")
 
-    def end_conversation(self, id: str) -> Any:
-        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/end"))
+    @operation
+    def end_conversation(self, id: str) -> Call[Ended]:
+        return Call("POST", f"/api/conversations/{_seg(id)}/end")
 
-    def get_context(self, id: str, *, window: int | None = None, sanitize: bool | None = None) -> Any:
-        return self._get(f"/api/conversations/{_seg(id)}/context", window=window, sanitize=sanitize)
+    @operation
+    def get_context(self, id: str, *, window: int | None = None, sanitize: bool | None = None) -> Call[ThreadContext]:
+        return _get(f"/api/conversations/{_seg(id)}/context", window=window, sanitize=sanitize)
 
-    def validate_history(self, id: str, *, messages: list[dict[str, Any]]) -> Any:
-        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/validate", body={"messages": messages}))
+    @operation
+    def validate_history(self, id: str, *, messages: list[dict[str, Any]]) -> Call[Validation]:
+        return Call("POST", f"/api/conversations/{_seg(id)}/validate", body={"messages": messages})
 
     # Messages
+    @operation
     def list_messages(
         self,
         id: str,
@@ -253,10 +362,11 @@ class Operations:
         sanitize: bool | None = None,
         roles: str | None = None,
         after_seq: int | None = None,
-    ) -> Any:
+    ) -> Call[Page[Message]]:
         query = {"last": last, "sanitize": sanitize, "roles": roles, "after_seq": after_seq}
-        return self._get(f"/api/conversations/{_seg(id)}/messages", **query, limit=limit, cursor=cursor)
+        return _get(f"/api/conversations/{_seg(id)}/messages", **query, limit=limit, cursor=cursor)
 
+    @operation
     def append_messages(
         self,
         id: str,
@@ -264,7 +374,7 @@ class Operations:
         *,
         idempotency_key: str | None | bool = True,
         expected_last_seq: int | None = None,
-    ) -> Any:
+    ) -> Call[Appended]:
         """Appends ``messages``. By default with a fresh ``Idempotency-Key`` that its retries
         reuse, so a retried append is stored once; pass your own key, or ``False`` for none."""
         body: dict[str, Any] = {"messages": messages}
@@ -272,12 +382,14 @@ class Operations:
             body["expected_last_seq"] = expected_last_seq
         key = str(uuid.uuid4()) if idempotency_key is True else idempotency_key
         headers = {"Idempotency-Key": key} if isinstance(key, str) else {}
-        return self._send(Call("POST", f"/api/conversations/{_seg(id)}/messages", body=body, headers=headers))
+        return Call("POST", f"/api/conversations/{_seg(id)}/messages", body=body, headers=headers)
 
-    def clear_messages(self, id: str) -> Any:
-        return self._send(Call("DELETE", f"/api/conversations/{_seg(id)}/messages"))
+    @operation
+    def clear_messages(self, id: str) -> Call[Cleared]:
+        return Call("DELETE", f"/api/conversations/{_seg(id)}/messages")
 
     # Facts and memory context
+    @operation
     def list_facts(
         self,
         agent_id: str,
@@ -288,10 +400,11 @@ class Operations:
         cursor: str | None = None,
         include_superseded: bool | None = None,
         as_of: str | None = None,
-    ) -> Any:
+    ) -> Call[Page[Fact]]:
         query = {"tag": tag, "include_superseded": include_superseded, "as_of": as_of}
-        return self._get(_user(agent_id, external_ref, "/facts"), **query, limit=limit, cursor=cursor)
+        return _get(_user(agent_id, external_ref, "/facts"), **query, limit=limit, cursor=cursor)
 
+    @operation
     def remember_fact(
         self,
         agent_id: str,
@@ -303,10 +416,11 @@ class Operations:
         observed_at: str | None = UNSET,
         expires_at: str | None = UNSET,
         ttl_seconds: int | None = UNSET,
-    ) -> Any:
+    ) -> Call[Fact]:
         body = _given(locals(), exclude=("self", "agent_id", "external_ref"))
-        return self._send(Call("POST", _user(agent_id, external_ref, "/facts"), body=body))
+        return Call("POST", _user(agent_id, external_ref, "/facts"), body=body)
 
+    @operation
     def search_facts(
         self,
         agent_id: str,
@@ -317,10 +431,11 @@ class Operations:
         tag: str | None = None,
         include_superseded: bool | None = None,
         as_of: str | None = None,
-    ) -> Any:
+    ) -> Call[SearchResults]:
         query = {"q": q, "limit": limit, "tag": tag, "include_superseded": include_superseded, "as_of": as_of}
-        return self._get(_user(agent_id, external_ref, "/facts/search"), **query)
+        return _get(_user(agent_id, external_ref, "/facts/search"), **query)
 
+    @operation
     def update_fact(
         self,
         agent_id: str,
@@ -330,16 +445,19 @@ class Operations:
         fact: str = UNSET,
         tags: list[str] = UNSET,
         score: float | None = UNSET,
-    ) -> Any:
+    ) -> Call[Fact]:
         body = _given(locals(), exclude=("self", "agent_id", "external_ref", "fact_id"))
-        return self._send(Call("PATCH", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}"), body=body))
+        return Call("PATCH", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}"), body=body)
 
-    def delete_fact(self, agent_id: str, external_ref: str, fact_id: str) -> Any:
-        return self._send(Call("DELETE", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}")))
+    @operation
+    def delete_fact(self, agent_id: str, external_ref: str, fact_id: str) -> Call[None]:
+        return Call("DELETE", _user(agent_id, external_ref, f"/facts/{_seg(fact_id)}"))
 
-    def delete_facts(self, agent_id: str, external_ref: str) -> Any:
-        return self._send(Call("DELETE", _user(agent_id, external_ref, "/facts")))
+    @operation
+    def delete_facts(self, agent_id: str, external_ref: str) -> Call[Deleted]:
+        return Call("DELETE", _user(agent_id, external_ref, "/facts"))
 
+    @operation
     def memory_context(
         self,
         agent_id: str,
@@ -350,10 +468,10 @@ class Operations:
         token_budget: int | None = None,
         working_memory: bool | None = None,
         as_of: str | None = None,
-    ) -> Any:
+    ) -> Call[MemoryContext]:
         """Memory context; ``working_memory=True`` adds the user's working memory document."""
         params = {"query": query, "max_facts": max_facts, "token_budget": token_budget, "as_of": as_of}
-        return self._get(_user(agent_id, external_ref, "/memory-context"), **params, working_memory=working_memory)
+        return _get(_user(agent_id, external_ref, "/memory-context"), **params, working_memory=working_memory)
 
     # Working memory: the agent's own document about a user, and one per conversation.
     # Reads answer the document, None before the first write, or NotModified when
@@ -361,9 +479,11 @@ class Operations:
     # ``etag`` you read, quoted for you; or ``*``): a document changed since raises
     # EngramError ``precondition_failed`` (412, not retried) and nothing changes.
     # ``if_none_match="*"`` on a write creates only.
-    def get_user_document(self, agent_id: str, external_ref: str, *, if_none_match: str | None = None) -> Any:
-        return self._send(_read_document(_user(agent_id, external_ref, "/working-memory"), if_none_match))
+    @operation
+    def get_user_document(self, agent_id: str, external_ref: str, *, if_none_match: str | None = None) -> Call[WorkingMemory | NotModified | None]:
+        return (_read_document(_user(agent_id, external_ref, "/working-memory"), if_none_match))
 
+    @operation
     def put_user_document(
         self,
         agent_id: str,
@@ -372,17 +492,20 @@ class Operations:
         *,
         if_match: str | Sequence[str] | None = None,
         if_none_match: str | None = None,
-    ) -> Any:
+    ) -> Call[WorkingMemory]:
         path = _user(agent_id, external_ref, "/working-memory")
-        return self._send(Call("PUT", path, body={"content": content}, headers=_conditions(if_match, if_none_match)))
+        return Call("PUT", path, body={"content": content}, headers=_conditions(if_match, if_none_match))
 
-    def delete_user_document(self, agent_id: str, external_ref: str, *, if_match: str | Sequence[str] | None = None) -> Any:
-        return self._send(Call("DELETE", _user(agent_id, external_ref, "/working-memory"), headers=_conditions(if_match)))
+    @operation
+    def delete_user_document(self, agent_id: str, external_ref: str, *, if_match: str | Sequence[str] | None = None) -> Call[None]:
+        return Call("DELETE", _user(agent_id, external_ref, "/working-memory"), headers=_conditions(if_match))
 
-    def get_conversation_document(self, id: str, *, if_none_match: str | None = None) -> Any:
+    @operation
+    def get_conversation_document(self, id: str, *, if_none_match: str | None = None) -> Call[WorkingMemory | NotModified | None]:
         """None also when there is no such conversation: the server answers both with ``not_found``."""
-        return self._send(_read_document(f"/api/conversations/{_seg(id)}/working-memory", if_none_match))
+        return (_read_document(f"/api/conversations/{_seg(id)}/working-memory", if_none_match))
 
+    @operation
     def put_conversation_document(
         self,
         id: str,
@@ -390,15 +513,17 @@ class Operations:
         *,
         if_match: str | Sequence[str] | None = None,
         if_none_match: str | None = None,
-    ) -> Any:
+    ) -> Call[WorkingMemory]:
         path = f"/api/conversations/{_seg(id)}/working-memory"
-        return self._send(Call("PUT", path, body={"content": content}, headers=_conditions(if_match, if_none_match)))
+        return Call("PUT", path, body={"content": content}, headers=_conditions(if_match, if_none_match))
 
-    def delete_conversation_document(self, id: str, *, if_match: str | Sequence[str] | None = None) -> Any:
+    @operation
+    def delete_conversation_document(self, id: str, *, if_match: str | Sequence[str] | None = None) -> Call[None]:
         path = f"/api/conversations/{_seg(id)}/working-memory"
-        return self._send(Call("DELETE", path, headers=_conditions(if_match)))
+        return Call("DELETE", path, headers=_conditions(if_match))
 
     # Jobs
+    @operation
     def list_jobs(
         self,
         *,
@@ -406,31 +531,38 @@ class Operations:
         conversation_id: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> Any:
-        return self._get("/api/jobs", status=status, conversation_id=conversation_id, limit=limit, cursor=cursor)
+    ) -> Call[Page[Job]]:
+        return _get("/api/jobs", status=status, conversation_id=conversation_id, limit=limit, cursor=cursor)
 
-    def get_job(self, id: str) -> Any:
-        return self._get(f"/api/jobs/{_seg(id)}")
+    @operation
+    def get_job(self, id: str) -> Call[Job]:
+        return _get(f"/api/jobs/{_seg(id)}")
 
-    def retry_job(self, id: str) -> Any:
-        return self._send(Call("POST", f"/api/jobs/{_seg(id)}/retry"))
+    @operation
+    def retry_job(self, id: str) -> Call[Job]:
+        return Call("POST", f"/api/jobs/{_seg(id)}/retry")
 
     # Import (NDJSON, one record a line: the format of `engram export`)
-    def import_records(self, ndjson: str) -> Any:
+    @operation
+    def import_records(self, ndjson: str) -> Call[ImportJob]:
         """Imports the records; the finished import with its counts and bad-line reports."""
-        return self._send(Call("POST", "/api/import", content=ndjson, headers={"content-type": "application/x-ndjson"}))
+        return Call("POST", "/api/import", content=ndjson, headers={"content-type": "application/x-ndjson"})
 
-    def list_imports(self) -> Any:
-        return self._get("/api/import")
+    @operation
+    def list_imports(self) -> Call[list[ImportJob]]:
+        return _get("/api/import")
 
-    def get_import(self, id: str) -> Any:
-        return self._get(f"/api/import/{_seg(id)}")
+    @operation
+    def get_import(self, id: str) -> Call[ImportJob]:
+        return _get(f"/api/import/{_seg(id)}")
 
-    def list_import_errors(self, id: str, *, limit: int | None = None, cursor: str | None = None) -> Any:
+    @operation
+    def list_import_errors(self, id: str, *, limit: int | None = None, cursor: str | None = None) -> Call[Page[LineReport]]:
         """An import's bad-line reports, every one of them, a page at a time."""
-        return self._get(f"/api/import/{_seg(id)}/errors", limit=limit, cursor=cursor)
+        return _get(f"/api/import/{_seg(id)}/errors", limit=limit, cursor=cursor)
 
     # Events, fact history and webhooks
+    @operation
     def list_events(
         self,
         *,
@@ -440,11 +572,12 @@ class Operations:
         wait: int | None = None,
         agent_id: str | None = None,
         external_ref: str | None = None,
-    ) -> Any:
+    ) -> Call[EventPage]:
         """The tenant's change feed (`after`, `types`, `wait` to long-poll, ...)."""
         query = {"after": after, "types": types, "limit": limit, "wait": wait}
-        return self._get("/api/events", **query, agent_id=agent_id, external_ref=external_ref)
+        return _get("/api/events", **query, agent_id=agent_id, external_ref=external_ref)
 
+    @operation
     def list_person_events(
         self,
         agent_id: str,
@@ -454,27 +587,32 @@ class Operations:
         types: str | None = None,
         limit: int | None = None,
         wait: int | None = None,
-    ) -> Any:
+    ) -> Call[EventPage]:
         """One person's events (what a user-bound token may read)."""
         query = {"after": after, "types": types, "limit": limit, "wait": wait}
-        return self._get(_user(agent_id, external_ref, "/events"), **query)
+        return _get(_user(agent_id, external_ref, "/events"), **query)
 
-    def fact_history(self, agent_id: str, external_ref: str, fact_id: str) -> Any:
+    @operation
+    def fact_history(self, agent_id: str, external_ref: str, fact_id: str) -> Call[History]:
         """Every version of a fact, oldest first, with who changed it."""
-        return self._get(_user(agent_id, external_ref, f"/facts/{_seg(fact_id)}/history"))
+        return _get(_user(agent_id, external_ref, f"/facts/{_seg(fact_id)}/history"))
 
-    def list_subscriptions(self) -> Any:
-        return self._get("/api/webhooks")
+    @operation
+    def list_subscriptions(self) -> Call[Subscriptions]:
+        return _get("/api/webhooks")
 
+    @operation
     def create_subscription(
         self, url: str, *, event_types: list[str] = UNSET, enabled: bool | None = UNSET
-    ) -> Any:
+    ) -> Call[WithSecret]:
         """Subscribes a receiver; the answer's `secret` is shown only here."""
-        return self._send(Call("POST", "/api/webhooks", body=_given(locals(), exclude=("self",))))
+        return Call("POST", "/api/webhooks", body=_given(locals(), exclude=("self",)))
 
-    def get_subscription(self, id: str) -> Any:
-        return self._get(f"/api/webhooks/{_seg(id)}")
+    @operation
+    def get_subscription(self, id: str) -> Call[Subscription]:
+        return _get(f"/api/webhooks/{_seg(id)}")
 
+    @operation
     def update_subscription(
         self,
         id: str,
@@ -482,40 +620,50 @@ class Operations:
         url: str | None = UNSET,
         event_types: list[str] | None = UNSET,
         enabled: bool | None = UNSET,
-    ) -> Any:
+    ) -> Call[Subscription]:
         body = _given(locals(), exclude=("self", "id"))
-        return self._send(Call("PATCH", f"/api/webhooks/{_seg(id)}", body=body))
+        return Call("PATCH", f"/api/webhooks/{_seg(id)}", body=body)
 
-    def delete_subscription(self, id: str) -> Any:
-        return self._send(Call("DELETE", f"/api/webhooks/{_seg(id)}"))
+    @operation
+    def delete_subscription(self, id: str) -> Call[None]:
+        return Call("DELETE", f"/api/webhooks/{_seg(id)}")
 
-    def rotate_secret(self, id: str) -> Any:
-        return self._send(Call("POST", f"/api/webhooks/{_seg(id)}/rotate-secret"))
+    @operation
+    def rotate_secret(self, id: str) -> Call[WithSecret]:
+        return Call("POST", f"/api/webhooks/{_seg(id)}/rotate-secret")
 
+    @operation
     def list_deliveries(
         self, id: str, *, status: str | None = None, before: int | None = None, limit: int | None = None
-    ) -> Any:
-        return self._get(f"/api/webhooks/{_seg(id)}/deliveries", status=status, before=before, limit=limit)
+    ) -> Call[DeliveryPage]:
+        return _get(f"/api/webhooks/{_seg(id)}/deliveries", status=status, before=before, limit=limit)
 
-    def get_delivery(self, id: str, event_id: int) -> Any:
-        return self._get(f"/api/webhooks/{_seg(id)}/deliveries/{int(event_id)}")
+    @operation
+    def get_delivery(self, id: str, event_id: int) -> Call[DeliveryDetail]:
+        return _get(f"/api/webhooks/{_seg(id)}/deliveries/{int(event_id)}")
 
-    def redeliver(self, id: str, event_id: int) -> Any:
-        return self._send(Call("POST", f"/api/webhooks/{_seg(id)}/deliveries/{int(event_id)}/retry"))
+    @operation
+    def redeliver(self, id: str, event_id: int) -> Call[Delivery]:
+        return Call("POST", f"/api/webhooks/{_seg(id)}/deliveries/{int(event_id)}/retry")
 
     # GDPR
-    def export_user(self, external_ref: str) -> Any:
-        return self._get(f"/api/rgpd/users/{_seg(external_ref)}/ai-data")
+    @operation
+    def export_user(self, external_ref: str) -> Call[Export]:
+        return _get(f"/api/rgpd/users/{_seg(external_ref)}/ai-data")
 
-    def erase_user(self, external_ref: str) -> Any:
-        return self._send(Call("DELETE", f"/api/rgpd/users/{_seg(external_ref)}/ai-data"))
+    @operation
+    def erase_user(self, external_ref: str) -> Call[Erasure]:
+        return Call("DELETE", f"/api/rgpd/users/{_seg(external_ref)}/ai-data")
 
-    def get_receipt(self, receipt_id: str) -> Any:
-        return self._get(f"/api/rgpd/receipts/{_seg(receipt_id)}")
+    @operation
+    def get_receipt(self, receipt_id: str) -> Call[Receipt]:
+        return _get(f"/api/rgpd/receipts/{_seg(receipt_id)}")
 
     # Tools
-    def list_tools(self, format: str) -> Any:
-        return self._get("/api/tools", format=format)
+    @operation
+    def list_tools(self, format: str) -> Call[ToolDefinitions]:
+        return _get("/api/tools", format=format)
 
-    def call_tool(self, **invocation: Any) -> Any:
-        return self._send(Call("POST", "/api/tools/call", body=invocation))
+    @operation
+    def call_tool(self, /, **invocation: Any) -> Call[dict[str, Any]]:
+        return Call("POST", "/api/tools/call", body=invocation)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, Literal, TypeVar, cast, overload
 
 import httpx
 
-from ._base import Call, Operations, Settings, retry_delay
+from ._base import AsyncSender, Call, Operations, Settings, SyncSender, retry_delay
 from .errors import EngramError, error_from_response
+from .models import AgentConfig, Conversation, Event, Fact, Job, Message
+
+T = TypeVar("T")
 
 # Job statuses after which nothing more happens to a job (``failed`` is retried later).
 SETTLED = frozenset({"succeeded", "dead", "cancelled"})
@@ -27,7 +29,7 @@ LISTS = {
 }
 
 
-def _answer(response: httpx.Response, call: Call) -> Any:
+def _answer(response: httpx.Response, call: Call[Any]) -> Any:
     if response.is_success or response.status_code in call.answers:
         if response.status_code in (204, 304):
             body = None
@@ -49,12 +51,17 @@ def _failure(error: httpx.HTTPError) -> EngramError:
     return EngramError(0, "network", f"could not reach Engram{where}: {error}")
 
 
-def _unsettled(id: str, job: Any, timeout: float) -> EngramError:
+def _unsettled(id: str, job: Job, timeout: float) -> EngramError:
     return EngramError(0, "timeout", f"job {id} is still {job['status']} after {timeout} s")
 
 
+def _deadline(call: Call[Any], settings: Settings) -> float:
+    """Seconds the call may take in all: the client's deadline, or the call's own when shorter."""
+    return settings.deadline if call.deadline is None else min(call.deadline, settings.deadline)
+
+
 def _settle(
-    outcome: httpx.Response | httpx.HTTPError, call: Call, attempt: int, settings: Settings, started: float
+    outcome: httpx.Response | httpx.HTTPError, call: Call[Any], attempt: int, settings: Settings, started: float
 ) -> tuple[bool, Any]:
     """``(True, answer)``, or ``(False, seconds)`` to retry after; raises the final error."""
     try:
@@ -63,7 +70,7 @@ def _settle(
         return True, _answer(outcome, call)
     except EngramError as error:
         delay = retry_delay(error, call, attempt, settings)
-        if delay is None or time.monotonic() - started + delay >= settings.deadline:
+        if delay is None or time.monotonic() - started + delay >= _deadline(call, settings):
             raise
         return False, delay
 
@@ -74,9 +81,16 @@ class _Settings:
         self.token = token
         self.settings = settings
 
-    def request(self, call: Call) -> dict[str, Any]:
+    def request(self, call: Call[Any], started: float) -> dict[str, Any]:
+        """The request's arguments. A call with a deadline of its own waits for an answer no
+        longer than what is left of it; others keep the HTTP client's timeouts."""
         token = self.token() if callable(self.token) else self.token
+        timeout: dict[str, Any] = {}
+        if call.deadline is not None:
+            left = _deadline(call, self.settings) - (time.monotonic() - started)
+            timeout["timeout"] = max(0.001, min(self.settings.timeout, left))
         return {
+            **timeout,
             "method": call.method,
             "url": self.base_url + call.path,
             "params": call.params(),
@@ -86,7 +100,7 @@ class _Settings:
         }
 
 
-class Engram(Operations):
+class Engram(SyncSender, Operations):
     """The synchronous client. Errors are raised as :class:`EngramError`; 429 and 503 are
     retried as :class:`Settings` says. ``iterate(name, ...)`` walks a list's pages."""
 
@@ -101,18 +115,30 @@ class Engram(Operations):
         self._config = _Settings(base_url, token, settings or Settings())
         self._http = http or httpx.Client(timeout=self._config.settings.timeout)
 
-    def _send(self, call: Call) -> Any:
+    def _send(self, call: Call[T]) -> T:
         started = time.monotonic()
-        for attempt in itertools.count():
+        attempt = 0
+        while True:
             try:
-                outcome: httpx.Response | httpx.HTTPError = self._http.request(**self._config.request(call))
+                outcome: httpx.Response | httpx.HTTPError = self._http.request(**self._config.request(call, started))
             except httpx.HTTPError as error:
                 outcome = error
             done, value = _settle(outcome, call, attempt, self._config.settings, started)
             if done:
-                return value
+                return cast(T, value)
+            attempt += 1
             time.sleep(value)
 
+    @overload
+    def iterate(self, name: Literal["conversations"], *args: Any, **query: Any) -> Iterator[Conversation]: ...
+    @overload
+    def iterate(self, name: Literal["messages"], *args: Any, **query: Any) -> Iterator[Message]: ...
+    @overload
+    def iterate(self, name: Literal["facts"], *args: Any, **query: Any) -> Iterator[Fact]: ...
+    @overload
+    def iterate(self, name: Literal["jobs"], *args: Any, **query: Any) -> Iterator[Job]: ...
+    @overload
+    def iterate(self, name: Literal["configs"], *args: Any, **query: Any) -> Iterator[AgentConfig]: ...
     def iterate(self, name: str, *args: Any, **query: Any) -> Iterator[Any]:
         """Every item of a list (``conversations``, ``messages``, ``facts``, ``jobs``, ``configs``), page by page."""
         method = getattr(self, LISTS[name])
@@ -124,7 +150,7 @@ class Engram(Operations):
             if not cursor:
                 return
 
-    def wait_for_job(self, id: str, *, timeout: float = 60.0, interval: float = 0.2) -> Any:
+    def wait_for_job(self, id: str, *, timeout: float = 60.0, interval: float = 0.2) -> Job:
         """Reads job ``id`` until it has settled (succeeded, dead or cancelled) and returns it;
         raises EngramError ``timeout`` when ``timeout`` seconds pass first."""
         deadline = time.monotonic() + timeout
@@ -135,7 +161,7 @@ class Engram(Operations):
             time.sleep(min(interval, left))
         return job
 
-    def follow_events(self, *, after: int | None = None, types: str | None = None) -> Iterator[Any]:
+    def follow_events(self, *, after: int | None = None, types: str | None = None) -> Iterator[Event]:
         """The change feed from ``after`` on, endlessly: each read long-polls for what comes next."""
         while True:
             page = self.list_events(after=after, types=types, wait=FEED_WAIT)
@@ -152,7 +178,7 @@ class Engram(Operations):
         self.close()
 
 
-class AsyncEngram(Operations):
+class AsyncEngram(AsyncSender, Operations):
     """The asynchronous client: the same methods, awaited; ``iterate`` is an async iterator."""
 
     def __init__(
@@ -166,18 +192,30 @@ class AsyncEngram(Operations):
         self._config = _Settings(base_url, token, settings or Settings())
         self._http = http or httpx.AsyncClient(timeout=self._config.settings.timeout)
 
-    async def _send(self, call: Call) -> Any:
+    async def _send(self, call: Call[T]) -> T:
         started = time.monotonic()
-        for attempt in itertools.count():
+        attempt = 0
+        while True:
             try:
-                outcome: httpx.Response | httpx.HTTPError = await self._http.request(**self._config.request(call))
+                outcome: httpx.Response | httpx.HTTPError = await self._http.request(**self._config.request(call, started))
             except httpx.HTTPError as error:
                 outcome = error
             done, value = _settle(outcome, call, attempt, self._config.settings, started)
             if done:
-                return value
+                return cast(T, value)
+            attempt += 1
             await asyncio.sleep(value)
 
+    @overload
+    def iterate(self, name: Literal["conversations"], *args: Any, **query: Any) -> AsyncIterator[Conversation]: ...
+    @overload
+    def iterate(self, name: Literal["messages"], *args: Any, **query: Any) -> AsyncIterator[Message]: ...
+    @overload
+    def iterate(self, name: Literal["facts"], *args: Any, **query: Any) -> AsyncIterator[Fact]: ...
+    @overload
+    def iterate(self, name: Literal["jobs"], *args: Any, **query: Any) -> AsyncIterator[Job]: ...
+    @overload
+    def iterate(self, name: Literal["configs"], *args: Any, **query: Any) -> AsyncIterator[AgentConfig]: ...
     async def iterate(self, name: str, *args: Any, **query: Any) -> AsyncIterator[Any]:
         method = getattr(self, LISTS[name])
         cursor = None
@@ -189,7 +227,7 @@ class AsyncEngram(Operations):
             if not cursor:
                 return
 
-    async def wait_for_job(self, id: str, *, timeout: float = 60.0, interval: float = 0.2) -> Any:
+    async def wait_for_job(self, id: str, *, timeout: float = 60.0, interval: float = 0.2) -> Job:
         deadline = time.monotonic() + timeout
         while (job := await self.get_job(id))["status"] not in SETTLED:
             left = deadline - time.monotonic()
@@ -198,7 +236,7 @@ class AsyncEngram(Operations):
             await asyncio.sleep(min(interval, left))
         return job
 
-    async def follow_events(self, *, after: int | None = None, types: str | None = None) -> AsyncIterator[Any]:
+    async def follow_events(self, *, after: int | None = None, types: str | None = None) -> AsyncIterator[Event]:
         while True:
             page = await self.list_events(after=after, types=types, wait=FEED_WAIT)
             for event in page["items"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -28,9 +28,10 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from ._sansio import Steps, arun, calls, every, run
+from ._sansio import FailOpen, OnEngramError, Steps, calls, every
 from .client import AsyncEngram, Engram
 from .errors import EngramError
+from .models import Fact
 
 KEY_TAG = "key:"
 
@@ -59,13 +60,13 @@ def _value(fact: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"content": fact}
 
 
-def _keys(fact: dict[str, Any]) -> list[str]:
+def _keys(fact: Fact) -> list[str]:
     """The keys naming a fact: two keys whose values are the same fact (Engram stores a fact
     once) share it, each with its tag; a fact stored without the store has its id as key."""
     return [t[len(KEY_TAG) :] for t in fact["tags"] if t.startswith(KEY_TAG)] or [fact["id"]]
 
 
-def _item(namespace: tuple[str, ...], fact: dict[str, Any], key: str, score: float | None = None) -> SearchItem:
+def _item(namespace: tuple[str, ...], fact: Fact, key: str, score: float | None = None) -> SearchItem:
     return SearchItem(
         namespace=namespace,
         key=key,
@@ -80,7 +81,7 @@ def _matches(item: Item, filter: dict[str, Any] | None) -> bool:
     return all(item.value.get(k) == v for k, v in (filter or {}).items())
 
 
-def _keyed(namespace: tuple[str, ...], key: str) -> Steps[list[dict[str, Any]]]:
+def _keyed(namespace: tuple[str, ...], key: str) -> Steps[list[Fact]]:
     """The key's fact, superseded ones included: a newer fact about the same thing under
     another key ("Lives in Paris" after "Lives in Lyon") replaces it in recall, not here."""
     agent, user = _owner(namespace)
@@ -153,18 +154,42 @@ def _steps(op: Op) -> Steps[Result]:
 class EngramStore(BaseStore):
     """``EngramStore(client)`` for graphs run with ``invoke``; pass ``aclient`` (an
     :class:`AsyncEngram`) too for ``ainvoke`` (without it, async calls run the sync client
-    in a thread)."""
+    in a thread).
+
+    Reads (``get``, ``search``, ``list_namespaces``) get ``memory_timeout`` seconds (default
+    2) in all. ``on_engram_error="continue"`` lets the graph go on without memory when
+    Engram is down, slow or overloaded: a read answers nothing found, a ``put`` or
+    ``delete`` is skipped, and the failure goes to ``on_error`` (default: a warning on the
+    ``engram_service_client`` logger); ``"raise"`` (the default) raises the EngramError."""
 
     supports_ttl = False
 
-    def __init__(self, client: Engram, aclient: AsyncEngram | None = None) -> None:
+    def __init__(
+        self,
+        client: Engram,
+        aclient: AsyncEngram | None = None,
+        *,
+        on_engram_error: OnEngramError = "raise",
+        memory_timeout: float = 2.0,
+        on_error: Callable[[EngramError], None] | None = None,
+    ) -> None:
         self.client = client
         self.aclient = aclient
+        self.fail_open = FailOpen(on_engram_error, memory_timeout, on_error)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return [run(self.client, _steps(op)) for op in ops]
+        return [self.fail_open.run(self.client, _steps(op), _nothing(op), read=_reads(op)) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         if self.aclient is None:
             return await asyncio.to_thread(self.batch, list(ops))
-        return [await arun(self.aclient, _steps(op)) for op in ops]
+        return [await self.fail_open.arun(self.aclient, _steps(op), _nothing(op), read=_reads(op)) for op in ops]
+
+
+def _reads(op: Op) -> bool:
+    return not isinstance(op, PutOp)
+
+
+def _nothing(op: Op) -> Result:
+    """What an operation answers when Engram could not be asked: nothing found, or done."""
+    return [] if isinstance(op, (SearchOp, ListNamespacesOp)) else None
