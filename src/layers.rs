@@ -9,7 +9,7 @@
 //! store                     SQL
 //! domain, telemetry         pure rules and types; logs and metrics
 //! config, crypto, error,    settings, hashes and secrets, the API error,
-//! outbound                  calls to other servers
+//! remote_servers            calls to other servers
 //! ```
 //!
 //! A module may use modules of lower layers only: nothing below `service/` uses it, and
@@ -29,7 +29,7 @@ mod tests {
         ("config", 0),
         ("crypto", 0),
         ("error", 0),
-        ("outbound", 0),
+        ("remote_servers", 0),
         ("domain", 1),
         ("telemetry", 1),
         ("auth", 2),

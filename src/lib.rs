@@ -24,7 +24,7 @@ pub mod http;
 /// Which module may use which (a test that reads the source).
 mod layers;
 /// What every call to another server shares: failures by kind, secret headers, `Retry-After`.
-pub mod outbound;
+pub mod remote_servers;
 /// What handlers and workers share: the app state and the operations both start.
 pub mod service;
 /// SQL, for PostgreSQL and SQLite.

@@ -15,7 +15,7 @@ use std::{
 use aws_lc_rs::digest;
 
 use super::local::MODEL_FILES;
-use crate::{crypto::hex, outbound};
+use crate::{crypto::hex, remote_servers};
 
 /// The public Python package index's simple API.
 pub const DEFAULT_INDEX_URL: &str = "https://pypi.org/simple/";
@@ -184,10 +184,10 @@ async fn get(client: &reqwest::Client, url: reqwest::Url) -> Result<reqwest::Res
     Ok(response)
 }
 
-/// By error kind only (see [`outbound::failure`]): the URL may carry credentials of a
+/// By error kind only (see [`remote_servers::failure`]): the URL may carry credentials of a
 /// private index.
 fn unreachable(error: &reqwest::Error) -> FetchError {
-    FetchError::Unreachable(outbound::failure(error).reason.into())
+    FetchError::Unreachable(remote_servers::failure(error).reason.into())
 }
 
 fn check_hash(what: &str, expected: &str, actual: &str) -> Result<(), FetchError> {

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::{EmbedError, normalised};
-use crate::outbound;
+use crate::remote_servers;
 
 /// Largest response read, so that a confused server cannot exhaust memory: 64 MB is far
 /// above a batch of large vectors as JSON.
@@ -53,7 +53,7 @@ impl OpenAi {
         let body = EmbeddingsRequest { model: &self.model, input: texts, encoding_format: "float" };
         let mut request = self.client.post(format!("{}/embeddings", self.base_url)).json(&body);
         if let Some(key) = &self.api_key {
-            let header = outbound::secret_header(&format!("Bearer {key}"))
+            let header = remote_servers::secret_header(&format!("Bearer {key}"))
                 .ok_or_else(|| EmbedError::Fatal("the API key is not a valid HTTP header value".into()))?;
             request = request.header(reqwest::header::AUTHORIZATION, header);
         }
@@ -63,7 +63,7 @@ impl OpenAi {
             let code = status.as_u16();
             return Err(match status {
                 StatusCode::TOO_MANY_REQUESTS => {
-                    EmbedError::RateLimited { retry_after: outbound::retry_after(response.headers()) }
+                    EmbedError::RateLimited { retry_after: remote_servers::retry_after(response.headers()) }
                 }
                 StatusCode::REQUEST_TIMEOUT => EmbedError::Transient(format!("HTTP {code}")),
                 s if s.is_server_error() => EmbedError::Transient(format!("HTTP {code}")),
@@ -101,9 +101,9 @@ fn vectors_in_order(reply: EmbeddingsResponse, count: usize) -> Result<Vec<Vec<f
     vectors.into_iter().map(normalised).collect()
 }
 
-/// A transport failure, by kind only (see [`outbound::failure`]).
+/// A transport failure, by kind only (see [`remote_servers::failure`]).
 fn from_reqwest(error: reqwest::Error) -> EmbedError {
-    let failure = outbound::failure(&error);
+    let failure = remote_servers::failure(&error);
     let reason = failure.reason.to_owned();
     if failure.fatal { EmbedError::Fatal(reason) } else { EmbedError::Transient(reason) }
 }

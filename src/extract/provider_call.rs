@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use super::parse::{Ending, describe_json_error};
 use super::{ExtractError, Usage};
-use crate::outbound;
+use crate::remote_servers;
 
 /// The metrics label of a provider.
 #[derive(Debug, Clone, Copy)]
@@ -75,9 +75,9 @@ pub(super) async fn call<E: DeserializeOwned, T>(
     result
 }
 
-/// A header value for the API key, sensitive (see [`outbound::secret_header`]).
+/// A header value for the API key, sensitive (see [`remote_servers::secret_header`]).
 pub(super) fn secret_header(value: &str) -> Result<HeaderValue, ExtractError> {
-    outbound::secret_header(value)
+    remote_servers::secret_header(value)
         .ok_or_else(|| ExtractError::Fatal("the API key is not a valid HTTP header value".into()))
 }
 
@@ -101,7 +101,7 @@ fn check_status(response: Response) -> Result<Response, ExtractError> {
     let code = status.as_u16();
     Err(match status {
         StatusCode::TOO_MANY_REQUESTS => {
-            ExtractError::RateLimited { retry_after: outbound::retry_after(response.headers()) }
+            ExtractError::RateLimited { retry_after: remote_servers::retry_after(response.headers()) }
         }
         StatusCode::REQUEST_TIMEOUT => ExtractError::Transient(format!("HTTP {code}")),
         s if s.is_server_error() => ExtractError::Transient(format!("HTTP {code}")),
@@ -123,13 +123,13 @@ pub(super) fn is_refusal(error: &ExtractError) -> bool {
     }
 }
 
-/// A transport failure, by kind only (see [`outbound::failure`]); a timeout with the
+/// A transport failure, by kind only (see [`remote_servers::failure`]); a timeout with the
 /// `elapsed` time it took to give up.
 fn from_reqwest(error: reqwest::Error, elapsed: Duration) -> ExtractError {
     if error.is_timeout() {
         return ExtractError::TimedOut { after: elapsed };
     }
-    let failure = outbound::failure(&error);
+    let failure = remote_servers::failure(&error);
     let reason = failure.reason.to_owned();
     if failure.fatal { ExtractError::Fatal(reason) } else { ExtractError::Transient(reason) }
 }

@@ -59,7 +59,7 @@ const NOT_FOUND: ApiError = ApiError::NotFound("webhook subscription");
 async fn destination(state: &AppState, raw: &str) -> Result<String, ApiError> {
     let url = parse_url(raw).map_err(ApiError::InvalidRequest)?;
     if !state.config.webhook_allow_private {
-        crate::outbound::check_public(&url, RESOLVE_TIMEOUT)
+        crate::remote_servers::check_public(&url, RESOLVE_TIMEOUT)
             .await
             .map_err(|why| ApiError::invalid(format!("url refused: {why} (ENGRAM_WEBHOOK_ALLOW_PRIVATE is off)")))?;
     }

@@ -14,7 +14,7 @@ use tokio::{sync::watch, task::JoinSet};
 
 use crate::{
     domain::webhook::signature,
-    outbound::{self, PublicOnly},
+    remote_servers::{self, PublicOnly},
     service::AppState,
     store::webhooks::{AttemptOutcome, ClaimedDelivery},
 };
@@ -160,8 +160,8 @@ impl Sent {
 /// POSTs the event.
 async fn send(state: &AppState, client: &reqwest::Client, claim: &ClaimedDelivery) -> Sent {
     let Ok(url) = reqwest::Url::parse(&claim.url) else { return Sent::failed("invalid url".into()) };
-    if !state.config.webhook_allow_private && outbound::literal_not_public(&url) {
-        return Sent::failed(format!("refused: {}", outbound::NOT_PUBLIC));
+    if !state.config.webhook_allow_private && remote_servers::literal_not_public(&url) {
+        return Sent::failed(format!("refused: {}", remote_servers::NOT_PUBLIC));
     }
     let body = body(&claim.event);
     let id = format!("msg_{}_{}", claim.subscription_id.simple(), claim.event_id);
@@ -186,12 +186,12 @@ async fn send(state: &AppState, client: &reqwest::Client, claim: &ClaimedDeliver
             Sent {
                 status_code: Some(status.as_u16()),
                 error: Some(format!("HTTP {}{note}", status.as_u16())),
-                retry_after: outbound::retry_after(response.headers()),
+                retry_after: remote_servers::retry_after(response.headers()),
             }
         }
         Err(e) => {
             let refused = e.is_connect() && !state.config.webhook_allow_private;
-            let reason = outbound::failure(&e).reason;
+            let reason = remote_servers::failure(&e).reason;
             let note = if refused { " (or its address is not public)" } else { "" };
             Sent::failed(format!("{reason}{note}"))
         }

@@ -1,6 +1,6 @@
-// The seeds' interfaces (gemstack, gumbee, Tutti) over a live Engram. Their shapes are
-// checked by the compiler: each class `implements` its interface, and the assignments
-// below fail to compile if a class drifts from it.
+// The interfaces of the frameworks Engram was designed from (gemstack, gumbee, Tutti) over
+// a live Engram. Their shapes are checked by the compiler: each class `implements` its
+// interface, and the assignments below fail to compile if a class drifts from it.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
@@ -14,7 +14,7 @@ import {
   type GumbeeMemory,
   type TuttiSemanticMemoryStore,
   type TuttiUserMemoryStore,
-} from "../src/seeds.js";
+} from "../src/framework-interfaces.js";
 import { memoryAgent, newTenant } from "./helpers.js";
 
 test("gemstack: ConversationStore and UserMemory, forgetAll erases the person", async () => {
