@@ -142,7 +142,7 @@ pub async fn search(
     let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
     let limit = self::limit(limit, 10, 200)?;
     let filter = checked(filter)?;
-    let hits = state.recall(owner, &query, filter, limit).await?;
+    let hits = super::recall::search(state, owner, &query, filter, limit).await?;
     state.recall_counts.note(hits.iter().map(|hit| hit.fact.id));
     let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
     Ok(SearchResults { items })

@@ -36,7 +36,7 @@ pub async fn build(
     let max_facts = request.max_facts.unwrap_or(default_max);
     let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
     let recalled = async {
-        Ok::<_, ApiError>(state.recall_for_context(owner, request.query.as_ref(), request.as_of, limit).await?)
+        Ok::<_, ApiError>(super::recall::for_context(state, owner, request.query.as_ref(), request.as_of, limit).await?)
     };
     let context = if request.working_memory {
         // Asked for: the document is read beside the facts, not after them.

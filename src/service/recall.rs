@@ -2,7 +2,7 @@
 //! of [`crate::domain::vector`]) when the query can be embedded, full text alone otherwise.
 //!
 //! This is the one seam between the routes and the ranking: facts search and the memory
-//! context with a query call these two functions, which take the full-text candidates
+//! context with a query call [`search`] and [`for_context`], which take the full-text candidates
 //! from the store as they are and add the vector candidates. Without vectors (embeddings
 //! off, the model not ready, the embedder failing, no fact embedded yet) the answer is
 //! exactly the store's full-text answer.
@@ -25,103 +25,101 @@ use crate::{
 /// text alone, so a slow or failing embedding server never makes recall fail or hang.
 const QUERY_EMBEDDING_LIMIT: Duration = Duration::from_secs(2);
 
-impl AppState {
-    /// The query's vector, when the embedder can make one in time.
-    async fn query_vector(&self, query: &SearchQuery) -> Option<Vec<f32>> {
-        let (_, mut vectors) = self.embed_within(&[query.text().to_owned()], QUERY_EMBEDDING_LIMIT).await?;
-        vectors.pop()
-    }
+/// The query's vector, when the embedder can make one in time.
+async fn query_vector(state: &AppState, query: &SearchQuery) -> Option<Vec<f32>> {
+    let (_, mut vectors) = embed_within(state, &[query.text().to_owned()], QUERY_EMBEDDING_LIMIT).await?;
+    vectors.pop()
+}
 
-    /// The vectors of `texts` (one each) and their model's tag, when the embedder is ready
-    /// and makes them within `limit`; `None` otherwise, and the caller goes on without.
-    pub async fn embed_within(&self, texts: &[String], limit: Duration) -> Option<(String, Vec<Vec<f32>>)> {
-        let model = self.embedder.ready_model()?;
-        match tokio::time::timeout(limit, self.embedder.embed(texts)).await {
-            Ok(Ok(vectors)) if vectors.len() == texts.len() => Some((model, vectors)),
-            Ok(Ok(_)) => {
-                tracing::debug!("the embedder answered with another number of vectors: going on without");
-                None
-            }
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "not embedded: going on without vectors");
-                None
-            }
-            Err(_) => {
-                tracing::debug!("the embedding took too long: going on without vectors");
-                None
-            }
+/// The vectors of `texts` (one each) and their model's tag, when the embedder is ready
+/// and makes them within `limit`; `None` otherwise, and the caller goes on without.
+pub async fn embed_within(state: &AppState, texts: &[String], limit: Duration) -> Option<(String, Vec<Vec<f32>>)> {
+    let model = state.embedder.ready_model()?;
+    match tokio::time::timeout(limit, state.embedder.embed(texts)).await {
+        Ok(Ok(vectors)) if vectors.len() == texts.len() => Some((model, vectors)),
+        Ok(Ok(_)) => {
+            tracing::debug!("the embedder answered with another number of vectors: going on without");
+            None
+        }
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "not embedded: going on without vectors");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("the embedding took too long: going on without vectors");
+            None
         }
     }
+}
 
-    /// Facts search: the full-text hits fused with the facts nearest in meaning.
-    ///
-    /// The full-text search, the query's embedding and the read of the candidate vectors
-    /// need nothing from each other, so they run at once: the answer takes as long as the
-    /// slowest of them (the embedding, milliseconds of CPU), not their sum. Only the
-    /// nearest facts that full text did not find are read afterwards, by id.
-    pub async fn recall(
-        &self,
-        owner: Owner<'_>,
-        query: &SearchQuery,
-        filter: FactFilter<'_>,
-        limit: i64,
-    ) -> Result<Vec<Hit>> {
-        let Some(model) = self.embedder.ready_model() else {
-            return self.store.search_facts(owner, query, filter, limit).await;
-        };
-        let (hits, query_vector, vectors) = tokio::join!(
-            self.store.search_facts(owner, query, filter, limit),
-            self.query_vector(query),
-            self.store.fact_vectors(owner, &model, filter),
-        );
-        let hits = hits?;
-        let Some(query_vector) = query_vector else {
-            return Ok(hits);
-        };
-        let size = usize::try_from(limit).unwrap_or(usize::MAX);
-        let vectors: Vec<(Uuid, Vec<f32>)> = vectors?.into_iter().map(|v| (v.id, v.values)).collect();
-        let nearest = vector::nearest(&query_vector, &vectors, size);
-        if nearest.is_empty() {
-            return Ok(hits);
-        }
-        let text: Vec<_> = hits.iter().map(|hit| (hit.fact.id, hit.rarity)).collect();
-        // Each fact with its full-text rarity (0 for a fact found by meaning alone).
-        let mut found: HashMap<Uuid, (Fact, f64)> =
-            hits.into_iter().map(|hit| (hit.fact.id, (hit.fact, hit.rarity))).collect();
-        let missing: Vec<Uuid> = nearest.iter().map(|(id, _)| *id).filter(|id| !found.contains_key(id)).collect();
-        found.extend(self.store.facts_by_id(owner, &missing).await?.into_iter().map(|fact| (fact.id, (fact, 0.0))));
-        Ok(vector::fuse(&text, &nearest)
-            .into_iter()
-            .take(size)
-            .filter_map(|(id, relevance)| {
-                let (fact, rarity) = found.remove(&id)?;
-                Some(Hit { fact, relevance, rarity })
-            })
-            .collect())
+/// Facts search: the full-text hits fused with the facts nearest in meaning.
+///
+/// The full-text search, the query's embedding and the read of the candidate vectors
+/// need nothing from each other, so they run at once: the answer takes as long as the
+/// slowest of them (the embedding, milliseconds of CPU), not their sum. Only the
+/// nearest facts that full text did not find are read afterwards, by id.
+pub async fn search(
+    state: &AppState,
+    owner: Owner<'_>,
+    query: &SearchQuery,
+    filter: FactFilter<'_>,
+    limit: i64,
+) -> Result<Vec<Hit>> {
+    let Some(model) = state.embedder.ready_model() else {
+        return state.store.search_facts(owner, query, filter, limit).await;
+    };
+    let (hits, query_vector, vectors) = tokio::join!(
+        state.store.search_facts(owner, query, filter, limit),
+        query_vector(state, query),
+        state.store.fact_vectors(owner, &model, filter),
+    );
+    let hits = hits?;
+    let Some(query_vector) = query_vector else {
+        return Ok(hits);
+    };
+    let size = usize::try_from(limit).unwrap_or(usize::MAX);
+    let vectors: Vec<(Uuid, Vec<f32>)> = vectors?.into_iter().map(|v| (v.id, v.values)).collect();
+    let nearest = vector::nearest(&query_vector, &vectors, size);
+    if nearest.is_empty() {
+        return Ok(hits);
     }
+    let text: Vec<_> = hits.iter().map(|hit| (hit.fact.id, hit.rarity)).collect();
+    // Each fact with its full-text rarity (0 for a fact found by meaning alone).
+    let mut found: HashMap<Uuid, (Fact, f64)> =
+        hits.into_iter().map(|hit| (hit.fact.id, (hit.fact, hit.rarity))).collect();
+    let missing: Vec<Uuid> = nearest.iter().map(|(id, _)| *id).filter(|id| !found.contains_key(id)).collect();
+    found.extend(state.store.facts_by_id(owner, &missing).await?.into_iter().map(|fact| (fact.id, (fact, 0.0))));
+    Ok(vector::fuse(&text, &nearest)
+        .into_iter()
+        .take(size)
+        .filter_map(|(id, relevance)| {
+            let (fact, rarity) = found.remove(&id)?;
+            Some(Hit { fact, relevance, rarity })
+        })
+        .collect())
+}
 
-    /// The memory context's candidates: with a query that can be embedded, the `limit`
-    /// best fused matches, then the `limit` newest; otherwise the store's own candidates.
-    /// Current at `as_of`, or now.
-    pub async fn recall_for_context(
-        &self,
-        owner: Owner<'_>,
-        query: Option<&SearchQuery>,
-        as_of: Option<DateTime<Utc>>,
-        limit: i64,
-    ) -> Result<Vec<Fact>> {
-        let Some(query) = query else {
-            return self.store.context_facts(owner, None, as_of, limit).await;
-        };
-        if self.embedder.ready_model().is_none() {
-            return self.store.context_facts(owner, Some(query), as_of, limit).await;
-        }
-        let filter = FactFilter { as_of, ..FactFilter::CURRENT };
-        // The newest facts do not depend on the matches: both are read at once.
-        let (hits, newest) = tokio::try_join!(
-            self.recall(owner, query, filter, limit),
-            self.store.list_facts(owner, filter, None, limit),
-        )?;
-        Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
+/// The memory context's candidates: with a query that can be embedded, the `limit`
+/// best fused matches, then the `limit` newest; otherwise the store's own candidates.
+/// Current at `as_of`, or now.
+pub async fn for_context(
+    state: &AppState,
+    owner: Owner<'_>,
+    query: Option<&SearchQuery>,
+    as_of: Option<DateTime<Utc>>,
+    limit: i64,
+) -> Result<Vec<Fact>> {
+    let Some(query) = query else {
+        return state.store.context_facts(owner, None, as_of, limit).await;
+    };
+    if state.embedder.ready_model().is_none() {
+        return state.store.context_facts(owner, Some(query), as_of, limit).await;
     }
+    let filter = FactFilter { as_of, ..FactFilter::CURRENT };
+    // The newest facts do not depend on the matches: both are read at once.
+    let (hits, newest) = tokio::try_join!(
+        search(state, owner, query, filter, limit),
+        state.store.list_facts(owner, filter, None, limit),
+    )?;
+    Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
 }

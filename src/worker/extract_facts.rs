@@ -19,7 +19,7 @@ use crate::{
         search_query::{MAX_QUERY_CHARS, SearchQuery},
     },
     extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn, grounding::Sources},
-    service::AppState,
+    service::{AppState, recall},
     store::{extraction_job::Found, facts::FactFilter, job_queue::ClaimedJob},
 };
 
@@ -187,7 +187,7 @@ async fn plan(
     facts: Vec<NewFact>,
 ) -> Result<(Vec<Candidate>, Option<String>), Failure> {
     let texts: Vec<String> = facts.iter().map(|fact| fact.text.text().to_owned()).collect();
-    let embedded = if texts.is_empty() { None } else { state.embed_within(&texts, EMBEDDING_LIMIT).await };
+    let embedded = if texts.is_empty() { None } else { recall::embed_within(state, &texts, EMBEDDING_LIMIT).await };
     let Some((model, vectors)) = embedded else {
         return Ok((facts.into_iter().map(Candidate::plain).collect(), None));
     };
