@@ -71,7 +71,7 @@ async fn list_page(
     let can_list = operator.can(Scope::Admin);
     let (mut rows, mut next) = (Vec::new(), None);
     if can_list {
-        let mut configs = state.store.list_agent_configs(operator.tenant(), after.as_deref(), PAGE + 1).await?;
+        let mut configs = agents::list(state, operator.tenant(), after.as_deref(), PAGE + 1).await?;
         if configs.len() > PAGE as usize {
             configs.truncate(PAGE as usize);
             next = configs.last().map(|c| format!("/admin/agents?after={}", encode_segment(c.agent_id.as_str())));
@@ -237,7 +237,7 @@ pub async fn show(
     Query(q): Query<Done>,
 ) -> AdminResult {
     operator.require(Scope::MemoryRead)?;
-    let config = state.store.get_agent_config(operator.tenant(), &agent).await?;
+    let config = agents::get(&state, operator.tenant(), &agent).await?;
     let settings = config.clone().map_or_else(Settings::default, Settings::from);
     render(&AgentPage {
         layout: operator.layout(format!("Agent {}", agent.as_str()), "agents", q.done.as_deref()),
@@ -384,7 +384,7 @@ pub async fn save(
     let patch = match patch_of(&form) {
         Ok(patch) => patch,
         Err(errors) => {
-            let config = state.store.get_agent_config(operator.tenant(), &agent).await?;
+            let config = agents::get(&state, operator.tenant(), &agent).await?;
             let page = AgentPage {
                 layout: operator.layout(format!("Agent {}", agent.as_str()), "agents", None),
                 path: encode_segment(agent.as_str()),

@@ -61,7 +61,7 @@ pub async fn list(State(state): State<AppState>, operator: Operator, Query(q): Q
         None => None,
     };
     let filter = JobFilter { status, conversation_id: None };
-    let mut jobs = state.store.list_jobs(operator.tenant(), &filter, q.after, PAGE + 1).await?;
+    let mut jobs = jobs::list(&state, operator.tenant(), &filter, q.after, PAGE + 1).await?;
     let mut next = None;
     if jobs.len() > PAGE as usize {
         jobs.truncate(PAGE as usize);

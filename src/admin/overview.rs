@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::{AdminResult, Layout, render, session::Operator};
 use crate::{
     auth::Scope,
-    service::{AppState, jobs},
+    service::{AppState, health, jobs},
 };
 
 #[derive(Template)]
@@ -32,7 +32,7 @@ pub struct Done {
 }
 
 pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Query<Done>) -> AdminResult {
-    let ready = match state.store.ready().await {
+    let ready = match health::ready(&state).await {
         Ok(ready) => ready,
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
@@ -47,7 +47,7 @@ pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Q
     render(&Overview {
         layout: operator.layout("Overview", "overview", q.done.as_deref()),
         ready,
-        database: state.store.backend(),
+        database: health::database(&state),
         extractor,
         model,
         embedder: "none",

@@ -638,21 +638,18 @@ pub async fn erase_confirm(
     AdminPath(user): AdminPath<ExternalRef>,
 ) -> AdminResult {
     operator.require(Scope::Gdpr)?;
-    let (facts, conversations, messages, working_memories) =
-        state.store.person_footprint(operator.tenant(), &user).await?;
-    let agents = state.store.agents_of_user(operator.tenant(), &user).await?;
-    let consent = state.store.get_consent(operator.tenant(), &user).await?;
+    let footprint = erasure::footprint(&state, operator.tenant(), &user).await?;
     let count = |n: i64| usize::try_from(n).unwrap_or(0);
     render(&ErasePage {
         layout: operator.layout(format!("Erase {}", user.as_str()), "people", None),
         path: person_path(&user),
         external_ref: user.as_str().to_owned(),
-        facts: count(facts),
-        agents: agents.into_iter().map(String::from).collect(),
-        conversations: count(conversations),
-        messages: count(messages),
-        working_memories: count(working_memories),
-        consent_kept: consent.is_some_and(|(consent, _)| !consent),
+        facts: count(footprint.facts),
+        agents: footprint.agents.into_iter().map(String::from).collect(),
+        conversations: count(footprint.conversations),
+        messages: count(footprint.messages),
+        working_memories: count(footprint.working_memories),
+        consent_kept: footprint.consent_refused,
     })
 }
 
@@ -691,7 +688,7 @@ pub async fn receipt(
     Query(q): Query<Done>,
 ) -> AdminResult {
     operator.require(Scope::Gdpr)?;
-    let receipt = state.store.get_receipt(operator.tenant(), id).await?.ok_or(AdminError::NotFound("receipt"))?;
+    let receipt = erasure::receipt(&state, operator.tenant(), id).await?;
     render(&ReceiptPage {
         layout: operator.layout("Erasure receipt", "people", q.done.as_deref()),
         receipt_id: receipt.receipt_id.to_string(),

@@ -56,7 +56,7 @@ async fn get_config(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(agent): ApiPath<AgentId>,
 ) -> Result<Json<AgentConfig>, ApiError> {
-    let config = state.store.get_agent_config(&caller.tenant, &agent).await?;
+    let config = agents::get(&state, &caller.tenant, &agent).await?;
     config.map(Json).ok_or(ApiError::NotFound("agent config"))
 }
 
@@ -83,6 +83,6 @@ async fn list_configs(
 ) -> Result<Json<Page<AgentConfig>>, ApiError> {
     let limit = limit(query.limit, 50, 200)?;
     let after: Option<String> = decode_cursor(query.cursor.as_deref())?;
-    let rows = state.store.list_agent_configs(&caller.tenant, after.as_deref(), limit + 1).await?;
+    let rows = agents::list(&state, &caller.tenant, after.as_deref(), limit + 1).await?;
     Ok(Json(Page::from_rows(rows, limit, |c| c.agent_id.to_string())))
 }

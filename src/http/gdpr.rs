@@ -125,5 +125,5 @@ async fn export_user(
 #[utoipa::path(get, path = "/api/rgpd/receipts/{receipt_id}", tag = "rgpd", params(("receipt_id" = Uuid, Path)),
     responses((status = 200, body = Receipt), CommonErrors, NotFound))]
 async fn get_receipt(Ctx { state, caller }: Ctx<Gdpr>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Receipt>, ApiError> {
-    state.store.get_receipt(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("receipt"))
+    erasure::receipt(&state, &caller.tenant, id).await.map(Json)
 }

@@ -53,7 +53,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/import", tag = "import",
     responses((status = 200, body = Vec<ImportJob>), CommonErrors))]
 async fn list_imports(Ctx { state, caller }: Ctx<Admin>) -> Result<Json<Vec<ImportJob>>, ApiError> {
-    Ok(Json(state.store.list_imports(&caller.tenant, 50).await?))
+    Ok(Json(import::list(&state.store, &caller.tenant, 50).await?))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -127,7 +127,7 @@ async fn get_import(
     Ctx { state, caller }: Ctx<Admin>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<ImportJob>, ApiError> {
-    state.store.get_import(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("import"))
+    import::get(&state.store, &caller.tenant, id).await.map(Json)
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -151,9 +151,6 @@ async fn list_import_errors(
 ) -> Result<Json<Page<LineReport>>, ApiError> {
     let limit = limit(query.limit, 100, 1000)?;
     let after: Option<u64> = decode_cursor(query.cursor.as_deref())?;
-    if state.store.get_import(&caller.tenant, id).await?.is_none() {
-        return Err(ApiError::NotFound("import"));
-    }
-    let rows = state.store.import_errors(&caller.tenant, id, after, limit + 1).await?;
+    let rows = import::errors(&state.store, &caller.tenant, id, after, limit + 1).await?;
     Ok(Json(Page::from_rows(rows, limit, |report| report.line)))
 }

@@ -47,7 +47,7 @@ async fn list_jobs(
     let limit = limit(query.limit, 50, 200)?;
     let after: Option<Uuid> = decode_cursor(query.cursor.as_deref())?;
     let filter = JobFilter { status: query.status, conversation_id: query.conversation_id };
-    let rows = state.store.list_jobs(&caller.tenant, &filter, after, limit + 1).await?;
+    let rows = jobs::list(&state, &caller.tenant, &filter, after, limit + 1).await?;
     Ok(Json(Page::from_rows(rows, limit, |job| job.id)))
 }
 
@@ -55,7 +55,7 @@ async fn list_jobs(
 #[utoipa::path(get, path = "/api/jobs/{id}", tag = "jobs", params(("id" = Uuid, Path)),
     responses((status = 200, body = Job), CommonErrors, NotFound))]
 async fn get_job(Ctx { state, caller }: Ctx<Admin>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Job>, ApiError> {
-    state.store.get_job(&caller.tenant, id).await?.map(Json).ok_or(ApiError::NotFound("job"))
+    jobs::get(&state, &caller.tenant, id).await.map(Json)
 }
 
 /// Run a `dead` or `failed` job again, with fresh attempts. Any other state is a 409.

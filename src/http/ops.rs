@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::json::Json;
-use crate::service::AppState;
+use crate::service::{AppState, health, jobs};
 use crate::{error::ApiError, telemetry};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -25,8 +25,8 @@ async fn healthz() -> Json<Value> {
 /// Readiness: 200 when the database answers and every migration is applied, else 503.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "Ready", body = Value), (status = 503, description = "Database unreachable or not migrated", body = crate::error::ErrorBody)))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    match state.store.ready().await {
-        Ok(true) => Ok(Json(json!({"status": "ready", "database": state.store.backend()}))),
+    match health::ready(&state).await {
+        Ok(true) => Ok(Json(json!({"status": "ready", "database": health::database(&state)}))),
         Ok(false) => Err(ApiError::Unavailable("the database is unavailable or not migrated")),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
@@ -39,7 +39,7 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
 /// and LLM calls.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    match state.store.count_jobs_by_status().await {
+    match jobs::counts_by_status(&state).await {
         Ok(counts) => telemetry::set_job_gauges(&counts),
         Err(e) => tracing::warn!(error = %e, "counting jobs for metrics failed"),
     }

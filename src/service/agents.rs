@@ -28,3 +28,18 @@ pub async fn configure(
 pub async fn reset(state: &AppState, tenant: &TenantId, agent: &AgentId, actor: Actor) -> Result<bool, ApiError> {
     Ok(state.store.delete_agent_config(tenant, agent, actor).await?)
 }
+
+/// An agent's stored settings; `None` for an agent never configured (the defaults apply).
+pub async fn get(state: &AppState, tenant: &TenantId, agent: &AgentId) -> Result<Option<AgentConfig>, ApiError> {
+    Ok(state.store.get_agent_config(tenant, agent).await?)
+}
+
+/// One page of the tenant's configured agents, by agent id, after `after`.
+pub async fn list(
+    state: &AppState,
+    tenant: &TenantId,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<AgentConfig>, ApiError> {
+    Ok(state.store.list_agent_configs(tenant, after, limit).await?)
+}

@@ -16,7 +16,7 @@ use crate::{
     config::ImportConfig,
     domain::{
         ids::TenantId,
-        import::{ImportJob, ImportOptions, LineError, ValidRecord, parse_line},
+        import::{ImportJob, ImportOptions, LineError, LineReport, ValidRecord, parse_line},
         nul,
     },
     error::ApiError,
@@ -276,4 +276,27 @@ where
     fn current(&self) -> Line<'_> {
         if self.too_long { Line::TooLong } else { Line::Text(self.line.strip_suffix(b"\r").unwrap_or(&self.line)) }
     }
+}
+
+/// The tenant's most recent imports, newest first, at most `limit`.
+pub async fn list(store: &Store, tenant: &TenantId, limit: i64) -> Result<Vec<ImportJob>, ApiError> {
+    Ok(store.list_imports(tenant, limit).await?)
+}
+
+/// One of the tenant's imports; `not_found` for another tenant's.
+pub async fn get(store: &Store, tenant: &TenantId, id: uuid::Uuid) -> Result<ImportJob, ApiError> {
+    store.get_import(tenant, id).await?.ok_or(ApiError::NotFound("import"))
+}
+
+/// One page of an import's bad-line reports after line `after`; `not_found` for an
+/// import the tenant does not have.
+pub async fn errors(
+    store: &Store,
+    tenant: &TenantId,
+    id: uuid::Uuid,
+    after: Option<u64>,
+    limit: i64,
+) -> Result<Vec<LineReport>, ApiError> {
+    get(store, tenant, id).await?;
+    Ok(store.import_errors(tenant, id, after, limit).await?)
 }

@@ -9,7 +9,7 @@ use crate::{
         job::{Job, JobStatus},
     },
     error::ApiError,
-    store::jobs::Retry,
+    store::jobs::{JobFilter, Retry},
 };
 
 /// The tenant's jobs by status, every status with its count (0 included), in the order
@@ -39,4 +39,25 @@ pub async fn retry(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Job,
             status.as_str()
         ))),
     }
+}
+
+/// One page of the tenant's jobs that `filter` takes, newest first, after the job `after`.
+pub async fn list(
+    state: &AppState,
+    tenant: &TenantId,
+    filter: &JobFilter,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<Job>, ApiError> {
+    Ok(state.store.list_jobs(tenant, filter, after, limit).await?)
+}
+
+/// One of the tenant's jobs; `not_found` for another tenant's.
+pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Job, ApiError> {
+    state.store.get_job(tenant, id).await?.ok_or(ApiError::NotFound("job"))
+}
+
+/// Every tenant's jobs counted by status, for the metrics.
+pub async fn counts_by_status(state: &AppState) -> Result<Vec<(String, i64)>, ApiError> {
+    Ok(state.store.count_jobs_by_status().await?)
 }

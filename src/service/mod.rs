@@ -19,6 +19,7 @@ pub mod events;
 pub mod export;
 pub mod facts;
 pub mod gdpr_export;
+pub mod health;
 pub mod import;
 pub mod jobs;
 pub mod memory_context;
