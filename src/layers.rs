@@ -16,7 +16,10 @@
 //! no door uses another. Inside a door, a handler file uses only the door's shared parts
 //! (`mod.rs`, `ctx`, `input`, `json`; `session`, `forms`), never another handler file: an
 //! operation two handlers need belongs in `service/`. No two files of one folder use each
-//! other, directly or round a longer circle. The tests read the source, so
+//! other, directly or round a longer circle. The request doors (`http`, with MCP and the
+//! tools, and `admin`) call no store method: what they read or write goes through a
+//! `service` function, so that a rule added there holds for every door. The tests read the
+//! source, so
 //! adding an import of the request handlers from under `worker/` (or any arrow up, or
 //! sideways) fails them.
 
@@ -166,6 +169,47 @@ mod tests {
             }
         }
         assert!(violations.is_empty(), "handler files using each other:\n{}", violations.join("\n"));
+    }
+
+    /// The method calls on the store in `source`: `.store.` followed by a name, across
+    /// line breaks and spaces (a store handed to a service function is no call).
+    fn store_calls(source: &str) -> Vec<String> {
+        let compact: String = source.split_whitespace().collect();
+        let mut found = Vec::new();
+        let mut rest = compact.as_str();
+        while let Some(at) = rest.find(".store.") {
+            let after = &rest[at + ".store.".len()..];
+            let name: String = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            found.push(name);
+            rest = after;
+        }
+        found
+    }
+
+    /// The REST routes, MCP and tool calls, and the panel's pages reach the database only
+    /// through `service`.
+    #[test]
+    fn request_doors_call_no_store_method() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut violations = Vec::new();
+        for door in ["http", "admin"] {
+            let mut files = Vec::new();
+            rust_files(&src.join(door), &mut files);
+            assert!(files.len() > 5, "{door}: found {files:?}");
+            for file in files {
+                let source = fs::read_to_string(&file).expect("read source");
+                for call in store_calls(&source) {
+                    violations.push(format!("{}: store.{call}", file.strip_prefix(&src).unwrap_or(&file).display()));
+                }
+            }
+        }
+        assert!(violations.is_empty(), "store calls from a request door:\n{}", violations.join("\n"));
+    }
+
+    #[test]
+    fn store_calls_are_found_across_lines() {
+        let source = ["let x = state\n    .st", "ore\n    .get_job(t, id);\nf(&state.st", "ore, y);"].concat();
+        assert_eq!(store_calls(&source), ["get_job"]);
     }
 
     /// Files of one folder never use each other in a circle (a → b → … → a): a newcomer

@@ -30,7 +30,9 @@ use crate::{
         working_memory::{Condition, Scope as DocumentScope},
     },
     error::ApiError,
-    service::{AppState, consent, erasure, events, facts, gdpr_export::export_body, working_memory},
+    service::{
+        AppState, agents, consent, conversations, erasure, events, facts, gdpr_export::export_body, working_memory,
+    },
     store::{conversations::ConversationFilter, facts::FactFilter, gdpr::ErasedCounts, messages::Window},
 };
 
@@ -140,17 +142,13 @@ pub async fn show(
     let (mut consent, mut agents, mut conversations, mut documents) = (None, Vec::new(), Vec::new(), Vec::new());
     if can_read {
         consent = Some(consent::get(&state, tenant, &user).await?);
-        agents = state
-            .store
-            .agents_of_user(tenant, &user)
+        agents = agents::of_user(&state, tenant, &user)
             .await?
             .into_iter()
             .map(|agent| AgentLink { path: facts_path(&user, &agent), id: agent.as_str().to_owned() })
             .collect();
         let filter = ConversationFilter { external_ref: Some(&user), ..ConversationFilter::default() };
-        conversations = state
-            .store
-            .list_conversations(tenant, &filter, None, CONVERSATIONS_SHOWN)
+        conversations = conversations::list(&state, tenant, &filter, None, CONVERSATIONS_SHOWN)
             .await?
             .into_iter()
             .map(|conversation| ConversationRow {
@@ -159,9 +157,7 @@ pub async fn show(
                 conversation,
             })
             .collect();
-        documents = state
-            .store
-            .person_working_memories(tenant, &user, DOCUMENTS_SHOWN)
+        documents = working_memory::of_person(&state, tenant, &user, DOCUMENTS_SHOWN)
             .await?
             .into_iter()
             .map(|document| DocumentView {
@@ -231,17 +227,11 @@ pub async fn conversation(
 ) -> AdminResult {
     operator.require(Scope::MemoryRead)?;
     let tenant = operator.tenant();
-    let conversation = state
-        .store
-        .get_conversation(tenant, id)
-        .await?
-        .filter(|c| c.external_ref == user)
-        .ok_or(AdminError::NotFound("conversation"))?;
-    let messages = state
-        .store
-        .list_messages(tenant, id, 0, RoleSet::ALL, Window::First(MESSAGES_SHOWN))
-        .await?
-        .unwrap_or_default();
+    let conversation = conversations::get(&state, tenant, id).await?;
+    if conversation.external_ref != user {
+        return Err(AdminError::NotFound("conversation"));
+    }
+    let messages = conversations::messages(&state, tenant, id, 0, RoleSet::ALL, Window::First(MESSAGES_SHOWN)).await?;
     render(&ConversationPage {
         layout: operator.layout("Conversation", "people", None),
         external_ref: user.as_str().to_owned(),

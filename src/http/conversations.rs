@@ -132,7 +132,7 @@ async fn list_conversations(
         key: query.key.as_ref(),
         status: query.status,
     };
-    let rows = state.store.list_conversations(&caller.tenant, &filter, after, limit + 1).await?;
+    let rows = conversations::list(&state, &caller.tenant, &filter, after, limit + 1).await?;
     Ok(Json(Page::from_rows(rows, limit, |c| (c.updated_at, c.id))))
 }
 
@@ -143,7 +143,7 @@ async fn get_conversation(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Conversation>, ApiError> {
-    state.store.get_conversation(&caller.tenant, id).await?.map(Json).ok_or(NOT_FOUND)
+    conversations::get(&state, &caller.tenant, id).await.map(Json)
 }
 
 /// Change a conversation's title (`null` clears it), replace its metadata, or opt it out
@@ -157,8 +157,7 @@ async fn update_conversation(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(patch): ApiJson<ConversationPatch>,
 ) -> Result<Json<Conversation>, ApiError> {
-    patch.validate().map_err(ApiError::InvalidRequest)?;
-    state.store.update_conversation(&caller.tenant, id, patch).await?.map(Json).ok_or(NOT_FOUND)
+    conversations::update(&state, &caller.tenant, id, patch).await.map(Json)
 }
 
 /// Delete a conversation and its messages. Facts extracted from it are kept.
@@ -168,11 +167,8 @@ async fn delete_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
-    if state.store.delete_conversation(&caller.tenant, id, Actor::Api).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(NOT_FOUND)
-    }
+    conversations::delete(&state, &caller.tenant, id, Actor::Api).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Append 1–100 messages, all or none, in order; each gets the next `seq`. Appending to
@@ -230,22 +226,16 @@ async fn list_messages(
         }
         Some(last) => {
             let last = limit(Some(last), 100, 1000).map_err(|_| ApiError::invalid("last must be 1-1000"))?;
-            let messages = state
-                .store
-                .list_messages(&caller.tenant, id, after_seq, roles, Window::Last(last))
-                .await?
-                .ok_or(NOT_FOUND)?;
+            let messages =
+                conversations::messages(&state, &caller.tenant, id, after_seq, roles, Window::Last(last)).await?;
             Page { items: messages, next_cursor: None }
         }
         None => {
             let limit = limit(query.limit, 100, 1000)?;
             let after: Option<i64> = decode_cursor(query.cursor.as_deref())?;
             let after = after.unwrap_or(after_seq);
-            let rows = state
-                .store
-                .list_messages(&caller.tenant, id, after, roles, Window::First(limit + 1))
-                .await?
-                .ok_or(NOT_FOUND)?;
+            let rows =
+                conversations::messages(&state, &caller.tenant, id, after, roles, Window::First(limit + 1)).await?;
             // The cursor follows the stored order, so sanitizing never skips or repeats a message.
             Page::from_rows(rows, limit, |m| m.seq)
         }
@@ -272,7 +262,7 @@ async fn clear_messages(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Cleared>, ApiError> {
-    let deleted = state.store.clear_messages(&caller.tenant, id, Actor::Api).await?.ok_or(NOT_FOUND)?;
+    let deleted = conversations::clear_messages(&state, &caller.tenant, id, Actor::Api).await?;
     Ok(Json(Cleared { deleted }))
 }
 
@@ -307,12 +297,9 @@ async fn get_context(
         .map_err(|_| ApiError::invalid(format!("window must be 1-{MAX_CONTEXT_WINDOW}")))?;
     // The summary first, then the messages after the seq it covers: a summary stored in
     // between is not seen, and what is returned still fits together.
-    let (summary, through_seq) = state.store.conversation_summary(&caller.tenant, id).await?.ok_or(NOT_FOUND)?;
-    let mut messages = state
-        .store
-        .list_messages(&caller.tenant, id, through_seq, RoleSet::ALL, Window::Last(window))
-        .await?
-        .ok_or(NOT_FOUND)?;
+    let (summary, through_seq) = conversations::summary(&state, &caller.tenant, id).await?;
+    let mut messages =
+        conversations::messages(&state, &caller.tenant, id, through_seq, RoleSet::ALL, Window::Last(window)).await?;
     if query.sanitize == Some(true) {
         messages = replay::sanitize(messages);
     }
@@ -363,8 +350,7 @@ async fn validate_history(
         message.validate().map_err(message_error)?;
     }
     let limit = i64::try_from(MAX_VALIDATED).unwrap_or(i64::MAX);
-    let stored =
-        state.store.list_messages(&caller.tenant, id, 0, RoleSet::ALL, Window::First(limit)).await?.ok_or(NOT_FOUND)?;
+    let stored = conversations::messages(&state, &caller.tenant, id, 0, RoleSet::ALL, Window::First(limit)).await?;
     let problems = continuation::check(&request.messages, &stored);
     Ok(Json(Validation { valid: problems.is_empty(), problems }))
 }

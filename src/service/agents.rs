@@ -6,7 +6,7 @@ use crate::{
     domain::{
         agent_config::{AgentConfig, ConfigPatch},
         event::Actor,
-        ids::{AgentId, TenantId},
+        ids::{AgentId, ExternalRef, TenantId},
     },
     error::ApiError,
 };
@@ -42,4 +42,9 @@ pub async fn list(
     limit: i64,
 ) -> Result<Vec<AgentConfig>, ApiError> {
     Ok(state.store.list_agent_configs(tenant, after, limit).await?)
+}
+
+/// The agents holding facts or conversations of the person.
+pub async fn of_user(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Vec<AgentId>, ApiError> {
+    Ok(state.store.agents_of_user(tenant, user).await?)
 }

@@ -2,23 +2,28 @@
 //! (an append may queue a rolling summary, an end an extraction). The end route and the
 //! idle sweeper both end conversations here.
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::AppState;
 use crate::{
     domain::{
-        conversation::{AppendRequest, Appended, Conversation, Ended, IdempotencyKey, NewConversation},
+        conversation::{
+            AppendRequest, Appended, Conversation, ConversationPatch, Ended, IdempotencyKey, NewConversation,
+        },
         event::Actor,
         ids::TenantId,
-        message::{MessageError, validate_batch},
+        message::{Message, MessageError, RoleSet, validate_batch},
     },
     error::ApiError,
     store::{
         self,
-        conversations::{Created, EndTrigger},
-        messages::AppendOutcome,
+        conversations::{ConversationFilter, Created, EndTrigger},
+        messages::{AppendOutcome, Window},
     },
 };
+
+const NOT_FOUND: ApiError = ApiError::NotFound("conversation");
 
 /// Creates a conversation, or with a key the agent already uses returns that one
 /// (`false`) when the request agrees with it; a `conflict` when it does not.
@@ -89,4 +94,60 @@ pub fn message_error(error: MessageError) -> ApiError {
         MessageError::Invalid(why) => ApiError::InvalidRequest(why),
         MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
     }
+}
+
+/// One page of the tenant's conversations that `filter` takes, most recently updated
+/// first, after the `(updated_at, id)` key `after`.
+pub async fn list(
+    state: &AppState,
+    tenant: &TenantId,
+    filter: &ConversationFilter<'_>,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Conversation>, ApiError> {
+    Ok(state.store.list_conversations(tenant, filter, after, limit).await?)
+}
+
+/// One of the tenant's conversations; `not_found` for another tenant's.
+pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Conversation, ApiError> {
+    state.store.get_conversation(tenant, id).await?.ok_or(NOT_FOUND)
+}
+
+/// Changes a conversation's title, metadata or opt-out (see [`ConversationPatch`]).
+pub async fn update(
+    state: &AppState,
+    tenant: &TenantId,
+    id: Uuid,
+    patch: ConversationPatch,
+) -> Result<Conversation, ApiError> {
+    patch.validate().map_err(ApiError::InvalidRequest)?;
+    state.store.update_conversation(tenant, id, patch).await?.ok_or(NOT_FOUND)
+}
+
+/// Deletes a conversation and its messages; its facts stay.
+pub async fn delete(state: &AppState, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<(), ApiError> {
+    if state.store.delete_conversation(tenant, id, actor).await? { Ok(()) } else { Err(NOT_FOUND) }
+}
+
+/// Deletes every message of a conversation, keeping the conversation; how many went.
+pub async fn clear_messages(state: &AppState, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<u64, ApiError> {
+    state.store.clear_messages(tenant, id, actor).await?.ok_or(NOT_FOUND)
+}
+
+/// The conversation's messages of `roles` after seq `after_seq`, the `window` first or
+/// last of them, oldest first.
+pub async fn messages(
+    state: &AppState,
+    tenant: &TenantId,
+    id: Uuid,
+    after_seq: i64,
+    roles: RoleSet,
+    window: Window,
+) -> Result<Vec<Message>, ApiError> {
+    state.store.list_messages(tenant, id, after_seq, roles, window).await?.ok_or(NOT_FOUND)
+}
+
+/// The conversation's rolling summary (none yet: `None`) and the seq it covers (0).
+pub async fn summary(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<(Option<String>, i64), ApiError> {
+    state.store.conversation_summary(tenant, id).await?.ok_or(NOT_FOUND)
 }

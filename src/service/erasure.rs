@@ -44,7 +44,7 @@ pub struct Footprint {
 /// Counts what [`erase`] would delete of the person, and whether their refusal stays.
 pub async fn footprint(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Footprint, ApiError> {
     let (facts, conversations, messages, working_memories) = state.store.person_footprint(tenant, user).await?;
-    let agents = state.store.agents_of_user(tenant, user).await?;
+    let agents = super::agents::of_user(state, tenant, user).await?;
     let consent = state.store.get_consent(tenant, user).await?;
     Ok(Footprint {
         facts,

@@ -10,8 +10,9 @@ use super::AppState;
 use crate::{
     domain::{
         event::Actor,
+        ids::{ExternalRef, TenantId},
         owner::Owner,
-        working_memory::{self, Condition, ContentError, Scope, WorkingMemory},
+        working_memory::{self, AgentWorkingMemory, Condition, ContentError, Scope, WorkingMemory},
     },
     error::ApiError,
     store::working_memory::{Deleted, Lookup, Written},
@@ -74,4 +75,14 @@ pub async fn delete(state: &AppState, scope: Scope<'_>, condition: &Condition, a
 /// The 412 of a condition that did not hold, saying which.
 fn refused(condition: &Condition) -> ApiError {
     ApiError::PreconditionFailed(condition.refusal().into())
+}
+
+/// The first `limit` of a person's own documents across agents, by agent id.
+pub async fn of_person(
+    state: &AppState,
+    tenant: &TenantId,
+    user: &ExternalRef,
+    limit: i64,
+) -> Result<Vec<AgentWorkingMemory>, ApiError> {
+    Ok(state.store.person_working_memories(tenant, user, limit).await?)
 }
