@@ -1,8 +1,12 @@
 //! Background tasks that run inside `engram serve`: the job workers (extraction and
-//! rolling summaries), the
-//! PostgreSQL notification listener that wakes them, the idle-conversation sweeper, the
-//! embedding worker, the recall-count flusher, the webhook senders, the purge after
-//! erasures and SQLite's WAL checkpointer.
+//! rolling summaries), the PostgreSQL notification listener that wakes them, the
+//! idle-conversation sweeper, the embedding worker, the recall-count flusher, the webhook
+//! senders, the purge after erasures and SQLite's WAL checkpointer.
+//!
+//! What a worker shares with a request (ending a conversation, retrying a job, recall) it
+//! does through `service`. The store calls left here are the queue's and the sweeps' own
+//! (claim, lease, release, fail, deliver, checkpoint, prune, forget): no other door makes
+//! them, so a service function in between would only pass them through.
 
 use std::{sync::Arc, time::Duration};
 
@@ -18,7 +22,6 @@ pub mod purge;
 pub mod recall_flush;
 pub mod runner;
 pub mod summarize;
-
 pub mod sweeper;
 pub mod webhooks;
 
