@@ -34,6 +34,7 @@ mod operations;
 mod owner_tags;
 mod processes;
 mod rgpd;
+mod rolling;
 mod sanitize;
 mod search;
 mod secrets;

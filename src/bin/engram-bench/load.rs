@@ -74,6 +74,9 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 const QUEUED: &[u8] = br#""queued":true"#;
 /// Messages per append while seeding (the API's batch limit).
 const BATCH: usize = 100;
+/// The consent of a user who never said, as `engram serve` assumes by default, for the
+/// appends the bench makes on the store directly.
+const DEFAULT_AI_CONSENT: bool = true;
 
 #[derive(Args)]
 pub struct LoadArgs {
@@ -119,6 +122,10 @@ pub struct LoadArgs {
     /// Only these operations (comma-separated), e.g. to profile one of them.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Op>,
+    /// The bench agent's `extract_every_user_turns` (rolling extraction); without it the
+    /// agent extracts at the end only, as before rolling extraction existed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=100))]
+    extract_every_user_turns: Option<i32>,
 }
 
 /// The operations, in the order they run: reads first, so that every read sees the
@@ -275,12 +282,17 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     let concurrency = args.concurrency.unwrap_or(if backend == "postgres" { 32 } else { 8 });
     let run = Uuid::now_v7().simple().to_string()[..12].to_owned();
     let client = reqwest::Client::new();
-    // The agent's memory on, and one user turn enough to queue an extraction.
+    // The agent's memory on, one user turn enough to queue an extraction, and rolling
+    // extraction as asked (off by default: end-only).
     let agent = format!("load-{run}");
     let status = client
         .put(format!("{}/api/agents-config/{agent}", server.base))
         .bearer_auth(&token)
-        .json(&json!({"memory_enabled": true, "min_user_turns": 1}))
+        .json(&json!({
+            "memory_enabled": true,
+            "min_user_turns": 1,
+            "extract_every_user_turns": args.extract_every_user_turns,
+        }))
         .send()
         .await?
         .status();
@@ -573,7 +585,7 @@ impl Bench {
                 None => false,
             },
             Op::Append => store
-                .append_messages(tenant, conversation, &append_request(i), None)
+                .append_messages(tenant, conversation, &append_request(i), None, DEFAULT_AI_CONSENT)
                 .await
                 .is_ok_and(|outcome| matches!(outcome, AppendOutcome::Appended { .. })),
             Op::Remember => {
@@ -699,7 +711,8 @@ impl Seeder {
             .collect();
         for batch in turns.chunks(BATCH) {
             let request = AppendRequest { messages: batch.to_vec(), expected_last_seq: None };
-            let outcome = self.store.append_messages(&self.tenant, conversation.id, &request, None).await?;
+            let outcome =
+                self.store.append_messages(&self.tenant, conversation.id, &request, None, DEFAULT_AI_CONSENT).await?;
             anyhow::ensure!(matches!(outcome, AppendOutcome::Appended { .. }), "seeding messages failed");
         }
         Ok(conversation.id)

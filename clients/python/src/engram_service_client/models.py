@@ -21,6 +21,7 @@ class Conversation(TypedDict, total=False):
     status: Literal["open", "ended"]
     message_count: int
     user_turns: int
+    extracted_through_seq: int
     created_at: str
     updated_at: str
     ended_at: str | None
@@ -98,6 +99,7 @@ class AgentConfig(TypedDict, total=False):
     max_injected_facts: int
     min_confidence: float
     extraction_instructions: str | None
+    extract_every_user_turns: int | None
     summarize_after_messages: int | None
     summary_window: int
     forget_extracted_after_days: int
@@ -118,6 +120,8 @@ class Job(TypedDict, total=False):
     agent_id: str
     external_ref: str
     conversation_id: str
+    from_seq: int
+    through_seq: int
     facts_added: int | None
     last_error: str | None
     run_at: str
