@@ -383,6 +383,8 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     let floor = Figures::median(&floors);
     print_row("HTTP alone: GET /healthz", "engram", &floor, "", "", None);
     let mut rows = Vec::new();
+    // Extraction jobs the Engram side's appends queued (each append is one user turn).
+    let mut extraction = (0, 0);
     for op in OPS.into_iter().filter(|op| args.only.is_empty() || args.only.contains(op)) {
         let budget = Budget { count: op.pooled().then_some(args.pool), until };
         let (mut engram, mut direct, mut rss, mut overheads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -392,9 +394,14 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
             if let Some(pid) = pid {
                 reset_peak_rss(pid);
             }
+            let queued = if op == Op::Append { bench.queued_extractions().await? } else { 0 };
             let clock = CpuClock::start(pid);
             let outcome = run_side(&bench, op, true, concurrency, budget, offsets[0]).await;
             offsets[0] += outcome.requests();
+            if op == Op::Append {
+                extraction.0 += bench.queued_extractions().await?.saturating_sub(queued);
+                extraction.1 += outcome.requests() - outcome.errors;
+            }
             engram.push(Figures::of(&outcome, clock.per_request(&outcome)));
             rss.extend(pid.and_then(peak_rss_kib));
             let clock = CpuClock::start(None);
@@ -417,12 +424,24 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
             "baseline_bench_cpu_us_per_request": direct.own_us, "overhead_us_per_request": overhead,
         }));
     }
+    let per_100_user_turns = (extraction.1 > 0).then(|| 100.0 * extraction.0 as f64 / extraction.1 as f64);
+    if let Some(per_100) = per_100_user_turns {
+        println!(
+            "\nappend (Engram side): {} extraction jobs queued for {} user turns, {per_100:.1} per 100 user turns \
+             (extract_every_user_turns {})",
+            extraction.0,
+            extraction.1,
+            args.extract_every_user_turns.map_or("null".to_owned(), |n| n.to_string()),
+        );
+    }
     write_json(
         args.json.as_deref(),
         &json!({
             "command": "load", "backend": backend, "concurrency": concurrency, "seconds": args.seconds,
             "runs": runs, "users": args.users, "facts_per_user": args.facts_per_user, "messages": args.messages,
             "pool": args.pool, "http_floor": floor.to_json(), "rows": rows,
+            "extract_every_user_turns": args.extract_every_user_turns,
+            "extraction_jobs_per_100_user_turns": per_100_user_turns,
         }),
     )
 }
@@ -716,6 +735,28 @@ impl Seeder {
             anyhow::ensure!(matches!(outcome, AppendOutcome::Appended { .. }), "seeding messages failed");
         }
         Ok(conversation.id)
+    }
+}
+
+impl Bench {
+    /// The extraction jobs queued (the server runs no worker, so none leaves the queue),
+    /// read page by page through the jobs route.
+    async fn queued_extractions(&self) -> anyhow::Result<usize> {
+        let (mut count, mut cursor) = (0, None::<String>);
+        loop {
+            let mut url = format!("{}/api/jobs?status=queued&limit=200", self.base);
+            if let Some(cursor) = &cursor {
+                url.push_str(&format!("&cursor={}", encode(cursor)));
+            }
+            let page: Value =
+                self.client.get(url).bearer_auth(&self.token).send().await?.error_for_status()?.json().await?;
+            let items = page["items"].as_array().map(Vec::as_slice).unwrap_or_default();
+            count += items.iter().filter(|job| job["kind"] == "extract_facts").count();
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return Ok(count),
+            }
+        }
     }
 }
 
