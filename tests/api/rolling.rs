@@ -4,14 +4,20 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use crate::common::{
+    llm::{openai_reply, spawn_extracting},
+    *,
+};
+use engram::extract::prompt::NEW_MESSAGES_MARKER;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use wiremock::{Mock, MockServer, matchers::method};
 
 on_both_backends!(
     a_thread_learns_while_it_goes_on_and_ends_with_the_facts_of_an_end_only_thread,
     each_message_is_in_one_segment_and_the_end_extracts_only_the_tail,
     a_later_segment_waits_for_the_one_before_it,
+    an_llm_reads_each_segment_as_new_with_the_one_before_as_context,
     memory_opt_out_and_consent_apply_to_every_segment,
     rolling_settings_default_to_min_user_turns_and_bad_values_change_nothing,
 );
@@ -239,6 +245,51 @@ async fn a_later_segment_waits_for_the_one_before_it(backend: Backend) {
     let ranges: Vec<(Value, Value)> =
         jobs.iter().map(|job| (job["from_seq"].clone(), job["through_seq"].clone())).collect();
     assert_eq!(ranges, [(json!(0), json!(2)), (json!(2), json!(4)), (json!(4), json!(6))], "{jobs:?}");
+}
+
+async fn an_llm_reads_each_segment_as_new_with_the_one_before_as_context(backend: Backend) {
+    let server = MockServer::start().await;
+    let answer = json!({"operations": [{"op": "add", "id": null, "fact": "Lives in Oslo", "score": 0.9}]});
+    Mock::given(method("POST")).respond_with(openai_reply(&answer.to_string())).mount(&server).await;
+    let app = spawn_extracting(backend, "openai", &server, &[]).await;
+    configure(&app, "concierge", 1, json!(2)).await;
+    let id = open(&app, "concierge", "frida", json!({})).await;
+    for text in ["My name is Frida.", "I like tea."] {
+        say(&app, &id, text).await;
+    }
+    all_succeeded(&app, &id).await;
+    for text in ["I live in Oslo.", "Which book should I read?"] {
+        say(&app, &id, text).await;
+    }
+    let jobs = all_succeeded(&app, &id).await;
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+
+    let prompts: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|request| {
+            let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+            body["messages"][1]["content"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(prompts.len(), 2, "one LLM call per segment: {prompts:?}");
+    let (before, new) = prompts[1].split_once(NEW_MESSAGES_MARKER).expect("the marker");
+    assert!(before.contains("My name is Frida.") && before.contains("I like tea."), "context: {before}");
+    assert!(new.contains("I live in Oslo.") && !new.contains("Frida"), "only the segment is new: {new}");
+    assert!(!prompts[0].contains("Oslo"), "the first segment never saw the second: {}", prompts[0]);
+
+    // The first answer holds nothing the user said (no Oslo yet): the builtin stood in for
+    // that segment only; the second answer is grounded in its own segment and stored as is.
+    let (_, page) = app.get("/api/agents/concierge/users/frida/facts", &agent("acme")).await;
+    let source_of = |text: &str| {
+        page["items"].as_array().into_iter().flatten().find(|f| f["fact"] == text).map(|f| f["source"].clone())
+    };
+    assert_eq!(source_of("Name is Frida"), Some(json!("builtin_fallback")), "{page}");
+    assert_eq!(source_of("Lives in Oslo"), Some(json!("extracted")), "{page}");
+    assert!(jobs[0]["last_error"].as_str().is_some_and(|e| e.contains("gave up")), "{:?}", jobs[0]);
+    assert_eq!(jobs[1]["last_error"], Value::Null, "{:?}", jobs[1]);
 }
 
 async fn memory_opt_out_and_consent_apply_to_every_segment(backend: Backend) {
