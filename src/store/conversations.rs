@@ -36,15 +36,33 @@ pub(super) struct ConversationRow {
     pub(super) message_count: i64,
     pub(super) user_turns: i64,
     pub(super) last_seq: i64,
-    pub(super) last_user_seq: i64,
-    pub(super) extracted_through_seq: i64,
-    pub(super) queued_through_seq: i64,
+    last_user_seq: i64,
+    extracted_through_seq: i64,
+    queued_through_seq: i64,
     pub(super) segment_user_turns: i64,
     pub(super) summary_through_seq: i64,
     pub(super) summary_queued_through_seq: i64,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     ended_at: Option<DateTime<Utc>>,
+}
+
+impl ConversationRow {
+    /// What the extraction rule reads, of this row (read under its lock) and the owner's
+    /// policy: an end and a due segment decide alike.
+    pub(super) fn extraction_inputs(&self, policy: &Policy, default_consent: bool) -> ExtractionInputs {
+        let settings = policy.settings();
+        ExtractionInputs {
+            memory_enabled: settings.memory_enabled,
+            conversation_memory: self.memory,
+            min_user_turns: settings.min_user_turns.into(),
+            consent: policy.consent(default_consent),
+            user_turns: self.user_turns,
+            last_user_seq: self.last_user_seq,
+            extracted_through_seq: self.extracted_through_seq,
+            queued_through_seq: self.queued_through_seq,
+        }
+    }
 }
 
 impl TryFrom<ConversationRow> for Conversation {
@@ -348,18 +366,7 @@ impl Store {
                 .await?;
             (row, policy)
         });
-        let policy = Policy::from(policy);
-        let settings = policy.settings();
-        let inputs = ExtractionInputs {
-            memory_enabled: settings.memory_enabled,
-            conversation_memory: row.memory,
-            min_user_turns: settings.min_user_turns.into(),
-            consent: policy.consent(default_consent),
-            user_turns: row.user_turns,
-            last_user_seq: row.last_user_seq,
-            extracted_through_seq: row.extracted_through_seq,
-            queued_through_seq: row.queued_through_seq,
-        };
+        let inputs = row.extraction_inputs(&Policy::from(policy), default_consent);
         let extraction = match extraction_decision(&inputs) {
             Err(reason) => Extraction::skipped(reason),
             Ok(()) => match tx.queue_segment(tenant, &row, now).await? {

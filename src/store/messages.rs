@@ -16,9 +16,7 @@ use super::{
 };
 use crate::domain::{
     agent_config::Settings,
-    conversation::{
-        AppendRequest, Appended, ExtractionInputs, IdempotencyKey, SegmentInputs, extraction_decision, segment_due,
-    },
+    conversation::{AppendRequest, Appended, IdempotencyKey, SegmentInputs, extraction_decision, segment_due},
     event::{Actor, EventData, EventType},
     ids::{ExternalRef, TenantId},
     job::JobKind,
@@ -322,18 +320,7 @@ impl Store {
                     .fetch_one(&mut **tx)
                     .await?
             });
-            let policy = Policy::from(policy);
-            let settings = policy.settings();
-            let decision = extraction_decision(&ExtractionInputs {
-                memory_enabled: settings.memory_enabled,
-                conversation_memory: row.memory,
-                min_user_turns: settings.min_user_turns.into(),
-                consent: policy.consent(default_consent),
-                user_turns: row.user_turns,
-                last_user_seq: row.last_user_seq,
-                extracted_through_seq: row.extracted_through_seq,
-                queued_through_seq: row.queued_through_seq,
-            });
+            let decision = extraction_decision(&row.extraction_inputs(&Policy::from(policy), default_consent));
             if decision.is_ok() && tx.queue_segment(tenant, &row, now).await?.is_some() {
                 job_queued = true;
             } else {
