@@ -145,6 +145,8 @@ pub async fn switch_memory(
 pub struct SettingsValues {
     memory_enabled: bool,
     min_user_turns: String,
+    /// Empty: extraction at the end only.
+    extract_every_user_turns: String,
     max_injected_facts: String,
     min_confidence: String,
     extraction_instructions: String,
@@ -188,6 +190,7 @@ impl SettingsValues {
         SettingsValues {
             memory_enabled: settings.memory_enabled,
             min_user_turns: settings.min_user_turns.to_string(),
+            extract_every_user_turns: settings.extract_every_user_turns.map(|n| n.to_string()).unwrap_or_default(),
             max_injected_facts: settings.max_injected_facts.to_string(),
             min_confidence: settings.min_confidence.to_string(),
             extraction_instructions: settings.extraction_instructions.clone().unwrap_or_default(),
@@ -256,6 +259,9 @@ pub struct SettingsForm {
     memory_enabled: Option<String>,
     #[serde(default)]
     min_user_turns: String,
+    /// Empty: at the end only; absent (a form from before the field): kept.
+    #[serde(default)]
+    extract_every_user_turns: Option<String>,
     #[serde(default)]
     max_injected_facts: String,
     #[serde(default)]
@@ -306,6 +312,17 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
         Some(n) => check("min_user_turns", ConfigPatch { min_user_turns: Some(n), ..ConfigPatch::default() }),
         None => None,
     };
+    let every = match form.extract_every_user_turns.as_deref().map(str::trim) {
+        None => Some(ConfigPatch::default()),
+        Some("") => Some(ConfigPatch { extract_every_user_turns: Some(None), ..ConfigPatch::default() }),
+        Some(typed) => match whole(typed) {
+            Some(n) => check(
+                "extract_every_user_turns",
+                ConfigPatch { extract_every_user_turns: Some(Some(n)), ..ConfigPatch::default() },
+            ),
+            None => None,
+        },
+    };
     let facts = match whole(&form.max_injected_facts) {
         Some(n) => check("max_injected_facts", ConfigPatch { max_injected_facts: Some(n), ..ConfigPatch::default() }),
         None => None,
@@ -345,16 +362,23 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
     if whole(&form.min_user_turns).is_none() {
         errors.add("min_user_turns", "min_user_turns must be a whole number from 1 to 100".into());
     }
+    if form.extract_every_user_turns.as_deref().map(str::trim).is_some_and(|t| !t.is_empty() && whole(t).is_none()) {
+        errors.add(
+            "extract_every_user_turns",
+            "extract_every_user_turns must be a whole number from 1 to 100, or empty".into(),
+        );
+    }
     if whole(&form.max_injected_facts).is_none() {
         errors.add("max_injected_facts", "max_injected_facts must be a whole number from 1 to 100".into());
     }
     if confidence.is_none() && errors.get("min_confidence").is_none() {
         errors.add("min_confidence", "min_confidence must be a number between 0 and 1".into());
     }
-    match (turns, facts, confidence, instructions_ok, errors.is_empty()) {
-        (Some(turns), Some(facts), Some(confidence), true, true) => Ok(ConfigPatch {
+    match (turns, every, facts, confidence, instructions_ok, errors.is_empty()) {
+        (Some(turns), Some(every), Some(facts), Some(confidence), true, true) => Ok(ConfigPatch {
             memory_enabled: Some(form.memory_enabled.is_some()),
             min_user_turns: turns.min_user_turns,
+            extract_every_user_turns: every.extract_every_user_turns,
             max_injected_facts: facts.max_injected_facts,
             min_confidence: confidence.min_confidence,
             extraction_instructions: instructions,
@@ -397,6 +421,7 @@ pub async fn save(
                     policies: form.policies(),
                     forget_curated_facts: form.forget_curated_facts.is_some(),
                     min_user_turns: form.min_user_turns,
+                    extract_every_user_turns: form.extract_every_user_turns.unwrap_or_default(),
                     max_injected_facts: form.max_injected_facts,
                     min_confidence: form.min_confidence,
                     extraction_instructions: form.extraction_instructions,
@@ -418,6 +443,7 @@ mod tests {
         SettingsForm {
             memory_enabled: Some("on".into()),
             min_user_turns: turns.into(),
+            extract_every_user_turns: Some("3".into()),
             max_injected_facts: facts.into(),
             min_confidence: confidence.into(),
             extraction_instructions: instructions.into(),
@@ -454,6 +480,21 @@ mod tests {
         assert_eq!(patch.extraction_instructions, Some(None));
         assert_eq!((patch.keep_best_facts, patch.forget_extracted_after_days), (Some(0), None), "empty keeps");
         assert_eq!(patch.forget_curated_facts, Some(false));
+        assert_eq!(patch.extract_every_user_turns, Some(Some(3)));
+    }
+
+    #[test]
+    fn rolling_extraction_empty_is_end_only_and_a_bad_value_is_refused_at_its_field() {
+        let mut end_only = form("3", "10", "0.7", "");
+        end_only.extract_every_user_turns = Some(" ".into());
+        assert_eq!(patch_of(&end_only).unwrap().extract_every_user_turns, Some(None));
+        end_only.extract_every_user_turns = None;
+        assert_eq!(patch_of(&end_only).unwrap().extract_every_user_turns, None, "absent keeps");
+        for bad in ["0", "101", "often"] {
+            let mut form = form("3", "10", "0.7", "");
+            form.extract_every_user_turns = Some(bad.into());
+            assert!(patch_of(&form).unwrap_err().get("extract_every_user_turns").is_some(), "{bad}");
+        }
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub struct AgentConfig {
     pub max_injected_facts: i32,
     pub min_confidence: f64,
     pub extraction_instructions: Option<String>,
+    /// Extract an open conversation each time this many user turns arrived since its last
+    /// extraction was queued; null: only when it ends.
+    #[schema(minimum = 1, maximum = 100)]
+    pub extract_every_user_turns: Option<i32>,
     /// Summarise a thread once more than this many of its messages are unsummarised; 0 = off.
     #[schema(minimum = 0, maximum = 1000)]
     pub summarize_after_messages: i32,
@@ -53,6 +57,8 @@ pub struct Settings {
     pub max_injected_facts: i32,
     pub min_confidence: f64,
     pub extraction_instructions: Option<String>,
+    /// Rolling extraction's segment, in user turns; `None`: extraction at the end only.
+    pub extract_every_user_turns: Option<i32>,
     pub summarize_after_messages: i32,
     pub summary_window: i32,
     pub forgetting: Forgetting,
@@ -95,6 +101,8 @@ impl Default for Settings {
             max_injected_facts: 10,
             min_confidence: 0.7,
             extraction_instructions: None,
+            // `min_user_turns`, see [`Settings::created_by`].
+            extract_every_user_turns: Some(3),
             summarize_after_messages: 20,
             summary_window: 10,
             forgetting: Forgetting::default(),
@@ -122,6 +130,12 @@ pub struct ConfigPatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>, max_length = 4000)]
     pub extraction_instructions: Option<Option<String>>,
+    /// Extract an open conversation every this many new user turns (1–100); `null` keeps
+    /// extraction for the conversation's end. On an agent's first settings it defaults to
+    /// its `min_user_turns`.
+    #[serde(default, deserialize_with = "optional_whole_number")]
+    #[schema(value_type = Option<i32>, minimum = 1, maximum = 100)]
+    pub extract_every_user_turns: Option<Option<i32>>,
     /// Summarise a thread once more than this many of its messages are unsummarised;
     /// 0 turns rolling summaries off.
     #[serde(default, deserialize_with = "whole_number")]
@@ -183,6 +197,25 @@ fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option
     Option::<String>::deserialize(d).map(Some)
 }
 
+/// [`whole_number`] for a field where `null` is a value (clear) and absence another (keep).
+fn optional_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i32>>, D::Error> {
+    whole_number(d).map(Some)
+}
+
+impl Settings {
+    /// The settings an agent's first `PUT` stores: the defaults with the patch applied,
+    /// where `extract_every_user_turns`, unless given, follows the `min_user_turns` they
+    /// end with (a conversation too short to extract at its end is too short for a
+    /// segment too).
+    pub fn created_by(patch: &ConfigPatch) -> Settings {
+        let mut settings = patch.apply(Settings::default());
+        if patch.extract_every_user_turns.is_none() {
+            settings.extract_every_user_turns = Some(settings.min_user_turns);
+        }
+        settings
+    }
+}
+
 impl ConfigPatch {
     pub fn validate(&self) -> Result<(), String> {
         if let Some(n) = self.min_user_turns.filter(|n| !(1..=100).contains(n)) {
@@ -190,6 +223,9 @@ impl ConfigPatch {
         }
         if let Some(n) = self.max_injected_facts.filter(|n| !(1..=100).contains(n)) {
             return Err(format!("max_injected_facts must be 1-100, got {n}"));
+        }
+        if let Some(n) = self.extract_every_user_turns.flatten().filter(|n| !(1..=100).contains(n)) {
+            return Err(format!("extract_every_user_turns must be 1-100 or null, got {n}"));
         }
         if let Some(c) = self.min_confidence.filter(|c| !(0.0..=1.0).contains(c)) {
             return Err(format!("min_confidence must be between 0 and 1, got {c}"));
@@ -230,6 +266,7 @@ impl ConfigPatch {
                 Some(value) => value.clone(),
                 None => current.extraction_instructions,
             },
+            extract_every_user_turns: self.extract_every_user_turns.unwrap_or(current.extract_every_user_turns),
             summarize_after_messages: self.summarize_after_messages.unwrap_or(current.summarize_after_messages),
             summary_window: self.summary_window.unwrap_or(current.summary_window),
             forgetting: Forgetting {
@@ -285,6 +322,10 @@ mod tests {
             r#"{"max_messages_per_conversation": 1000001}"#,
             r#"{"delete_conversations_after_days": 36501}"#,
             r#"{"delete_conversations_after_days": 0.5}"#,
+            r#"{"extract_every_user_turns": 0}"#,
+            r#"{"extract_every_user_turns": 101}"#,
+            r#"{"extract_every_user_turns": 2.5}"#,
+            r#"{"extract_every_user_turns": "3"}"#,
         ] {
             assert!(patch(bad).is_err(), "{bad}");
         }
@@ -328,6 +369,18 @@ mod tests {
         let kept = patch(r#"{"memory_enabled": true}"#).unwrap().apply(set.clone());
         assert_eq!((kept.forgetting, kept.retention), (set.forgetting, set.retention));
         assert_eq!(Settings::default().forgetting, Forgetting::default(), "off unless set");
+    }
+
+    #[test]
+    fn rolling_extraction_defaults_to_min_user_turns_and_null_turns_it_off() {
+        assert_eq!(Settings::created_by(&patch(r#"{"min_user_turns": 5}"#).unwrap()).extract_every_user_turns, Some(5));
+        let off = patch(r#"{"extract_every_user_turns": null}"#).unwrap();
+        assert_eq!(Settings::created_by(&off).extract_every_user_turns, None);
+        let every = Settings::created_by(&patch(r#"{"extract_every_user_turns": 7.0}"#).unwrap());
+        assert_eq!(every.extract_every_user_turns, Some(7));
+        let kept = patch(r#"{"min_user_turns": 9}"#).unwrap().apply(every);
+        assert_eq!(kept.extract_every_user_turns, Some(7), "a later min_user_turns leaves it as set");
+        assert_eq!(off.apply(kept).extract_every_user_turns, None);
     }
 
     #[test]

@@ -58,6 +58,13 @@ pub struct Conversation {
     pub message_count: i64,
     /// Messages with role `user`.
     pub user_turns: i64,
+    /// The last `seq` a finished extraction covered (0: none yet): the messages up to it
+    /// were read by an extraction (or imported as extracted) and are never read as new
+    /// again. Rolling extraction moves it while the conversation is open. 0 in an answer
+    /// replayed for an `Idempotency-Key` stored before the field existed.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub extracted_through_seq: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
@@ -246,6 +253,30 @@ pub fn extraction_decision(inputs: &ExtractionInputs) -> Result<(), SkipReason> 
     Ok(())
 }
 
+/// What an append looks at to decide whether its user turns complete a segment of rolling
+/// extraction, read from the conversation row it bumped. A due segment is then checked
+/// by [`extraction_decision`] (consent, `min_user_turns`) under the same row lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInputs {
+    /// False when the agent was never configured.
+    pub memory_enabled: bool,
+    /// The conversation's own `memory` flag.
+    pub conversation_memory: bool,
+    /// The agent's `extract_every_user_turns`; `None`: extraction at the end only.
+    pub every: Option<i32>,
+    pub user_turns: i64,
+    /// `user_turns` when the last segment was due.
+    pub segment_user_turns: i64,
+}
+
+/// Whether the user turns since the last due segment make a new one.
+pub fn segment_due(inputs: &SegmentInputs) -> bool {
+    let Some(every) = inputs.every else { return false };
+    inputs.memory_enabled
+        && inputs.conversation_memory
+        && inputs.user_turns - inputs.segment_user_turns >= i64::from(every)
+}
+
 /// The `extraction` part of the end response.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Extraction {
@@ -348,6 +379,24 @@ mod tests {
         assert_eq!(extraction_decision(&consented), Err(SkipReason::TooFewUserTurns));
         let enough_turns = ExtractionInputs { user_turns: 3, ..consented };
         assert_eq!(extraction_decision(&enough_turns), Err(SkipReason::NothingNew));
+    }
+
+    #[test]
+    fn a_segment_is_due_every_n_user_turns_when_memory_is_on() {
+        let at = |user_turns, segment_user_turns| SegmentInputs {
+            memory_enabled: true,
+            conversation_memory: true,
+            every: Some(3),
+            user_turns,
+            segment_user_turns,
+        };
+        assert!(!segment_due(&at(2, 0)));
+        assert!(segment_due(&at(3, 0)));
+        assert!(!segment_due(&at(5, 3)));
+        assert!(segment_due(&at(7, 3)), "a batch may bring more than N");
+        assert!(!segment_due(&SegmentInputs { every: None, ..at(40, 0) }), "null: at the end only");
+        assert!(!segment_due(&SegmentInputs { memory_enabled: false, ..at(3, 0) }));
+        assert!(!segment_due(&SegmentInputs { conversation_memory: false, ..at(3, 0) }));
     }
 
     #[test]

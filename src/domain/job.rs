@@ -82,6 +82,12 @@ pub struct Job {
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
     pub conversation_id: Uuid,
+    /// An extraction reads the conversation's messages with `from_seq < seq <= through_seq`
+    /// as new (and a few before them as context); fixed when it is queued, so each
+    /// message is new to one extraction only. A summary folds messages up to `through_seq`
+    /// (its `from_seq` is 0).
+    pub from_seq: i64,
+    pub through_seq: i64,
     /// Facts stored by an `extract_facts` job; null until it succeeded, and for a summary.
     pub facts_added: Option<i32>,
     pub last_error: Option<String>,

@@ -1,5 +1,5 @@
 //! Conversations: create, append and end, each with the worker wake-up after its commit
-//! (an append may queue a rolling summary, an end an extraction). The end route and the
+//! (an append may queue a rolling summary or an extraction segment, an end an extraction). The end route and the
 //! idle sweeper both end conversations here.
 
 use chrono::{DateTime, Utc};
@@ -43,7 +43,8 @@ pub async fn create(
     }
 }
 
-/// Appends a batch, all or none, and wakes a worker when it queued a rolling summary.
+/// Appends a batch, all or none, and wakes a worker when it queued a rolling summary or
+/// an extraction segment.
 /// A replay of the same idempotent request returns the first answer and stores nothing.
 pub async fn append(
     state: &AppState,
@@ -56,9 +57,9 @@ pub async fn append(
         return Err(ApiError::invalid("expected_last_seq must be 0 or more"));
     }
     validate_batch(&request.messages).map_err(message_error)?;
-    match state.store.append_messages(tenant, id, request, key).await? {
-        AppendOutcome::Appended { appended, summary_queued } => {
-            if summary_queued {
+    match state.store.append_messages(tenant, id, request, key, state.config.default_ai_consent).await? {
+        AppendOutcome::Appended { appended, job_queued } => {
+            if job_queued {
                 state.job_wakeup.notify_one();
             }
             Ok(appended)

@@ -17,6 +17,7 @@ struct ConfigRow {
     max_injected_facts: i32,
     min_confidence: f64,
     extraction_instructions: Option<String>,
+    extract_every_user_turns: Option<i32>,
     summarize_after_messages: i32,
     summary_window: i32,
     forget_extracted_after_days: i32,
@@ -39,6 +40,7 @@ impl From<ConfigRow> for AgentConfig {
             max_injected_facts: row.max_injected_facts,
             min_confidence: row.min_confidence,
             extraction_instructions: row.extraction_instructions,
+            extract_every_user_turns: row.extract_every_user_turns,
             summarize_after_messages: row.summarize_after_messages,
             summary_window: row.summary_window,
             forget_extracted_after_days: row.forget_extracted_after_days,
@@ -58,7 +60,7 @@ macro_rules! columns {
         "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
          summarize_after_messages, summary_window, forget_extracted_after_days, forget_unrecalled_after_days, \
          keep_best_facts, forget_curated_facts, max_messages_per_conversation, delete_conversations_after_days, \
-         created_at, updated_at"
+         created_at, updated_at, extract_every_user_turns"
     };
 }
 
@@ -88,14 +90,13 @@ impl Store {
         patch: &ConfigPatch,
         actor: Actor,
     ) -> Result<AgentConfig> {
-        let defaults = Settings::default();
-        let inserted = patch.apply(defaults);
+        let inserted = Settings::created_by(patch);
         let now = super::now();
         let keep_instructions = patch.extraction_instructions.is_none();
         let sql = concat!(
             "INSERT INTO agent_configs (",
             columns!(),
-            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $8) \
+            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $8) \
              ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
                memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
                min_user_turns = COALESCE($10, agent_configs.min_user_turns), \
@@ -110,6 +111,7 @@ impl Store {
                forget_curated_facts = COALESCE($27, agent_configs.forget_curated_facts), \
                max_messages_per_conversation = COALESCE($28, agent_configs.max_messages_per_conversation), \
                delete_conversations_after_days = COALESCE($29, agent_configs.delete_conversations_after_days), \
+               extract_every_user_turns = CASE WHEN $31 THEN agent_configs.extract_every_user_turns ELSE $30 END, \
                updated_at = $7 \
              RETURNING ",
             columns!()
@@ -146,6 +148,8 @@ impl Store {
                 .bind(patch.forget_curated_facts)
                 .bind(patch.max_messages_per_conversation)
                 .bind(patch.delete_conversations_after_days)
+                .bind(inserted.extract_every_user_turns)
+                .bind(patch.extract_every_user_turns.is_none())
                 .fetch_one(&mut **tx)
                 .await?
         });
@@ -215,6 +219,7 @@ impl From<AgentConfig> for Settings {
             max_injected_facts: config.max_injected_facts,
             min_confidence: config.min_confidence,
             extraction_instructions: config.extraction_instructions,
+            extract_every_user_turns: config.extract_every_user_turns,
             summarize_after_messages: config.summarize_after_messages,
             summary_window: config.summary_window,
             forgetting: Forgetting {

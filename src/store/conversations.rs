@@ -23,7 +23,7 @@ use crate::domain::{
 };
 
 /// A conversation row with the bookkeeping columns the API does not show.
-#[derive(sqlx::FromRow)]
+#[derive(Clone, sqlx::FromRow)]
 pub(super) struct ConversationRow {
     id: Uuid,
     pub(super) agent_id: String,
@@ -34,16 +34,35 @@ pub(super) struct ConversationRow {
     pub(super) memory: bool,
     status: String,
     pub(super) message_count: i64,
-    user_turns: i64,
+    pub(super) user_turns: i64,
     pub(super) last_seq: i64,
     last_user_seq: i64,
     extracted_through_seq: i64,
     queued_through_seq: i64,
+    pub(super) segment_user_turns: i64,
     pub(super) summary_through_seq: i64,
     pub(super) summary_queued_through_seq: i64,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     ended_at: Option<DateTime<Utc>>,
+}
+
+impl ConversationRow {
+    /// What the extraction rule reads, of this row (read under its lock) and the owner's
+    /// policy: an end and a due segment decide alike.
+    pub(super) fn extraction_inputs(&self, policy: &Policy, default_consent: bool) -> ExtractionInputs {
+        let settings = policy.settings();
+        ExtractionInputs {
+            memory_enabled: settings.memory_enabled,
+            conversation_memory: self.memory,
+            min_user_turns: settings.min_user_turns.into(),
+            consent: policy.consent(default_consent),
+            user_turns: self.user_turns,
+            last_user_seq: self.last_user_seq,
+            extracted_through_seq: self.extracted_through_seq,
+            queued_through_seq: self.queued_through_seq,
+        }
+    }
 }
 
 impl TryFrom<ConversationRow> for Conversation {
@@ -62,6 +81,7 @@ impl TryFrom<ConversationRow> for Conversation {
                 .ok_or_else(|| decode(format!("unknown conversation status {:?}", row.status)))?,
             message_count: row.message_count,
             user_turns: row.user_turns,
+            extracted_through_seq: row.extracted_through_seq,
             created_at: row.created_at,
             updated_at: row.updated_at,
             ended_at: row.ended_at,
@@ -73,8 +93,8 @@ impl TryFrom<ConversationRow> for Conversation {
 macro_rules! conversation_columns {
     () => {
         "id, agent_id, external_ref, key, title, metadata, memory, status, message_count, user_turns, last_seq, last_user_seq, \
-         extracted_through_seq, queued_through_seq, summary_through_seq, summary_queued_through_seq, created_at, \
-         updated_at, ended_at"
+         extracted_through_seq, queued_through_seq, segment_user_turns, summary_through_seq, summary_queued_through_seq, \
+         created_at, updated_at, ended_at"
     };
 }
 pub(super) use conversation_columns;
@@ -326,8 +346,6 @@ impl Store {
              RETURNING ",
             conversation_columns!()
         );
-        let mark_sql = "UPDATE conversations SET queued_through_seq = $3 WHERE id = $1 AND tenant_id = $2";
-
         let mut tx = self.begin_change(actor).await?;
         let (row, policy): (ConversationRow, PolicyRow) = with_tx!(tx, tx => {
             let Some(row): Option<ConversationRow> = sqlx::query_as(end_sql)
@@ -348,40 +366,14 @@ impl Store {
                 .await?;
             (row, policy)
         });
-        let policy = Policy::from(policy);
-        let settings = policy.settings();
-        let inputs = ExtractionInputs {
-            memory_enabled: settings.memory_enabled,
-            conversation_memory: row.memory,
-            min_user_turns: settings.min_user_turns.into(),
-            consent: policy.consent(default_consent),
-            user_turns: row.user_turns,
-            last_user_seq: row.last_user_seq,
-            extracted_through_seq: row.extracted_through_seq,
-            queued_through_seq: row.queued_through_seq,
-        };
+        let inputs = row.extraction_inputs(&Policy::from(policy), default_consent);
         let extraction = match extraction_decision(&inputs) {
             Err(reason) => Extraction::skipped(reason),
-            Ok(()) => {
-                let job = NewJob {
-                    kind: JobKind::ExtractFacts,
-                    tenant,
-                    agent_id: &row.agent_id,
-                    external_ref: &row.external_ref,
-                    conversation_id: row.id,
-                    through_seq: row.last_seq,
-                };
-                match tx.queue_job(&job, now).await? {
-                    Some(job_id) => {
-                        with_tx!(tx, tx => {
-                            sqlx::query(mark_sql).bind(id).bind(tenant.as_str()).bind(row.last_seq).execute(&mut **tx).await?;
-                        });
-                        Extraction::queued(job_id)
-                    }
-                    // A job for exactly this state exists already.
-                    None => Extraction::skipped(SkipReason::NothingNew),
-                }
-            }
+            Ok(()) => match tx.queue_segment(tenant, &row, now).await? {
+                Some(job_id) => Extraction::queued(job_id),
+                // A job for exactly this state exists already.
+                None => Extraction::skipped(SkipReason::NothingNew),
+            },
         };
         let conversation: Conversation = row.try_into()?;
         // Ending an ended conversation changes nothing (it keeps its `ended_at`).
@@ -404,6 +396,44 @@ impl Store {
         with_pool!(self, pool => {
             sqlx::query_as(sql).bind(idle_before).bind(limit).fetch_all(pool).await
         })
+    }
+}
+
+impl super::Tx {
+    /// Queues the extraction of what no job has covered yet: the segment after the
+    /// conversation's `queued_through_seq` (or its `extracted_through_seq`, which an import
+    /// sets) through its last message, and moves `queued_through_seq` to that end in
+    /// the same transaction. `row` was read under the conversation's row lock (an end's
+    /// or an append's first statement), so two writers never both take one message: each
+    /// message is in one job's segment, and every retry or re-claim of that job reads
+    /// the same segment. `None` when a job through this seq exists already.
+    pub(super) async fn queue_segment(
+        &mut self,
+        tenant: &TenantId,
+        row: &ConversationRow,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Uuid>> {
+        let job = NewJob {
+            kind: JobKind::ExtractFacts,
+            tenant,
+            agent_id: &row.agent_id,
+            external_ref: &row.external_ref,
+            conversation_id: row.id,
+            from_seq: row.extracted_through_seq.max(row.queued_through_seq),
+            through_seq: row.last_seq,
+        };
+        let Some(job_id) = self.queue_job(&job, now).await? else { return Ok(None) };
+        let mark_sql = "UPDATE conversations SET queued_through_seq = $3, segment_user_turns = $4 WHERE id = $1 AND tenant_id = $2";
+        with_tx!(self, tx => {
+            sqlx::query(mark_sql)
+                .bind(row.id)
+                .bind(tenant.as_str())
+                .bind(row.last_seq)
+                .bind(row.user_turns)
+                .execute(&mut **tx)
+                .await?;
+        });
+        Ok(Some(job_id))
     }
 }
 

@@ -26,12 +26,17 @@ pub struct ExtractionInput {
     pub policy: Policy,
     /// The conversation's own `memory` flag (false: opted out since the job was queued).
     pub conversation_memory: bool,
-    pub extracted_through_seq: i64,
-    /// The messages up to the job's `through_seq`, oldest first.
+    /// The job's segment, then the context before it, oldest first.
     pub messages: Vec<Message>,
 }
 
-/// Messages before the extraction mark that are read again, as context for the new ones.
+/// Messages before a segment that are read again, as context for its new ones: about ten
+/// exchanges, so that "there", "she" or "the new job" in the segment finds what it names
+/// when that was said a few turns earlier (a rolling segment of three user turns is about
+/// six messages, and would otherwise often start mid-topic). The extractors store only
+/// what the segment's own user lines say (the builtin reads only them; an LLM's facts
+/// must be grounded in them), so the context never makes a fact twice; it costs prompt
+/// tokens only.
 const CONTEXT_MESSAGES: i64 = 20;
 
 /// The most messages one extraction reads: its memory cost is bounded whatever the
@@ -41,11 +46,12 @@ const MAX_EXTRACTION_MESSAGES: i64 = 200;
 
 impl Store {
     /// `None` when the conversation no longer exists. Reads at most
-    /// [`MAX_EXTRACTION_MESSAGES`]: the newest up to the job's mark, starting at most
-    /// [`CONTEXT_MESSAGES`] before the previous extraction's mark.
+    /// [`MAX_EXTRACTION_MESSAGES`]: the newest up to the job's `through_seq`, starting
+    /// [`CONTEXT_MESSAGES`] before its segment (its `from_seq`, fixed when it was queued,
+    /// so a retry reads what the first attempt read).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "extraction_input", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn extraction_input(&self, job: &ClaimedJob) -> Result<Option<ExtractionInput>> {
-        let seq_sql = "SELECT extracted_through_seq, memory FROM conversations WHERE id = $1 AND tenant_id = $2";
+        let memory_sql = "SELECT memory FROM conversations WHERE id = $1 AND tenant_id = $2";
         // Uses the UNIQUE (conversation_id, seq) index.
         let messages_sql = concat!(
             "SELECT ",
@@ -54,10 +60,10 @@ impl Store {
              ORDER BY seq DESC LIMIT $5"
         );
         let owner = job.owner();
-        let (extracted_through_seq, conversation_memory, policy, messages): (i64, bool, PolicyRow, Vec<MessageRow>) = with_pool!(self, pool => {
-            let found: Option<(i64, bool)> =
-                sqlx::query_as(seq_sql).bind(job.conversation_id).bind(job.tenant_id.as_str()).fetch_optional(pool).await?;
-            let Some((seq, memory)) = found else { return Ok(None) };
+        let (conversation_memory, policy, messages): (bool, PolicyRow, Vec<MessageRow>) = with_pool!(self, pool => {
+            let found: Option<bool> =
+                sqlx::query_scalar(memory_sql).bind(job.conversation_id).bind(job.tenant_id.as_str()).fetch_optional(pool).await?;
+            let Some(memory) = found else { return Ok(None) };
             let policy = sqlx::query_as(POLICY_SQL)
                 .bind_owner(owner)
                 .fetch_one(pool)
@@ -66,16 +72,15 @@ impl Store {
                 .bind(job.conversation_id)
                 .bind(job.tenant_id.as_str())
                 .bind(job.through_seq)
-                .bind(seq - CONTEXT_MESSAGES)
+                .bind(job.from_seq - CONTEXT_MESSAGES)
                 .bind(MAX_EXTRACTION_MESSAGES)
                 .fetch_all(pool)
                 .await?;
-            (seq, memory, policy, messages)
+            (memory, policy, messages)
         });
         Ok(Some(ExtractionInput {
             policy: policy.into(),
             conversation_memory,
-            extracted_through_seq,
             // Read newest first to keep the newest; handed over oldest first.
             messages: messages.into_iter().rev().map(Message::try_from).collect::<Result<_>>()?,
         }))

@@ -415,8 +415,8 @@ impl Tx {
             sqlx::query_scalar(
                 "INSERT INTO conversations (id, tenant_id, agent_id, external_ref, key, title, metadata, memory, status, \
                  message_count, user_turns, last_seq, last_user_seq, extracted_through_seq, queued_through_seq, \
-                 created_at, updated_at, ended_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10, $12, $16, $17, $13, $14, $15) \
+                 created_at, updated_at, ended_at, segment_user_turns) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10, $12, $16, $17, $13, $14, $15, $11) \
                  ON CONFLICT (tenant_id, agent_id, key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
             )
             .bind(id)
@@ -481,6 +481,7 @@ impl Tx {
                 agent_id: c.new.agent_id.as_str(),
                 external_ref: c.new.external_ref.as_str(),
                 conversation_id: id,
+                from_seq: 0,
                 through_seq: count,
             };
             // A new conversation has no job yet: this one is always queued.

@@ -24,6 +24,8 @@ pub struct ClaimedJob {
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
     pub conversation_id: Uuid,
+    /// An extraction's segment is `(from_seq, through_seq]` (see `NewJob`).
+    pub from_seq: i64,
     pub through_seq: i64,
     pub attempts: i32,
     pub lease_token: Uuid,
@@ -43,13 +45,24 @@ impl ClaimedJob {
 /// first claim sets `started_at`.
 /// `{lock}`: PostgreSQL skips rows other workers hold, so replicas never take the same
 /// job; SQLite's write transaction already serialises claims.
+///
+/// A conversation's extraction segments run one at a time, in order: a segment waits
+/// while an earlier one is pending (queued, failed, running), so its extractor is shown
+/// the facts the earlier one stored (an LLM can update them), and the conversation's
+/// `extracted_through_seq` only ever moves over segments that are done. A dead or
+/// cancelled segment holds nothing up. Uses the unique `(conversation_id, kind,
+/// through_seq)`.
 const CLAIM: &str = "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_token = $1, locked_until = $2, \
        updated_at = $3, started_at = COALESCE(started_at, $3) \
-     WHERE id = (SELECT id FROM jobs \
-                 WHERE (status IN ('queued', 'failed') AND run_at <= $3) OR (status = 'running' AND locked_until < $3) \
-                 ORDER BY run_at LIMIT 1 {lock}) \
-     RETURNING id, kind, tenant_id, agent_id, external_ref, conversation_id, through_seq, attempts, lease_token, \
-       started_at";
+     WHERE id = (SELECT id FROM jobs j \
+                 WHERE ((j.status IN ('queued', 'failed') AND j.run_at <= $3) \
+                        OR (j.status = 'running' AND j.locked_until < $3)) \
+                   AND NOT (j.kind = 'extract_facts' AND EXISTS (SELECT 1 FROM jobs e \
+                        WHERE e.conversation_id = j.conversation_id AND e.kind = 'extract_facts' \
+                          AND e.through_seq < j.through_seq AND e.status IN ('queued', 'failed', 'running'))) \
+                 ORDER BY j.run_at LIMIT 1 {lock}) \
+     RETURNING id, kind, tenant_id, agent_id, external_ref, conversation_id, from_seq, through_seq, attempts, \
+       lease_token, started_at";
 static CLAIM_PG: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"));
 static CLAIM_SQLITE: LazyLock<String> = LazyLock::new(|| CLAIM.replace("{lock}", ""));
 

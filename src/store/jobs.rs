@@ -28,6 +28,8 @@ struct JobRow {
     agent_id: AgentId,
     external_ref: ExternalRef,
     conversation_id: Uuid,
+    from_seq: i64,
+    through_seq: i64,
     facts_added: Option<i32>,
     last_error: Option<String>,
     run_at: DateTime<Utc>,
@@ -48,6 +50,8 @@ impl TryFrom<JobRow> for Job {
             agent_id: row.agent_id,
             external_ref: row.external_ref,
             conversation_id: row.conversation_id,
+            from_seq: row.from_seq,
+            through_seq: row.through_seq,
             facts_added: row.facts_added,
             last_error: row.last_error,
             run_at: row.run_at,
@@ -59,8 +63,8 @@ impl TryFrom<JobRow> for Job {
 
 macro_rules! job_columns {
     () => {
-        "id, kind, status, attempts, agent_id, external_ref, conversation_id, facts_added, last_error, run_at, \
-         created_at, updated_at"
+        "id, kind, status, attempts, agent_id, external_ref, conversation_id, from_seq, through_seq, facts_added, \
+         last_error, run_at, created_at, updated_at"
     };
 }
 
@@ -78,6 +82,9 @@ pub(super) struct NewJob<'a> {
     pub agent_id: &'a str,
     pub external_ref: &'a str,
     pub conversation_id: Uuid,
+    /// An extraction's segment starts after this `seq` (its earlier messages are read as
+    /// context only); 0 for a summary, which folds from the conversation's summary mark.
+    pub from_seq: i64,
     pub through_seq: i64,
 }
 
@@ -88,8 +95,8 @@ impl Tx {
     /// makes a trigger that fires twice queue once.
     pub(super) async fn queue_job(&mut self, job: &NewJob<'_>, now: DateTime<Utc>) -> Result<Option<Uuid>> {
         let sql = "INSERT INTO jobs (id, tenant_id, kind, status, attempts, agent_id, external_ref, \
-               conversation_id, through_seq, run_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9, $9) \
+               conversation_id, through_seq, run_at, created_at, updated_at, from_seq) \
+             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9, $9, $10) \
              ON CONFLICT (conversation_id, kind, through_seq) DO NOTHING RETURNING id";
         let id: Option<Uuid> = with_tx!(self, tx => {
             sqlx::query_scalar(sql)
@@ -102,6 +109,7 @@ impl Tx {
                 .bind(job.conversation_id)
                 .bind(job.through_seq)
                 .bind(now)
+                .bind(job.from_seq)
                 .fetch_optional(&mut **tx)
                 .await?
         });

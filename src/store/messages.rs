@@ -1,27 +1,35 @@
 //! Message rows: the append transaction (sequence numbers, idempotency keys, the
-//! optimistic `expected_last_seq` check, the rolling summary it may queue), reads by
+//! optimistic `expected_last_seq` check, the rolling summary and the extraction segment it
+//! may queue), reads by
 //! sequence and role, and clearing a thread's messages.
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Result, Store, conversations::ConversationRow, jobs::NewJob, with_pool, with_tx, with_writer};
+use super::{
+    Result, Store,
+    conversations::ConversationRow,
+    jobs::NewJob,
+    policy::{POLICY_SQL, PolicyRow},
+    with_pool, with_tx, with_writer,
+};
 use crate::domain::{
     agent_config::Settings,
-    conversation::{AppendRequest, Appended, IdempotencyKey},
+    conversation::{AppendRequest, Appended, IdempotencyKey, SegmentInputs, extraction_decision, segment_due},
     event::{Actor, EventData, EventType},
     ids::{ExternalRef, TenantId},
     job::JobKind,
     message::{BatchCounts, Message, Role, RoleSet, ToolCall},
+    policy::Policy,
     summary::{SummaryState, summary_due},
 };
 
 /// What became of an append.
 #[derive(Debug)]
 pub enum AppendOutcome {
-    /// Stored now; `summary_queued` when the append queued a summarize job.
-    Appended { appended: Appended, summary_queued: bool },
+    /// Stored now; `job_queued` when the append queued a summary or an extraction.
+    Appended { appended: Appended, job_queued: bool },
     /// The same key and body were stored before: their first response, nothing stored.
     Replayed(Appended),
     /// The key was used before with a different body: nothing stored.
@@ -80,14 +88,17 @@ fn encode_error(error: serde_json::Error) -> sqlx::Error {
     sqlx::Error::Encode(Box::new(error))
 }
 
-/// A bumped conversation with its agent's summary settings, read by the same statement
-/// (`None` when the agent was never configured: the defaults apply).
+/// A bumped conversation with its agent's summary and rolling extraction settings, read
+/// by the same statement (`None` when the agent was never configured: the defaults apply;
+/// `extract_every_user_turns` is also `None` when the agent extracts at the end only).
 #[derive(sqlx::FromRow)]
 struct BumpedRow {
     #[sqlx(flatten)]
     conversation: ConversationRow,
     summarize_after_messages: Option<i32>,
     summary_window: Option<i32>,
+    memory_enabled: Option<bool>,
+    extract_every_user_turns: Option<i32>,
 }
 
 /// A conversation's messages of some roles after a sequence number, in `seq` order
@@ -135,6 +146,13 @@ impl Store {
     /// `summarize_after_messages` ([`summary_due`]), a `summarize` job is queued in the
     /// same transaction, and the conversation's `summary_queued_through_seq` marks it so
     /// that the next appends do not queue it again.
+    ///
+    /// When the batch brings the user turns since the last segment to the agent's
+    /// `extract_every_user_turns` ([`segment_due`]), the rule of an end decides under the
+    /// same lock (memory, the conversation's opt-out, consent with `default_consent`,
+    /// `min_user_turns`) whether the new segment is queued ([`super::Tx::queue_segment`]);
+    /// either way the count starts again, so the policy is read once per segment, not on
+    /// every append.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "append_messages", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn append_messages(
         &self,
@@ -142,6 +160,7 @@ impl Store {
         conversation_id: Uuid,
         request: &AppendRequest,
         key: Option<&IdempotencyKey>,
+        default_consent: bool,
     ) -> Result<AppendOutcome> {
         let now = super::now();
         let counts = BatchCounts::of(&request.messages);
@@ -158,7 +177,14 @@ impl Store {
              WHERE id = $1 AND tenant_id = $2 AND ($7 IS NULL OR last_seq = $7) RETURNING ",
             super::conversations::conversation_columns!(),
             // The agent's summary settings, by primary key, in the same round trip.
-            ", (SELECT summarize_after_messages FROM agent_configs a                 WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS summarize_after_messages,                (SELECT summary_window FROM agent_configs a                 WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS summary_window"
+            ", (SELECT summarize_after_messages FROM agent_configs a \
+                WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS summarize_after_messages, \
+               (SELECT summary_window FROM agent_configs a \
+                WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS summary_window, \
+               (SELECT memory_enabled FROM agent_configs a \
+                WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS memory_enabled, \
+               (SELECT extract_every_user_turns FROM agent_configs a \
+                WHERE a.tenant_id = $2 AND a.agent_id = conversations.agent_id) AS extract_every_user_turns"
         );
         let last_seq_sql = "SELECT last_seq FROM conversations WHERE id = $1 AND tenant_id = $2";
         let key_sql = "SELECT request_hash, response FROM idempotency_keys \
@@ -170,7 +196,9 @@ impl Store {
                         WHERE id = $1 AND tenant_id = $2 AND summary_queued_through_seq < $3";
 
         let mut tx = self.begin_write().await?;
-        let (appended, summary) = with_tx!(tx, tx => {
+        // Binds: conversation, tenant, user turns.
+        let checked_sql = "UPDATE conversations SET segment_user_turns = $3 WHERE id = $1 AND tenant_id = $2";
+        let (appended, summary, segment) = with_tx!(tx, tx => {
             // The row bumped, or on a miss the conversation's last seq: a stale
             // `expected_last_seq`, or a replay (whose seq has moved on by design).
             let bumped: Option<BumpedRow> = sqlx::query_as(bump_sql)
@@ -207,7 +235,7 @@ impl Store {
                     return Ok(outcome);
                 }
             }
-            let BumpedRow { conversation: row, summarize_after_messages, summary_window } = match bumped {
+            let BumpedRow { conversation: row, summarize_after_messages, summary_window, memory_enabled, extract_every_user_turns } = match bumped {
                 Ok(bumped) => bumped,
                 Err(last_seq) => return Ok(AppendOutcome::StaleSeq(last_seq)),
             };
@@ -259,6 +287,14 @@ impl Store {
                 summary_queued_through_seq: row.summary_queued_through_seq,
             };
             let summary = summary_due(&state).map(|through_seq| (through_seq, row.agent_id.clone(), row.external_ref.clone()));
+            let segment = segment_due(&SegmentInputs {
+                memory_enabled: memory_enabled.unwrap_or(defaults.memory_enabled),
+                conversation_memory: row.memory,
+                every: extract_every_user_turns,
+                user_turns: row.user_turns,
+                segment_user_turns: row.segment_user_turns,
+            })
+            .then(|| row.clone());
             let appended = Appended { messages, conversation: row.try_into()? };
             if let (Some(key), Some(fingerprint)) = (key, &fingerprint) {
                 let response = serde_json::to_value(&appended).map_err(encode_error)?;
@@ -272,9 +308,27 @@ impl Store {
                     .execute(&mut **tx)
                     .await?;
             }
-            (appended, summary)
+            (appended, summary, segment)
         });
-        let mut summary_queued = false;
+        let mut job_queued = false;
+        if let Some(row) = segment {
+            let policy: PolicyRow = with_tx!(tx, tx => {
+                sqlx::query_as(POLICY_SQL)
+                    .bind(tenant.as_str())
+                    .bind(&row.agent_id)
+                    .bind(&row.external_ref)
+                    .fetch_one(&mut **tx)
+                    .await?
+            });
+            let decision = extraction_decision(&row.extraction_inputs(&Policy::from(policy), default_consent));
+            if decision.is_ok() && tx.queue_segment(tenant, &row, now).await?.is_some() {
+                job_queued = true;
+            } else {
+                with_tx!(tx, tx => {
+                    sqlx::query(checked_sql).bind(conversation_id).bind(tenant.as_str()).bind(row.user_turns).execute(&mut **tx).await?;
+                });
+            }
+        }
         if let Some((through_seq, agent_id, external_ref)) = summary {
             let job = NewJob {
                 kind: JobKind::Summarize,
@@ -282,17 +336,18 @@ impl Store {
                 agent_id: &agent_id,
                 external_ref: &external_ref,
                 conversation_id,
+                from_seq: 0,
                 through_seq,
             };
             if tx.queue_job(&job, now).await?.is_some() {
                 with_tx!(tx, tx => {
                     sqlx::query(mark_sql).bind(conversation_id).bind(tenant.as_str()).bind(through_seq).execute(&mut **tx).await?;
                 });
-                summary_queued = true;
+                job_queued = true;
             }
         }
         tx.commit().await?;
-        Ok(AppendOutcome::Appended { appended, summary_queued })
+        Ok(AppendOutcome::Appended { appended, job_queued })
     }
 
     /// The messages of `roles` after `after_seq` that `window` takes, oldest first; `None`
@@ -342,7 +397,7 @@ impl Store {
     pub async fn clear_messages(&self, tenant: &TenantId, conversation_id: Uuid, actor: Actor) -> Result<Option<u64>> {
         let now = super::now();
         // Binds: conversation, tenant, now. Locks the row, as an append does.
-        let reset_sql = "UPDATE conversations SET message_count = 0, user_turns = 0, summary = NULL, \
+        let reset_sql = "UPDATE conversations SET message_count = 0, user_turns = 0, segment_user_turns = 0, summary = NULL, \
                          summary_through_seq = 0, summary_queued_through_seq = 0, updated_at = $3 \
                          WHERE id = $1 AND tenant_id = $2 RETURNING agent_id, external_ref";
         // Binds: conversation, tenant.

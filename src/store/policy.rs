@@ -15,7 +15,7 @@ use crate::domain::{
 pub(super) const POLICY_SQL: &str = "SELECT a.memory_enabled, a.min_user_turns, a.max_injected_facts, \
        a.min_confidence, a.extraction_instructions, a.summarize_after_messages, a.summary_window, \
        a.forget_extracted_after_days, a.forget_unrecalled_after_days, a.keep_best_facts, a.forget_curated_facts, \
-       a.max_messages_per_conversation, a.delete_conversations_after_days, u.ai_consent \
+       a.max_messages_per_conversation, a.delete_conversations_after_days, a.extract_every_user_turns, u.ai_consent \
      FROM (SELECT 1 AS one) AS one \
      LEFT JOIN agent_configs a ON a.tenant_id = $1 AND a.agent_id = $2 \
      LEFT JOIN user_consents u ON u.tenant_id = $1 AND u.external_ref = $3";
@@ -27,6 +27,7 @@ pub(super) struct PolicyRow {
     max_injected_facts: Option<i32>,
     min_confidence: Option<f64>,
     extraction_instructions: Option<String>,
+    extract_every_user_turns: Option<i32>,
     summarize_after_messages: Option<i32>,
     summary_window: Option<i32>,
     forget_extracted_after_days: Option<i32>,
@@ -62,6 +63,7 @@ impl From<PolicyRow> for Policy {
                 max_injected_facts,
                 min_confidence,
                 extraction_instructions: row.extraction_instructions,
+                extract_every_user_turns: row.extract_every_user_turns,
                 summarize_after_messages,
                 summary_window,
                 // NOT NULL too: present whenever the row above is.

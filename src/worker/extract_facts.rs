@@ -56,11 +56,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         .into_iter()
         .map(|message| Turn { seq: message.seq, role: message.role, text: message.text() })
         .collect();
-    let request = ExtractionRequest {
-        turns,
-        from_seq: input.extracted_through_seq,
-        instructions: settings.extraction_instructions,
-    };
+    let request = ExtractionRequest { turns, from_seq: job.from_seq, instructions: settings.extraction_instructions };
     let owner = job.owner();
     let known = if extractor.is_llm() { known_facts(state, owner, &request).await? } else { vec![] };
     let (extraction, fallback) = extract(state, extractor, job, &request, &known).await?;

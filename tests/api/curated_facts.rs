@@ -29,7 +29,11 @@ async fn spawn(backend: Backend, flags: &[&str]) -> TestApp {
     args.extend_from_slice(flags);
     let app = TestApp::spawn_with(backend, &args).await;
     let (status, body) = app
-        .put("/api/agents-config/concierge", &admin("acme"), json!({"memory_enabled": true, "min_user_turns": 1}))
+        .put(
+            "/api/agents-config/concierge",
+            &admin("acme"),
+            json!({"memory_enabled": true, "min_user_turns": 1, "extract_every_user_turns": null}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     app

@@ -118,7 +118,8 @@ async fn enable_memory(base: &str) {
         reqwest::Method::PUT,
         "/api/agents-config/concierge",
         &admin("acme"),
-        Some(json!({"memory_enabled": true})),
+        // Extraction at the end only: each conversation is one job.
+        Some(json!({"memory_enabled": true, "extract_every_user_turns": null})),
     )
     .await;
     assert_eq!(status, StatusCode::OK);

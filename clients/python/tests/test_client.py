@@ -181,7 +181,7 @@ def test_a_network_failure_names_its_cause() -> None:
 
 
 def test_wait_for_job_and_follow_events(engram: Engram, agent_id: str) -> None:
-    engram.put_config(agent_id, memory_enabled=True, min_user_turns=1)
+    engram.put_config(agent_id, memory_enabled=True, min_user_turns=1, extract_every_user_turns=None)
     conversation = engram.create_conversation(agent_id, "alice")["id"]
     engram.append_messages(conversation, [{"role": "user", "content": "I live in Lyon."}])
     job = engram.end_conversation(conversation)["extraction"]["job_id"]
@@ -197,7 +197,7 @@ def test_wait_for_job_and_follow_events(engram: Engram, agent_id: str) -> None:
 
 
 async def test_async_wait_for_job_and_follow_events(aengram: AsyncEngram, agent_id: str) -> None:
-    await aengram.put_config(agent_id, memory_enabled=True, min_user_turns=1)
+    await aengram.put_config(agent_id, memory_enabled=True, min_user_turns=1, extract_every_user_turns=None)
     conversation = (await aengram.create_conversation(agent_id, "alice"))["id"]
     await aengram.append_messages(conversation, [{"role": "user", "content": "I live in Lyon."}])
     job = (await aengram.end_conversation(conversation))["extraction"]["job_id"]

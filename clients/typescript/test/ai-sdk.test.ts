@@ -212,7 +212,7 @@ describe("before the model is called", () => {
 
   test("the middleware hands out its conversation, which ends and is extracted", async () => {
     const { client, agentId } = await setup();
-    await client.putConfig(agentId, { memory_enabled: true, min_user_turns: 1 });
+    await client.putConfig(agentId, { memory_enabled: true, min_user_turns: 1, extract_every_user_turns: null });
     const model = new Mock({ doGenerate: text("Noted.") });
     const middleware = engramMiddleware({ client, agentId, externalRef: "alice", conversationKey: "alice:trip" });
     await sdk.generateText({ model: sdk.wrapLanguageModel({ model, middleware }), prompt: "I live in Lyon." });

@@ -244,7 +244,7 @@ describe("jobs and the event feed", () => {
   test("waitForJob follows an extraction; followEvents yields what happens next", async () => {
     const { client } = newTenant();
     const agentId = await memoryAgent(client);
-    await client.putConfig(agentId, { memory_enabled: true, min_user_turns: 1 });
+    await client.putConfig(agentId, { memory_enabled: true, min_user_turns: 1, extract_every_user_turns: null });
     const conversation = await client.createConversation({ agent_id: agentId, external_ref: "alice" });
     await client.appendMessages(conversation.id, { messages: [{ role: "user", content: "I live in Lyon." }] });
     const ended = await client.handle(conversation.id).end();

@@ -74,6 +74,9 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 const QUEUED: &[u8] = br#""queued":true"#;
 /// Messages per append while seeding (the API's batch limit).
 const BATCH: usize = 100;
+/// The consent of a user who never said, as `engram serve` assumes by default, for the
+/// appends the bench makes on the store directly.
+const DEFAULT_AI_CONSENT: bool = true;
 
 #[derive(Args)]
 pub struct LoadArgs {
@@ -119,6 +122,10 @@ pub struct LoadArgs {
     /// Only these operations (comma-separated), e.g. to profile one of them.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Op>,
+    /// The bench agent's `extract_every_user_turns` (rolling extraction); without it the
+    /// agent extracts at the end only, as before rolling extraction existed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=100))]
+    extract_every_user_turns: Option<i32>,
 }
 
 /// The operations, in the order they run: reads first, so that every read sees the
@@ -275,12 +282,17 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     let concurrency = args.concurrency.unwrap_or(if backend == "postgres" { 32 } else { 8 });
     let run = Uuid::now_v7().simple().to_string()[..12].to_owned();
     let client = reqwest::Client::new();
-    // The agent's memory on, and one user turn enough to queue an extraction.
+    // The agent's memory on, one user turn enough to queue an extraction, and rolling
+    // extraction as asked (off by default: end-only).
     let agent = format!("load-{run}");
     let status = client
         .put(format!("{}/api/agents-config/{agent}", server.base))
         .bearer_auth(&token)
-        .json(&json!({"memory_enabled": true, "min_user_turns": 1}))
+        .json(&json!({
+            "memory_enabled": true,
+            "min_user_turns": 1,
+            "extract_every_user_turns": args.extract_every_user_turns,
+        }))
         .send()
         .await?
         .status();
@@ -371,6 +383,8 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
     let floor = Figures::median(&floors);
     print_row("HTTP alone: GET /healthz", "engram", &floor, "", "", None);
     let mut rows = Vec::new();
+    // Extraction jobs the Engram side's appends queued (each append is one user turn).
+    let mut extraction = (0, 0);
     for op in OPS.into_iter().filter(|op| args.only.is_empty() || args.only.contains(op)) {
         let budget = Budget { count: op.pooled().then_some(args.pool), until };
         let (mut engram, mut direct, mut rss, mut overheads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -380,9 +394,14 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
             if let Some(pid) = pid {
                 reset_peak_rss(pid);
             }
+            let queued = if op == Op::Append { bench.queued_extractions().await? } else { 0 };
             let clock = CpuClock::start(pid);
             let outcome = run_side(&bench, op, true, concurrency, budget, offsets[0]).await;
             offsets[0] += outcome.requests();
+            if op == Op::Append {
+                extraction.0 += bench.queued_extractions().await?.saturating_sub(queued);
+                extraction.1 += outcome.requests() - outcome.errors;
+            }
             engram.push(Figures::of(&outcome, clock.per_request(&outcome)));
             rss.extend(pid.and_then(peak_rss_kib));
             let clock = CpuClock::start(None);
@@ -405,12 +424,24 @@ async fn measure(args: &LoadArgs, store: Store, server: &Server, token: String, 
             "baseline_bench_cpu_us_per_request": direct.own_us, "overhead_us_per_request": overhead,
         }));
     }
+    let per_100_user_turns = (extraction.1 > 0).then(|| 100.0 * extraction.0 as f64 / extraction.1 as f64);
+    if let Some(per_100) = per_100_user_turns {
+        println!(
+            "\nappend (Engram side): {} extraction jobs queued for {} user turns, {per_100:.1} per 100 user turns \
+             (extract_every_user_turns {})",
+            extraction.0,
+            extraction.1,
+            args.extract_every_user_turns.map_or("null".to_owned(), |n| n.to_string()),
+        );
+    }
     write_json(
         args.json.as_deref(),
         &json!({
             "command": "load", "backend": backend, "concurrency": concurrency, "seconds": args.seconds,
             "runs": runs, "users": args.users, "facts_per_user": args.facts_per_user, "messages": args.messages,
             "pool": args.pool, "http_floor": floor.to_json(), "rows": rows,
+            "extract_every_user_turns": args.extract_every_user_turns,
+            "extraction_jobs_per_100_user_turns": per_100_user_turns,
         }),
     )
 }
@@ -573,7 +604,7 @@ impl Bench {
                 None => false,
             },
             Op::Append => store
-                .append_messages(tenant, conversation, &append_request(i), None)
+                .append_messages(tenant, conversation, &append_request(i), None, DEFAULT_AI_CONSENT)
                 .await
                 .is_ok_and(|outcome| matches!(outcome, AppendOutcome::Appended { .. })),
             Op::Remember => {
@@ -699,10 +730,33 @@ impl Seeder {
             .collect();
         for batch in turns.chunks(BATCH) {
             let request = AppendRequest { messages: batch.to_vec(), expected_last_seq: None };
-            let outcome = self.store.append_messages(&self.tenant, conversation.id, &request, None).await?;
+            let outcome =
+                self.store.append_messages(&self.tenant, conversation.id, &request, None, DEFAULT_AI_CONSENT).await?;
             anyhow::ensure!(matches!(outcome, AppendOutcome::Appended { .. }), "seeding messages failed");
         }
         Ok(conversation.id)
+    }
+}
+
+impl Bench {
+    /// The extraction jobs queued (the server runs no worker, so none leaves the queue),
+    /// read page by page through the jobs route.
+    async fn queued_extractions(&self) -> anyhow::Result<usize> {
+        let (mut count, mut cursor) = (0, None::<String>);
+        loop {
+            let mut url = format!("{}/api/jobs?status=queued&limit=200", self.base);
+            if let Some(cursor) = &cursor {
+                url.push_str(&format!("&cursor={}", encode(cursor)));
+            }
+            let page: Value =
+                self.client.get(url).bearer_auth(&self.token).send().await?.error_for_status()?.json().await?;
+            let items = page["items"].as_array().map(Vec::as_slice).unwrap_or_default();
+            count += items.iter().filter(|job| job["kind"] == "extract_facts").count();
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return Ok(count),
+            }
+        }
     }
 }
 

@@ -280,6 +280,12 @@ struct ExtractionArgs {
     /// `ENGRAM_WORKERS` runs them; reports dead and fallen-back jobs and seconds per job.
     #[arg(long, requires = "msc", conflicts_with = "in_process")]
     llm: bool,
+    /// With `--msc`: extract while the conversation goes on, every N user turns (the
+    /// agent's `extract_every_user_turns`), appending one message at a time, instead of
+    /// once at its end; the facts are read once the end's job and every segment's are done.
+    #[arg(long, value_name = "N", requires = "msc", conflicts_with = "in_process",
+          value_parser = clap::value_parser!(i32).range(1..=100))]
+    extract_every_user_turns: Option<i32>,
     #[command(flatten)]
     database: Database,
     /// With `--msc`: also write the results as JSON to FILE.

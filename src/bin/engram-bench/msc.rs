@@ -5,8 +5,11 @@
 //! turns, from their first one on, and the other speaker's are the assistant turns. Gold
 //! is every sentence of the annotators' `persona_text` for that speaker's turns. The
 //! conversation goes through the API of an Engram started in this process (an agent with
-//! memory on and `min_user_turns` 1; the conversation is ended and its extraction job
-//! awaited) and the facts are what Engram then stores for that user. The first-person
+//! memory on and `min_user_turns` 1; the conversation is ended and its extraction jobs
+//! awaited) and the facts are what Engram then stores for that user. With
+//! `--extract-every-user-turns N` the messages are appended one at a time and Engram
+//! extracts every N user turns while the conversation goes on (rolling extraction), the
+//! end extracting the rest; without it, only at the end. The first-person
 //! baseline, `builtin::extract` called directly and the same without its clause model (its
 //! rules alone) are scored in the same run, on the same turns, with the same scorer as
 //! Synthetic-Persona-Chat; the direct and the API rows differ only by what the service
@@ -132,7 +135,8 @@ pub async fn run(args: &crate::ExtractionArgs, dir: &Path) -> anyhow::Result<()>
         None
     } else {
         let started = Instant::now();
-        let (held, backend, extractor) = through_api(&conversations, &args.database, args.llm).await?;
+        let (held, backend, extractor) =
+            through_api(&conversations, &args.database, args.llm, args.extract_every_user_turns).await?;
         for ((conversation, held), builtin_finds) in conversations.iter().zip(&held).zip(&builtin_finds) {
             jobs.add(held, *builtin_finds);
             let matched = scorer.matched_gold(&held.facts, &conversation.gold);
@@ -178,7 +182,7 @@ struct Api {
     extractor: &'static str,
 }
 
-/// How one conversation's extraction job ended.
+/// How one conversation's extraction jobs ended (the worst of them: dead, then fallen back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum JobEnd {
     /// Succeeded with the configured extractor's facts.
@@ -186,8 +190,21 @@ enum JobEnd {
     /// Succeeded with the builtin's facts after the LLM gave up (its `last_error` says why).
     FellBack,
     Dead,
-    /// No job was queued (nothing new to extract).
+    /// No job was queued (nothing to extract).
     NotQueued,
+}
+
+impl JobEnd {
+    /// How one job ended, `None` while it has not.
+    fn of(job: &Value) -> anyhow::Result<Option<JobEnd>> {
+        Ok(match (job["status"].as_str(), job["last_error"].is_null()) {
+            (Some("succeeded"), true) => Some(JobEnd::Extracted),
+            (Some("succeeded"), false) => Some(JobEnd::FellBack),
+            (Some("dead"), _) => Some(JobEnd::Dead),
+            (Some("queued" | "running" | "failed"), _) => None,
+            (other, _) => anyhow::bail!("extraction job ended {other:?}: {}", job["last_error"]),
+        })
+    }
 }
 
 /// One conversation held through the API: the facts stored for its user, how its job
@@ -196,6 +213,9 @@ struct Held {
     facts: Vec<String>,
     end: JobEnd,
     job_took: Duration,
+    /// Extraction jobs the conversation had, and its user turns.
+    jobs: usize,
+    user_turns: usize,
 }
 
 /// How the jobs of an API run ended, and how long they took.
@@ -205,10 +225,15 @@ struct Jobs {
     /// Jobs that stored no fact for a person the builtin finds facts about.
     empty_where_builtin_finds: usize,
     seconds: Vec<f64>,
+    /// Extraction jobs and user turns over all conversations.
+    queued: usize,
+    user_turns: usize,
 }
 
 impl Jobs {
     fn add(&mut self, held: &Held, builtin_finds: bool) {
+        self.queued += held.jobs;
+        self.user_turns += held.user_turns;
         let end = match held.end {
             JobEnd::Extracted => "extracted",
             JobEnd::FellBack => "fell back",
@@ -234,7 +259,17 @@ impl Jobs {
         self.seconds.iter().copied().fold(0.0, f64::max)
     }
 
+    fn per_100_user_turns(&self) -> f64 {
+        100.0 * self.queued as f64 / self.user_turns.max(1) as f64
+    }
+
     fn report(&self) {
+        println!(
+            "\nextraction jobs: {} for {} user turns, {:.1} per 100 user turns",
+            self.queued,
+            self.user_turns,
+            self.per_100_user_turns()
+        );
         println!(
             "\njobs: {} with the extractor's facts, {} fell back to the builtin, {} dead; {} stored nothing where the builtin finds facts",
             self.count("extracted"),
@@ -243,7 +278,7 @@ impl Jobs {
             self.empty_where_builtin_finds
         );
         println!(
-            "seconds per job (from the conversation's end): {:.1} on average, {:.1} at most",
+            "seconds to the last job's end (from the conversation's end): {:.1} on average, {:.1} at most",
             self.mean_seconds(),
             self.max_seconds()
         );
@@ -252,7 +287,8 @@ impl Jobs {
     fn json(&self) -> Value {
         json!({"extracted": self.count("extracted"), "fell_back": self.count("fell back"), "dead": self.count("dead"),
             "empty_where_builtin_finds": self.empty_where_builtin_finds,
-            "mean_seconds": self.mean_seconds(), "max_seconds": self.max_seconds()})
+            "mean_seconds": self.mean_seconds(), "max_seconds": self.max_seconds(),
+            "jobs": self.queued, "user_turns": self.user_turns, "jobs_per_100_user_turns": self.per_100_user_turns()})
     }
 }
 
@@ -392,6 +428,7 @@ async fn through_api(
     conversations: &[Conversation],
     database: &Database,
     llm: bool,
+    every: Option<i32>,
 ) -> anyhow::Result<(Vec<Held>, &'static str, &'static str)> {
     let scratch = database.create().await?;
     let mut extra = ["--job-poll-ms", "20"].map(str::to_owned).to_vec();
@@ -411,11 +448,13 @@ async fn through_api(
     let status = client
         .put(format!("{}/api/agents-config/{AGENT}", server.base))
         .bearer_auth(&*token)
-        .json(&json!({"memory_enabled": true, "min_user_turns": 1}))
+        .json(&json!({"memory_enabled": true, "min_user_turns": 1, "extract_every_user_turns": every}))
         .send()
         .await?
         .status();
     anyhow::ensure!(status.is_success(), "configuring the agent failed: {status}");
+    // Rolling extraction needs the user turns to arrive as they would, a few at a time.
+    let batch = if every.is_some() { 1 } else { BATCH };
     let sessions: Arc<Vec<Vec<(Role, String)>>> = Arc::new(
         conversations.iter().map(|c| c.request().turns.into_iter().map(|t| (t.role, t.text)).collect()).collect(),
     );
@@ -427,7 +466,7 @@ async fn through_api(
         let (client, base, token, sessions, out) =
             (client.clone(), base.clone(), token.clone(), sessions.clone(), out.clone());
         async move {
-            match converse(&client, &base, &token, &format!("user-{i}"), &sessions[i]).await {
+            match converse(&client, &base, &token, &format!("user-{i}"), &sessions[i], batch).await {
                 Ok(held) => {
                     out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(held);
                     true
@@ -446,7 +485,15 @@ async fn through_api(
     let held = std::mem::take(&mut *held.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     let held = held
         .into_iter()
-        .map(|h| h.unwrap_or(Held { facts: vec![], end: JobEnd::NotQueued, job_took: Duration::ZERO }))
+        .map(|h| {
+            h.unwrap_or(Held {
+                facts: vec![],
+                end: JobEnd::NotQueued,
+                job_took: Duration::ZERO,
+                jobs: 0,
+                user_turns: 0,
+            })
+        })
         .collect();
     Ok((held, backend, extractor))
 }
@@ -458,14 +505,16 @@ const BATCH: usize = 100;
 /// five times, each call up to its timeout and each retry as long after.
 const JOB_LIMIT: Duration = Duration::from_secs(15 * 60);
 
-/// Holds one conversation with `user`, ends it, awaits its extraction job and returns the
-/// facts stored for the user, how the job ended and how long it took.
+/// Holds one conversation with `user` (`batch` messages per append), ends it, awaits its
+/// extraction jobs and returns the facts stored for the user, how the jobs ended and how
+/// long the last took to end after the conversation did.
 async fn converse(
     client: &reqwest::Client,
     base: &str,
     token: &str,
     user: &str,
     turns: &[(Role, String)],
+    batch: usize,
 ) -> anyhow::Result<Held> {
     let created: Value = ok_json(
         client
@@ -475,7 +524,7 @@ async fn converse(
     )
     .await?;
     let id = created["id"].as_str().ok_or_else(|| anyhow::anyhow!("no conversation id in {created}"))?;
-    for batch in turns.chunks(BATCH) {
+    for batch in turns.chunks(batch) {
         let messages: Vec<Value> =
             batch.iter().map(|(role, text)| json!({"role": role.as_str(), "content": text})).collect();
         ok_json(
@@ -487,27 +536,25 @@ async fn converse(
         .await?;
     }
     let started = Instant::now();
-    let ended: Value = ok_json(client.post(format!("{base}/api/conversations/{id}/end")).bearer_auth(token)).await?;
-    let mut end = JobEnd::NotQueued;
-    if let Some(job) = ended["extraction"]["job_id"].as_str() {
-        end = loop {
-            let job: Value = ok_json(client.get(format!("{base}/api/jobs/{job}")).bearer_auth(token)).await?;
-            match (job["status"].as_str(), job["last_error"].is_null()) {
-                (Some("succeeded"), true) => break JobEnd::Extracted,
-                (Some("succeeded"), false) => break JobEnd::FellBack,
-                (Some("dead"), _) => break JobEnd::Dead,
-                (Some("queued" | "running" | "failed"), _) => {}
-                (other, _) => anyhow::bail!("extraction job ended {other:?}: {}", job["last_error"]),
-            }
-            anyhow::ensure!(
-                started.elapsed() < JOB_LIMIT,
-                "extraction job still {} after {JOB_LIMIT:?}",
-                job["status"]
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-    }
+    ok_json(client.post(format!("{base}/api/conversations/{id}/end")).bearer_auth(token)).await?;
+    let (end, jobs) = loop {
+        let page: Value =
+            ok_json(client.get(format!("{base}/api/jobs?conversation_id={id}&limit=100")).bearer_auth(token)).await?;
+        let jobs: Vec<&Value> =
+            page["items"].as_array().into_iter().flatten().filter(|job| job["kind"] == "extract_facts").collect();
+        let ends = jobs.iter().map(|job| JobEnd::of(job)).collect::<anyhow::Result<Vec<_>>>()?;
+        if ends.iter().all(Option::is_some) {
+            let worst = [JobEnd::Dead, JobEnd::FellBack, JobEnd::Extracted]
+                .into_iter()
+                .find(|end| ends.contains(&Some(*end)))
+                .unwrap_or(JobEnd::NotQueued);
+            break (worst, jobs.len());
+        }
+        anyhow::ensure!(started.elapsed() < JOB_LIMIT, "extraction jobs still running after {JOB_LIMIT:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     let job_took = started.elapsed();
+    let user_turns = turns.iter().filter(|(role, _)| *role == Role::User).count();
     let mut facts = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -521,7 +568,7 @@ async fn converse(
         );
         match page["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
-            None => return Ok(Held { facts, end, job_took }),
+            None => return Ok(Held { facts, end, job_took, jobs, user_turns }),
         }
     }
 }
@@ -683,6 +730,8 @@ mod tests {
             facts: facts.iter().map(|f| (*f).to_owned()).collect(),
             end,
             job_took: Duration::from_secs(secs),
+            jobs: usize::from(end != JobEnd::NotQueued) * 2,
+            user_turns: 5,
         };
         let mut jobs = Jobs::default();
         jobs.add(&held(&["Grinds lenses"], JobEnd::Extracted, 2), true);
@@ -694,7 +743,8 @@ mod tests {
         assert_eq!(
             jobs.json(),
             json!({"extracted": 3, "fell_back": 1, "dead": 1, "empty_where_builtin_finds": 2,
-                "mean_seconds": 9.6, "max_seconds": 30.0})
+                "mean_seconds": 9.6, "max_seconds": 30.0, "jobs": 10, "user_turns": 30,
+                "jobs_per_100_user_turns": 100.0 * 10.0 / 30.0})
         );
     }
 

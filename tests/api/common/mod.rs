@@ -350,10 +350,12 @@ impl TestApp {
         self.call(Method::DELETE, path, Some(token), None).await
     }
 
-    /// Turns memory on for an agent (admin).
+    /// Turns memory on for an agent (admin), extracting when a conversation ends only:
+    /// what the tests of extraction at the end (and of what it feeds) look at. Rolling
+    /// extraction has its own tests.
     pub async fn enable_memory(&self, tenant: &str, agent: &str) {
-        let (status, _) =
-            self.put(&format!("/api/agents-config/{agent}"), &admin(tenant), json!({"memory_enabled": true})).await;
+        let settings = json!({"memory_enabled": true, "extract_every_user_turns": null});
+        let (status, _) = self.put(&format!("/api/agents-config/{agent}"), &admin(tenant), settings).await;
         assert_eq!(status, StatusCode::OK);
     }
 }

@@ -264,6 +264,7 @@ class Operations:
         max_injected_facts: int | None = UNSET,
         min_confidence: float | None = UNSET,
         extraction_instructions: str | None = UNSET,
+        extract_every_user_turns: int | None = UNSET,
         summarize_after_messages: int | None = UNSET,
         summary_window: int | None = UNSET,
         max_messages_per_conversation: int | None = UNSET,

@@ -29,6 +29,7 @@ class Conversation(TypedDict):
     status: Literal["open", "ended"]
     message_count: int
     user_turns: int
+    extracted_through_seq: int
     created_at: str
     updated_at: str
     ended_at: NotRequired[str | None]
@@ -130,6 +131,7 @@ class AgentConfig(TypedDict):
     max_injected_facts: int
     min_confidence: float
     extraction_instructions: NotRequired[str | None]
+    extract_every_user_turns: NotRequired[int | None]
     summarize_after_messages: int | None
     summary_window: int
     forget_extracted_after_days: int
@@ -150,6 +152,8 @@ class Job(TypedDict):
     agent_id: str
     external_ref: str
     conversation_id: str
+    from_seq: int
+    through_seq: int
     facts_added: NotRequired[int | None]
     last_error: NotRequired[str | None]
     run_at: str

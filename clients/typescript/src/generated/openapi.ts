@@ -833,6 +833,12 @@ export interface components {
              * @description Delete conversations this many days after they ended; 0 = off.
              */
             delete_conversations_after_days: number;
+            /**
+             * Format: int32
+             * @description Extract an open conversation each time this many user turns arrived since its last
+             *     extraction was queued; null: only when it ends.
+             */
+            extract_every_user_turns?: number | null;
             extraction_instructions?: string | null;
             /**
              * @description Whether the three policies above also delete manual and agent facts (by default they
@@ -946,6 +952,13 @@ export interface components {
              * @description Delete conversations this many days after they ended; 0 turns it off.
              */
             delete_conversations_after_days?: number | null;
+            /**
+             * Format: int32
+             * @description Extract an open conversation every this many new user turns (1–100); `null` keeps
+             *     extraction for the conversation's end. On an agent's first settings it defaults to
+             *     its `min_user_turns`.
+             */
+            extract_every_user_turns?: number | null;
             /** @description At most 4000 characters; `null` clears it. */
             extraction_instructions?: string | null;
             /** @description Whether the forgetting policies also delete manual and agent facts. */
@@ -1013,6 +1026,14 @@ export interface components {
             /** Format: date-time */
             ended_at?: string | null;
             external_ref: components["schemas"]["ExternalRef"];
+            /**
+             * Format: int64
+             * @description The last `seq` a finished extraction covered (0: none yet): the messages up to it
+             *     were read by an extraction (or imported as extracted) and are never read as new
+             *     again. Rolling extraction moves it while the conversation is open. 0 in an answer
+             *     replayed for an `Idempotency-Key` stored before the field existed.
+             */
+            extracted_through_seq: number;
             /** Format: uuid */
             id: string;
             key?: components["schemas"]["ConversationKey"] | null;
@@ -1464,6 +1485,14 @@ export interface components {
              * @description Facts stored by an `extract_facts` job; null until it succeeded, and for a summary.
              */
             facts_added?: number | null;
+            /**
+             * Format: int64
+             * @description An extraction reads the conversation's messages with `from_seq < seq <= through_seq`
+             *     as new (and a few before them as context); fixed when it is queued, so each
+             *     message is new to one extraction only. A summary folds messages up to `through_seq`
+             *     (its `from_seq` is 0).
+             */
+            from_seq: number;
             /** Format: uuid */
             id: string;
             kind: components["schemas"]["JobKind"];
@@ -1474,6 +1503,8 @@ export interface components {
              */
             run_at: string;
             status: components["schemas"]["JobStatus"];
+            /** Format: int64 */
+            through_seq: number;
             /** Format: date-time */
             updated_at: string;
         };
@@ -1628,6 +1659,12 @@ export interface components {
                  * @description Delete conversations this many days after they ended; 0 = off.
                  */
                 delete_conversations_after_days: number;
+                /**
+                 * Format: int32
+                 * @description Extract an open conversation each time this many user turns arrived since its last
+                 *     extraction was queued; null: only when it ends.
+                 */
+                extract_every_user_turns?: number | null;
                 extraction_instructions?: string | null;
                 /**
                  * @description Whether the three policies above also delete manual and agent facts (by default they
@@ -1687,6 +1724,14 @@ export interface components {
                 /** Format: date-time */
                 ended_at?: string | null;
                 external_ref: components["schemas"]["ExternalRef"];
+                /**
+                 * Format: int64
+                 * @description The last `seq` a finished extraction covered (0: none yet): the messages up to it
+                 *     were read by an extraction (or imported as extracted) and are never read as new
+                 *     again. Rolling extraction moves it while the conversation is open. 0 in an answer
+                 *     replayed for an `Idempotency-Key` stored before the field existed.
+                 */
+                extracted_through_seq: number;
                 /** Format: uuid */
                 id: string;
                 key?: components["schemas"]["ConversationKey"] | null;
@@ -1798,6 +1843,14 @@ export interface components {
                  * @description Facts stored by an `extract_facts` job; null until it succeeded, and for a summary.
                  */
                 facts_added?: number | null;
+                /**
+                 * Format: int64
+                 * @description An extraction reads the conversation's messages with `from_seq < seq <= through_seq`
+                 *     as new (and a few before them as context); fixed when it is queued, so each
+                 *     message is new to one extraction only. A summary folds messages up to `through_seq`
+                 *     (its `from_seq` is 0).
+                 */
+                from_seq: number;
                 /** Format: uuid */
                 id: string;
                 kind: components["schemas"]["JobKind"];
@@ -1808,6 +1861,8 @@ export interface components {
                  */
                 run_at: string;
                 status: components["schemas"]["JobStatus"];
+                /** Format: int64 */
+                through_seq: number;
                 /** Format: date-time */
                 updated_at: string;
             }[];
