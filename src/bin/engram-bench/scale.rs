@@ -220,7 +220,11 @@ pub async fn import(
                 .map_err(anyhow::Error::msg)
         })
         .collect::<anyhow::Result<Vec<NewFact>>>()?;
-    store.import_facts(Owner::new(tenant, agent, &user), &facts, Origin::Manual).await?;
+    // A PostgreSQL transaction records a bounded number of events, one per fact added: a
+    // person of more facts is imported in several.
+    for chunk in facts.chunks(engram::store::events::PER_TRANSACTION / 2) {
+        store.import_facts(Owner::new(tenant, agent, &user), chunk, Origin::Manual).await?;
+    }
     Ok(())
 }
 
