@@ -169,7 +169,8 @@ def test_retries_wait_retry_after_at_least_with_full_jitter_above() -> None:
 def test_the_deadline_bounds_a_call_and_its_retries(flaky) -> None:  # type: ignore[no-untyped-def]
     storm = flaky(100, "0")
     error = _error(Engram(storm.url, "t", settings=Settings(max_retries=1000, deadline=0.3)).list_jobs)
-    assert error.code == "unavailable" and len(storm.hits) < 1000
+    # The last 503, or the attempt the deadline cut short when it fell during one.
+    assert error.code in ("unavailable", "timeout") and len(storm.hits) < 1000
 
 
 def test_a_network_failure_names_its_cause() -> None:

@@ -235,7 +235,8 @@ describe("retries spread out and failures say why", () => {
 
   test("deadlineMs bounds a call and its retries", () =>
     withFlakyServer(100, "0", { maxRetries: 1000, deadlineMs: 300 }, async (client, hits) => {
-      assert.equal((await failure(client.listJobs())).code, "unavailable");
+      // The last 503, or the attempt the deadline cut short when it fell during one.
+      assert.ok(["unavailable", "timeout"].includes((await failure(client.listJobs())).code));
       assert.ok(hits.length < 1000, "the deadline stopped the retries before maxRetries did");
     }));
 });
