@@ -16,17 +16,20 @@ WORKDIR /src
 # Dependencies first, in their own layer: it is rebuilt only when Cargo.toml or Cargo.lock
 # change, not on every source edit. Empty targets stand in for the crate's own code.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/engram-bench/Cargo.toml ./crates/engram-bench/
 # Build settings of the dependencies (the bundled SQLite's flags).
 COPY .cargo ./.cargo
-RUN mkdir -p src benches \
+RUN mkdir -p src crates/engram-bench/src crates/engram-bench/benches \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
- && echo 'fn main() {}' > benches/memory_context.rs \
+ && echo 'fn main() {}' > crates/engram-bench/src/main.rs \
+ && echo 'fn main() {}' > crates/engram-bench/benches/memory_context.rs \
  && cargo build --release --locked --bin engram \
- && rm -rf src benches
+ && rm -rf src crates
 COPY src ./src
 COPY migrations ./migrations
-COPY benches ./benches
+COPY templates ./templates
+COPY crates ./crates
 # The stand-ins' build may look newer than the copied sources: forget it so cargo rebuilds
 # the crate itself (dependencies stay built).
 RUN rm -rf target/release/.fingerprint/engram-* \

@@ -10,7 +10,6 @@
 
 mod common;
 
-mod bench_load;
 mod conversations;
 mod curated_facts;
 mod deploy;

@@ -41,7 +41,7 @@ const MIN_CONFIDENCE: f64 = 0.7;
 const MATCH_F1: f64 = 0.5;
 
 /// The data sets live beside the repository, shared by every checkout.
-const SPC_VALID: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/spc-valid.csv");
+const SPC_VALID: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/spc-valid.csv");
 
 #[derive(Parser)]
 #[command(name = "engram-bench", about = "Evaluations of Engram's components and of its speed")]

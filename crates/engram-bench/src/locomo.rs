@@ -30,7 +30,7 @@ const KS: [usize; 3] = [5, 10, 25];
 #[derive(Args)]
 pub struct LocomoArgs {
     /// LoCoMo's locomo10.json.
-    #[arg(value_name = "PATH", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/locomo10.json"))]
+    #[arg(value_name = "PATH", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/locomo10.json"))]
     data: PathBuf,
     #[command(flatten)]
     database: Database,

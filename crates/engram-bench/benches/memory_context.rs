@@ -3,7 +3,7 @@
 //! query and search, beside two baselines measured in the same run (`GET /healthz`,
 //! which touches no database, and a plain `GET …/facts?limit=10` list).
 //!
-//! `cargo bench --bench memory_context`, with `TEST_DATABASE_URL` or `DATABASE_URL`
+//! `cargo bench -p engram-bench --bench memory_context`, with `TEST_DATABASE_URL` or `DATABASE_URL`
 //! pointing at a PostgreSQL server; a fresh database is created and dropped.
 
 use std::{

@@ -3,11 +3,31 @@
 //! directly, twice (`--runs 2`), and reports each with requests, without errors, and
 //! with the server's overhead.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::postgres_url;
+/// The PostgreSQL server the suite runs on (scripts/test starts a throwaway one).
+fn postgres_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .ok()
+        .filter(|u| u.starts_with("postgres"))
+        .expect("PostgreSQL tests need TEST_DATABASE_URL (scripts/test starts a throwaway server)")
+}
+
+/// The server binary `load` starts. It belongs to another package of the workspace, so
+/// cargo gives no path to it: it is the `engram` beside this test's own directory, which
+/// `cargo test --workspace` builds for the server's tests (or `ENGRAM_BIN`).
+fn engram_binary() -> PathBuf {
+    let path = std::env::var_os("ENGRAM_BIN").map(PathBuf::from).unwrap_or_else(|| {
+        let test = std::env::current_exe().expect("the test's own path");
+        test.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps").join("engram")
+    });
+    assert!(path.is_file(), "no server at {}: build it with `cargo build --bin engram`", path.display());
+    path
+}
 
 const OPERATIONS: usize = 8;
 
@@ -18,7 +38,7 @@ fn load(database: Option<String>) -> Value {
     let report = dir.join("load.json");
     let mut command = Command::new(env!("CARGO_BIN_EXE_engram-bench"));
     command.args(["load", "--seconds", "0.3", "--concurrency", "2", "--users", "3", "--facts-per-user", "5"]);
-    command.args(["--messages", "25", "--pool", "10", "--runs", "2", "--engram", env!("CARGO_BIN_EXE_engram")]);
+    command.args(["--messages", "25", "--pool", "10", "--runs", "2", "--engram"]).arg(engram_binary());
     command.arg("--json").arg(&report);
     if let Some(url) = database {
         command.args(["--database-url", &url]);

@@ -1,6 +1,6 @@
 import csv, sys
-# Written by hand for Engram's extraction evaluation (Apache-2.0); see benches/data/README.md.
-# Writes engram-chat.csv (run: python3 benches/data/engram-chat.py benches/data/engram-chat.csv).
+# Written by hand for Engram's extraction evaluation (Apache-2.0); see crates/engram-bench/data/README.md.
+# Writes engram-chat.csv (run: python3 crates/engram-bench/data/engram-chat.py crates/engram-bench/data/engram-chat.csv).
 # Each conversation: (personas of speaker 1, personas of speaker 2, lines) — written by hand for
 # Engram's extraction evaluation; the persona lines are what each speaker reveals about themself.
 convs = []
