@@ -82,6 +82,28 @@ pub enum LlmFallback {
     None,
 }
 
+/// What a job due while its tenant's daily token budget is spent does
+/// (`ENGRAM_OVER_BUDGET`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OverBudgetAction {
+    /// Wait until the next UTC day, then call the LLM.
+    Wait,
+    /// Run the builtin extractor (or extractive summary) instead, spending no tokens.
+    Builtin,
+}
+
+/// Daily token budgets of named tenants (`ENGRAM_TENANT_DAILY_TOKENS_BY_TENANT`), over the
+/// default: a JSON object, since a tenant id may hold any character, whose values are a
+/// number of tokens or `null` for no limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantBudgets(std::collections::HashMap<String, Option<u64>>);
+
+fn parse_tenant_budgets(value: &str) -> Result<TenantBudgets, String> {
+    serde_json::from_str(value).map(TenantBudgets).map_err(|_| {
+        "expected a JSON object of tenant ids to a number of tokens or null, e.g. {\"acme\": 200000}".to_owned()
+    })
+}
+
 /// The default completion limit of an extraction, in tokens: about eleven `add`
 /// operations of a short fact each (some 33 tokens apiece), more than a conversation
 /// usually states. A small local model answers it in about 7 s at ~57 tokens/s (a cut
@@ -386,6 +408,18 @@ pub struct ServeConfig {
     /// end past it, and the builtin's facts are stored instead.
     #[arg(long, env = "ENGRAM_LLM_JOB_BUDGET_SECS", default_value_t = 120)]
     pub llm_job_budget_secs: u64,
+    /// Tokens (input and output) each tenant's extraction and summary jobs may spend per
+    /// UTC day; unset: no limit. Checked before each LLM call against what the tenant
+    /// spent today.
+    #[arg(long, env = "ENGRAM_TENANT_DAILY_TOKENS")]
+    pub tenant_daily_tokens: Option<u64>,
+    /// Daily token budgets of named tenants, over `ENGRAM_TENANT_DAILY_TOKENS`: a JSON
+    /// object such as `{"acme": 200000, "internal": null}` (null: no limit).
+    #[arg(long, env = "ENGRAM_TENANT_DAILY_TOKENS_BY_TENANT", value_parser = parse_tenant_budgets)]
+    pub tenant_daily_tokens_by_tenant: Option<TenantBudgets>,
+    /// What a job does when its tenant's daily token budget is spent.
+    #[arg(long, env = "ENGRAM_OVER_BUDGET", value_enum, default_value = "builtin")]
+    pub over_budget: OverBudgetAction,
     /// How the OpenAI-compatible extractor asks for its answer's shape. A server that
     /// refuses a schema is asked again at once in plain JSON mode, for good.
     #[arg(long, env = "ENGRAM_LLM_RESPONSE_FORMAT", value_enum, default_value = "json-schema")]
@@ -470,6 +504,12 @@ impl ServeConfig {
             "ENGRAM_EMBEDDING_TIMEOUT_SECS must be 1-600"
         );
         Ok(())
+    }
+
+    /// The daily token budget of `tenant`: its own, or the default; `None`: no limit.
+    pub fn daily_tokens(&self, tenant: &str) -> Option<i64> {
+        let own = self.tenant_daily_tokens_by_tenant.as_ref().and_then(|budgets| budgets.0.get(tenant));
+        own.copied().unwrap_or(self.tenant_daily_tokens).map(|tokens| i64::try_from(tokens).unwrap_or(i64::MAX))
     }
 
     /// The local model's directory.
@@ -590,6 +630,26 @@ mod tests {
         assert_eq!(validated(&[]).expect("defaults").llm_fallback, super::LlmFallback::Builtin);
         assert_eq!(validated(&["--llm-fallback", "none"]).expect("none").llm_fallback, super::LlmFallback::None);
         assert!(validated(&["--llm-fallback", "openai"]).is_err(), "only builtin or none");
+    }
+
+    #[test]
+    fn a_tenant_budget_overrides_the_default_and_a_bad_one_names_its_variable() {
+        let none = validated(&[]).expect("defaults");
+        assert_eq!((none.daily_tokens("acme"), none.over_budget), (None, super::OverBudgetAction::Builtin));
+        let config = validated(&[
+            "--tenant-daily-tokens=1000",
+            r#"--tenant-daily-tokens-by-tenant={"acme": 50, "a,b=c": null}"#,
+            "--over-budget=wait",
+        ])
+        .expect("budgets");
+        assert_eq!(config.daily_tokens("acme"), Some(50));
+        assert_eq!(config.daily_tokens("a,b=c"), None, "null: no limit");
+        assert_eq!(config.daily_tokens("other"), Some(1000));
+        assert_eq!(config.over_budget, super::OverBudgetAction::Wait);
+        for bad in [r#"--tenant-daily-tokens-by-tenant={"acme": -1}"#, "--tenant-daily-tokens-by-tenant=acme=5"] {
+            let error = validated(&[bad]).expect_err(bad);
+            assert!(error.to_string().contains("TENANT_DAILY_TOKENS_BY_TENANT"), "{bad}: {error}");
+        }
     }
 
     #[test]

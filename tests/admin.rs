@@ -28,6 +28,7 @@ on_both_backends!(
     forms_without_the_session_csrf_token_are_refused,
     the_panel_answers_the_fact_cap_and_searches_as_the_api_does,
     the_panel_finds_facts_by_meaning_as_the_api_does,
+    the_panel_shows_what_the_model_cost_per_job_and_per_agent_and_the_budget,
 );
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -672,6 +673,87 @@ async fn dead_job_is_retried_from_the_panel(backend: Backend) {
     assert_eq!(browser.text(&format!("{row} .badge")).await, "succeeded");
     browser.step("jobs").await;
     browser.close().await;
+}
+
+/// What the model cost, in the panel: each job's tokens, a job over the tenant's daily
+/// budget marked so, and the tokens per agent over the period chosen, with the budget.
+async fn the_panel_shows_what_the_model_cost_per_job_and_per_agent_and_the_budget(backend: Backend) {
+    let server = wiremock::MockServer::start().await;
+    let answer = r#"{"operations": [{"op": "add", "fact": "Name is Zorblax", "score": 0.9}]}"#;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(common::llm::openai_reply(answer))
+        .mount(&server)
+        .await;
+    let app = common::llm::spawn_extracting(backend, "openai", &server, &["--tenant-daily-tokens", "100"]).await;
+    let turns = ["My name is Zorblax.", "I live in Oslo.", "I like tea."];
+    let admin = admin("acme");
+    let mut jobs = Vec::new();
+    // The first spends 150 tokens of the 100; the second is over the budget.
+    for user in ["zorblax", "quux"] {
+        let (_, ended) = converse(&app, "concierge", user, &turns).await;
+        let job = job_reaching(&app, &job_id(&ended), &["succeeded", "dead"], Duration::from_secs(20)).await;
+        assert_eq!(job["status"], "succeeded", "{job}");
+        jobs.push(job["id"].as_str().expect("job id").to_owned());
+    }
+    // Another agent's tokens of ten days ago: in the last 30 days, not the last 7.
+    let old = (chrono::Utc::now() - Duration::from_secs(10 * 86_400)).date_naive();
+    app.db
+        .execute(&format!(
+            "INSERT INTO token_usage (tenant_id, day, agent_id, input_tokens, output_tokens, jobs, over_budget_jobs) \
+             VALUES ('acme', '{old}', 'sales', 500, 70, 3, 0)"
+        ))
+        .await;
+
+    let browser = Browser::start(&app, backend, "usage").await;
+    browser.sign_in(&admin).await;
+    browser.click("header nav a[href='/admin/jobs']").await;
+    let (spent, over) = (format!("tr[data-job-id='{}']", jobs[0]), format!("tr[data-job-id='{}']", jobs[1]));
+    assert_eq!(browser.text(&format!("{spent} .job-tokens")).await, "120 / 30");
+    assert_eq!(browser.count(&format!("{spent} .badge.over-budget")).await, 0);
+    assert_eq!(browser.text(&format!("{over} .badge.over-budget")).await, "over budget: builtin");
+    assert!(browser.text(&format!("{over} .job-tokens")).await.starts_with("0 / 0"));
+    browser.step("jobs-tokens").await;
+
+    browser.click("header nav a[href='/admin/usage']").await;
+    assert_eq!(browser.path().await, "/admin/usage");
+    assert_eq!(browser.text("#daily-tokens").await, "100");
+    assert_eq!(browser.text("#spent-today").await, "150");
+    assert_eq!(browser.text("#over-budget").await, "runs the builtin");
+    let concierge = "#usage tr[data-agent='concierge']";
+    for (cell, expected) in [
+        ("input-tokens", "120"),
+        ("output-tokens", "30"),
+        ("total-tokens", "150"),
+        ("jobs", "2"),
+        ("over-budget-jobs", "1"),
+    ] {
+        assert_eq!(browser.text(&format!("{concierge} .{cell}")).await, expected, "{cell}");
+    }
+    assert_eq!(browser.count("#usage tr[data-agent='sales']").await, 0, "ten days ago is not in the last 7");
+    browser.step("usage-week").await;
+    browser.click("#usage-periods a[href='/admin/usage?days=30']").await;
+    assert_eq!(browser.text("#usage tr[data-agent='sales'] .total-tokens").await, "570");
+    let agents: Vec<String> = browser
+        .js("return Array.from(document.querySelectorAll('#usage tbody tr')).map(function (r) { return r.dataset.agent; });", vec![])
+        .await
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    assert_eq!(agents, ["sales", "concierge"], "most tokens first");
+    browser.step("usage-month").await;
+    browser.click("#usage-periods a[href='/admin/usage?days=1']").await;
+    assert_eq!(browser.text(&format!("{concierge} .total-tokens")).await, "150");
+    assert_eq!(browser.count("#usage tr[data-agent='sales']").await, 0);
+    browser.close().await;
+    // Only the offered periods.
+    let cookie = session_cookie(&app, &admin).await;
+    let response = raw_client()
+        .get(format!("{}/admin/usage?days=5", app.base))
+        .header(header::COOKIE, cookie)
+        .send()
+        .await
+        .expect("usage page");
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
 }
 
 /// Issue 25 in the panel: the webhooks page shows a dead delivery with its error, the

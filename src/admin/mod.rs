@@ -29,6 +29,7 @@ mod jobs;
 mod overview;
 mod people;
 pub mod session;
+mod usage;
 mod webhooks;
 
 /// The panel's routes, to be merged into the app's router.
@@ -61,6 +62,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/receipts/{receipt_id}", get(people::receipt))
         .route("/admin/jobs", get(jobs::list))
         .route("/admin/jobs/{job_id}/retry", post(jobs::retry))
+        .route("/admin/usage", get(usage::page))
         .route("/admin/webhooks", get(webhooks::list))
         .route("/admin/webhooks/{subscription_id}", get(webhooks::show))
         .route("/admin/webhooks/{subscription_id}/deliveries/{event_id}", get(webhooks::delivery))

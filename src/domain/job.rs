@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::ids::{AgentId, ExternalRef};
+use super::usage::OverBudget;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -90,6 +91,13 @@ pub struct Job {
     pub through_seq: i64,
     /// Facts stored by an `extract_facts` job; null until it succeeded, and for a summary.
     pub facts_added: Option<i32>,
+    /// Tokens the LLM provider reported for the job's prompts and answers (summed over a
+    /// summary's steps); 0 for the builtin extractor, and until the job succeeded.
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// Set when the job was due while the tenant's daily token budget was spent: it
+    /// `waited` for the next UTC day, or the `builtin` ran instead of the LLM.
+    pub over_budget: Option<OverBudget>,
     pub last_error: Option<String>,
     /// When the job is (or was) due to run.
     pub run_at: DateTime<Utc>,

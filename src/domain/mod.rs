@@ -1,6 +1,6 @@
 //! Plain types and pure rules, free of I/O: validation, the duplicate key of a fact,
 //! replay-safe history and continuation checks, the memory prompt block, the extraction
-//! decision, rolling summaries.
+//! decision, rolling summaries, the token budget.
 
 pub mod agent_config;
 pub mod continuation;
@@ -27,6 +27,7 @@ pub mod search_query;
 pub mod slot;
 pub mod summary;
 pub mod timestamp;
+pub mod usage;
 pub mod vector;
 pub mod webhook;
 pub mod working_memory;

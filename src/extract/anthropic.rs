@@ -70,13 +70,11 @@ impl Anthropic {
     }
 
     /// Asks the model to fold `request.turns` into the summary so far, answered in text.
-    pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
+    pub async fn summarize(&self, request: &SummaryRequest) -> Result<(String, Option<Usage>), ExtractError> {
         let user = summary_prompt::user_prompt(request);
         let body = self.messages(summary_prompt::system_prompt(), &user, MAX_SUMMARY_TOKENS);
-        let (summary, _) =
-            provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary)
-                .await?;
-        Ok(summary)
+
+        provider_call::call(Provider::Anthropic, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary).await
     }
 
     fn messages<'a>(&'a self, system: &'a str, user: &'a str, max_tokens: u32) -> MessagesRequest<'a> {

@@ -50,10 +50,18 @@ pub struct KnownFact {
     pub text: String,
 }
 
+/// The tokens a provider reported for one call: its prompt (input) and its answer (output).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -189,12 +197,13 @@ impl Extractor {
 impl Extractor {
     /// The summary so far with `request.turns` folded in: written by the LLM provider, or
     /// by the builtin extractive summary (see [`crate::domain::summary::extractive`]). A
-    /// caller that must not send the messages to an LLM asks [`Extractor::Builtin`].
-    pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
+    /// caller that must not send the messages to an LLM asks [`Extractor::Builtin`]. With
+    /// the tokens the provider reported (none for the builtin).
+    pub async fn summarize(&self, request: &SummaryRequest) -> Result<(String, Option<Usage>), ExtractError> {
         match self {
             Extractor::Builtin => {
                 let said = request.turns.iter().map(|turn| (turn.role, turn.text.as_str()));
-                Ok(crate::domain::summary::extractive(request.previous.as_deref(), said))
+                Ok((crate::domain::summary::extractive(request.previous.as_deref(), said), None))
             }
             Extractor::OpenAi(client) => client.summarize(request).await,
             Extractor::Anthropic(client) => client.summarize(request).await,

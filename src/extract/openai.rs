@@ -74,13 +74,11 @@ impl OpenAi {
 
     /// Asks the model to fold `request.turns` into the summary so far; the answer is plain
     /// text, so no `response_format` is sent.
-    pub async fn summarize(&self, request: &SummaryRequest) -> Result<String, ExtractError> {
+    pub async fn summarize(&self, request: &SummaryRequest) -> Result<(String, Option<Usage>), ExtractError> {
         let user = summary_prompt::user_prompt(request);
         let body = self.chat(summary_prompt::system_prompt(), &user, MAX_SUMMARY_TOKENS, None);
-        let (summary, _) =
-            provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary)
-                .await?;
-        Ok(summary)
+
+        provider_call::call(Provider::OpenAi, self.post(&body)?, unwrap_reply, summary_prompt::parse_summary).await
     }
 
     async fn call(

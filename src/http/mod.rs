@@ -39,6 +39,7 @@ pub mod mcp;
 pub mod memory_context;
 pub mod ops;
 pub mod tools;
+pub mod usage;
 pub mod webhooks;
 pub mod working_memory;
 
@@ -139,6 +140,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(memory_context::router())
         .merge(gdpr::router())
         .merge(tools::router())
+        .merge(usage::router())
         .merge(webhooks::router())
         .merge(working_memory::router());
     let (router, mut doc) = api.split_for_parts();

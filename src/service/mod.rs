@@ -26,6 +26,7 @@ pub mod memory_context;
 pub mod recall;
 pub mod recall_counts;
 pub mod tools;
+pub mod usage;
 pub mod webhooks;
 pub mod working_memory;
 

@@ -8,6 +8,7 @@ use super::{
     job_queue::ClaimedJob,
     messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
+    usage::JobCost,
     with_pool, with_tx,
 };
 use crate::domain::{
@@ -132,6 +133,7 @@ impl Store {
             // Dropping the transaction rolls it back.
             return Ok(None);
         }
+        tx.record_job_cost(job, &found.cost, now).await?;
         let room = tx.extracted_room(owner, max_facts).await?;
         let mut stored = Stored::default();
         for revision in found.revisions {
@@ -213,6 +215,8 @@ pub struct Found<'a> {
     /// they are stored as `builtin_fallback`, and the succeeded job keeps the reason in
     /// its `last_error` (see [`FELL_BACK`]), where admins look for what went wrong.
     pub fallback: Option<&'a str>,
+    /// What the job cost (see [`Tx::record_job_cost`]).
+    pub cost: JobCost,
 }
 
 /// How the `last_error` of a job that fell back begins; the LLM's error follows.

@@ -8,6 +8,7 @@ use super::{Result, Store, Tx, with_pool, with_tx, with_writer};
 use crate::domain::{
     ids::{AgentId, ExternalRef, TenantId},
     job::{Job, JobKind, JobStatus},
+    usage::OverBudget,
 };
 
 /// What became of a retry request.
@@ -31,6 +32,9 @@ struct JobRow {
     from_seq: i64,
     through_seq: i64,
     facts_added: Option<i32>,
+    input_tokens: i64,
+    output_tokens: i64,
+    over_budget: Option<String>,
     last_error: Option<String>,
     run_at: DateTime<Utc>,
     created_at: DateTime<Utc>,
@@ -53,6 +57,14 @@ impl TryFrom<JobRow> for Job {
             from_seq: row.from_seq,
             through_seq: row.through_seq,
             facts_added: row.facts_added,
+            input_tokens: row.input_tokens,
+            output_tokens: row.output_tokens,
+            over_budget: match row.over_budget {
+                Some(text) => {
+                    Some(OverBudget::parse(&text).ok_or_else(|| decode(format!("unknown over_budget {text:?}")))?)
+                }
+                None => None,
+            },
             last_error: row.last_error,
             run_at: row.run_at,
             created_at: row.created_at,
@@ -64,7 +76,7 @@ impl TryFrom<JobRow> for Job {
 macro_rules! job_columns {
     () => {
         "id, kind, status, attempts, agent_id, external_ref, conversation_id, from_seq, through_seq, facts_added, \
-         last_error, run_at, created_at, updated_at"
+         input_tokens, output_tokens, over_budget, last_error, run_at, created_at, updated_at"
     };
 }
 

@@ -50,6 +50,7 @@ pub mod policy;
 mod purge;
 mod ranking;
 pub mod summaries;
+pub mod usage;
 pub mod vectors;
 pub mod webhooks;
 mod word_index;

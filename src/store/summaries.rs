@@ -11,6 +11,7 @@ use super::{
     job_queue::ClaimedJob,
     messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
+    usage::JobCost,
     with_pool, with_tx,
 };
 use crate::domain::{
@@ -71,8 +72,8 @@ impl Store {
         rows.into_iter().map(Message::try_from).collect()
     }
 
-    /// Stores the job's summary in one transaction that first marks the job succeeded,
-    /// fenced by its lease: a job cancelled (consent refused, opt-out, messages cleared),
+    /// Stores the job's summary in one transaction that first marks the job succeeded
+    /// with what it `cost`, fenced by its lease: a job cancelled (consent refused, opt-out, messages cleared),
     /// deleted (erasure) or re-leased since it was claimed stores nothing, and this
     /// returns `None`. The summary replaces the one the job started from only if that is
     /// still the conversation's (`summary_through_seq` unchanged): of two summaries built
@@ -84,6 +85,7 @@ impl Store {
         from_seq: i64,
         summary: Option<&str>,
         through_seq: i64,
+        cost: &JobCost,
     ) -> Result<Option<bool>> {
         let now = super::now();
         // Binds: job, lease token, now.
@@ -112,6 +114,7 @@ impl Store {
                 .await?
                 .rows_affected()
         });
+        tx.record_job_cost(job, cost, now).await?;
         let conversation_id = Some(job.conversation_id);
         if stored == 1 {
             let data = EventData { conversation_id, ..EventData::default() };

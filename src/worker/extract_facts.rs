@@ -1,13 +1,18 @@
 //! One `extract_facts` job: read the conversation (and, for an LLM, the user's known facts
 //! it may update or delete), ask the extractor, keep what passes the agent's rules, find
 //! which new facts say again what a stored fact says (near-duplicates, with embeddings
-//! on), and store it all in one transaction fenced by the job's lease.
+//! on), and store it all, with the tokens the job spent, in one transaction fenced by the
+//! job's lease. Before an LLM is asked, the tenant's daily token budget is checked
+//! ([`budget`]).
 
 use std::{collections::HashMap, time::Duration};
 
 use chrono::{DateTime, Utc};
 
-use super::jobs::{Failure, Outcome, cancel};
+use super::{
+    budget::{self, Budgeted},
+    jobs::{Failure, Outcome, cancel},
+};
 use crate::{
     config::LlmFallback,
     domain::{
@@ -17,10 +22,11 @@ use crate::{
         near_duplicate::{self, Known},
         owner::Owner,
         search_query::{MAX_QUERY_CHARS, SearchQuery},
+        usage::OverBudget,
     },
     extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn, grounding::Sources},
     service::{AppState, recall},
-    store::{extraction_job::Found, facts::FactFilter, job_queue::ClaimedJob},
+    store::{extraction_job::Found, facts::FactFilter, job_queue::ClaimedJob, usage::JobCost},
 };
 
 /// How many of the user's facts an LLM is shown as known, twice: those that match the new
@@ -58,8 +64,20 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         .collect();
     let request = ExtractionRequest { turns, from_seq: job.from_seq, instructions: settings.extraction_instructions };
     let owner = job.owner();
-    let known = if extractor.is_llm() { known_facts(state, owner, &request).await? } else { vec![] };
-    let (extraction, fallback) = extract(state, extractor, job, &request, &known).await?;
+    let budgeted = if extractor.is_llm() { budget::before_call(state, job).await? } else { Budgeted::Call };
+    let (extraction, fallback, over_budget) = match budgeted {
+        Budgeted::Waited(outcome) => return Ok(outcome),
+        Budgeted::Builtin(reason) => {
+            (Extractor::Builtin.extract(&request, &[]).await?, Some(reason), Some(OverBudget::Builtin))
+        }
+        Budgeted::Call => {
+            let known = if extractor.is_llm() { known_facts(state, owner, &request).await? } else { vec![] };
+            let (extraction, fallback) = extract(state, extractor, job, &request, &known).await?;
+            (extraction, fallback, None)
+        }
+    };
+    let usage = extraction.usage.unwrap_or_default();
+    let cost = JobCost { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, over_budget };
     let kept = extracted::select(extraction.facts, settings.min_confidence);
     let mut kept = extracted::best(kept, state.config.max_facts_per_job);
     let mut revisions = extracted::revisions(extraction.changes, settings.min_confidence);
@@ -78,6 +96,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         revisions: &revisions,
         model: model.as_deref(),
         fallback: fallback.as_deref(),
+        cost,
     };
     match store.store_extracted_facts(job, &found, state.config.max_facts_per_user).await? {
         Some(stored) => {
@@ -118,17 +137,22 @@ async fn extract(
     if !extractor.is_llm() || state.config.llm_fallback == LlmFallback::None {
         return Ok((answer?, None));
     }
-    let gave_up = match answer {
+    // The tokens of an answer that was read are counted even when it is not used.
+    let (gave_up, spent) = match answer {
         Ok(extraction) if !extraction.nothing_grounded() => return Ok((extraction, None)),
-        Ok(extraction) => format!("none of the {} facts it answered is in the user's words", extraction.ungrounded),
+        Ok(extraction) => (
+            format!("none of the {} facts it answered is in the user's words", extraction.ungrounded),
+            extraction.usage,
+        ),
         Err(error)
             if error.retry_may_help() && job.attempts < state.config.job_max_attempts && within_budget(state, job) =>
         {
             return Err(error.into());
         }
-        Err(error) => error.to_string(),
+        Err(error) => (error.to_string(), None),
     };
-    Ok((Extractor::Builtin.extract(request, &[]).await?, Some(gave_up)))
+    let builtin = Extractor::Builtin.extract(request, &[]).await?;
+    Ok((Extraction { usage: spent, ..builtin }, Some(gave_up)))
 }
 
 /// Whether another attempt of `job` could still end within `ENGRAM_LLM_JOB_BUDGET_SECS`

@@ -1,7 +1,7 @@
 //! What a job of any kind ends an attempt with, and what the job loop
-//! ([`super::runner`]) does with it: stored, summarised, cancelled, fenced, or failed
-//! (retried, or given back while the database is away). The kinds' own code
-//! (`extract_facts`, `summarize`) returns these.
+//! ([`super::runner`]) does with it: stored, summarised, waiting for the token budget,
+//! cancelled, fenced, or failed (retried, or given back while the database is away). The
+//! kinds' own code (`extract_facts`, `summarize`) returns these.
 
 use std::time::Duration;
 
@@ -17,6 +17,9 @@ pub enum Outcome {
     FellBack { added: u64, reason: String },
     /// A summary stored, folding this many messages (0: a newer summary got there first).
     Summarized(u64),
+    /// The tenant's daily token budget is spent: the job is queued again for the next
+    /// UTC day, its attempt not counted.
+    WaitingForBudget,
     /// Nothing to do, and the job is now `cancelled` for this reason.
     Cancelled(&'static str),
     /// The job lost its lease or was cancelled while it ran: nothing was stored.

@@ -14,6 +14,7 @@ use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{extract::Extractor, service::AppState, store::Store};
 
+mod budget;
 pub mod checkpoint;
 pub mod embedding;
 pub mod extract_facts;

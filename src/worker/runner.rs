@@ -115,6 +115,9 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
             metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => "succeeded").increment(1);
             tracing::info!(job_id = %job.id, kind, messages_folded = folded, "summary succeeded");
         }
+        Ok(Ok(Outcome::WaitingForBudget)) => {
+            tracing::info!(job_id = %job.id, kind, "the tenant's daily token budget is spent: the job waits for the next UTC day");
+        }
         Ok(Ok(Outcome::Cancelled(reason))) => {
             metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => "cancelled").increment(1);
             tracing::info!(job_id = %job.id, kind, reason, "job cancelled");

@@ -42,5 +42,6 @@ mod spec;
 mod summaries;
 mod superseded;
 mod threads;
+mod token_usage;
 mod webhooks;
 mod working_memory;

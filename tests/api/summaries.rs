@@ -86,6 +86,18 @@ async fn jobs_of(app: &TestApp, id: &str) -> Vec<Value> {
     jobs["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The conversation's summary job records the tokens its provider reported.
+async fn assert_spent(app: &TestApp, id: &str, input: i64, output: i64) {
+    let jobs = jobs_of(app, id).await;
+    let summary = jobs.iter().find(|job| job["kind"] == "summarize").expect("a summary job");
+    assert_eq!(summary["status"], "succeeded", "{summary}");
+    assert_eq!(
+        (summary["input_tokens"].as_i64(), summary["output_tokens"].as_i64()),
+        (Some(input), Some(output)),
+        "{summary}"
+    );
+}
+
 #[track_caller]
 fn seqs(messages: &Value) -> Vec<i64> {
     messages.as_array().expect("messages").iter().map(|m| m["seq"].as_i64().expect("seq")).collect()
@@ -245,6 +257,7 @@ async fn openai_writes_the_summary_from_a_summarisation_request(backend: Backend
     assert_eq!(summarised["summary"], LLM_SUMMARY);
     assert_eq!(seqs(&summarised["messages"]), [4]);
     assert_eq!(summarised["prompt"], format!("<conversation-summary>\n{LLM_SUMMARY}\n</conversation-summary>"));
+    assert_spent(&app, &id, 90, 12).await;
 
     let body = llm::first_body(&server).await;
     assert_eq!(body["model"], "test-model");
@@ -274,6 +287,7 @@ async fn anthropic_writes_the_summary_from_a_summarisation_request(backend: Back
     let id = alice_thread(&app, USER).await;
     let summarised = summarised_through(&app, &id, 3).await;
     assert_eq!(summarised["summary"], LLM_SUMMARY);
+    assert_spent(&app, &id, 90, 12).await;
 
     let body = llm::first_body(&server).await;
     assert!(body.get("tools").is_none() && body.get("tool_choice").is_none(), "answered in text: {body}");
@@ -298,6 +312,7 @@ async fn a_refused_user_is_summarised_without_any_llm_request(backend: Backend) 
     assert_eq!(server.received_requests().await.unwrap_or_default().len(), 0, "no LLM request");
     let jobs = jobs_of(&app, &id).await;
     assert_eq!(jobs[0]["status"], "succeeded", "{jobs:?}");
+    assert_eq!((jobs[0]["input_tokens"].as_i64(), jobs[0]["output_tokens"].as_i64()), (Some(0), Some(0)), "{jobs:?}");
 }
 
 async fn an_opted_out_conversation_queues_no_summary(backend: Backend) {

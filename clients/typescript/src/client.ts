@@ -338,6 +338,10 @@ export class EngramClient implements OperationMethods {
   retryJob(id: string) {
     return this.call<"retry_job">({ method: "POST", path: `/api/jobs/${seg(id)}/retry` });
   }
+  /** Tokens per agent over the last `days` UTC days (default 7), and the tenant's daily budget. */
+  getUsage(query?: Query<"get_usage">) {
+    return this.get<"get_usage">("/api/usage", query);
+  }
   /** Reads job `id` until it has settled (`succeeded`, `dead` or `cancelled`), and answers it. */
   async waitForJob(id: string, options: WaitOptions = {}): Promise<Schemas["Job"]> {
     const timeoutMs = options.timeoutMs ?? 60_000;

@@ -92,6 +92,22 @@ impl TestDb {
         }
     }
 
+    /// Runs `sql` straight on the database, on either backend: what tests arrange a state
+    /// the API cannot reach with (a past day's figures).
+    pub async fn execute(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.backend {
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.expect("connect");
+                sqlx::query(sql).execute(&pool).await.expect("write");
+            }
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await.expect("connect");
+                sqlx::query(sql).execute(&pool).await.expect("write");
+            }
+        }
+    }
+
     pub async fn fresh(backend: Backend) -> TestDb {
         let id = uuid::Uuid::now_v7().simple().to_string();
         let data_dir = std::env::temp_dir().join(format!("engram-test-{id}"));

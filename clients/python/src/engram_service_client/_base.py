@@ -39,6 +39,7 @@ from .models import (
     Subscription,
     Subscriptions,
     ThreadContext,
+    TokenUsage,
     ToolDefinitions,
     Validation,
     WithSecret,
@@ -542,6 +543,11 @@ class Operations:
     @operation
     def retry_job(self, id: str) -> Call[Job]:
         return Call("POST", f"/api/jobs/{_seg(id)}/retry")
+
+    @operation
+    def get_usage(self, *, days: int | None = None) -> Call[TokenUsage]:
+        """Tokens per agent over the last ``days`` UTC days (default 7), and the daily budget."""
+        return _get("/api/usage", days=days)
 
     # Import (NDJSON, one record a line: the format of `engram export`)
     @operation

@@ -155,10 +155,34 @@ class Job(TypedDict):
     from_seq: int
     through_seq: int
     facts_added: NotRequired[int | None]
+    input_tokens: int
+    output_tokens: int
+    over_budget: NotRequired[Literal["waited", "builtin"] | None]
     last_error: NotRequired[str | None]
     run_at: str
     created_at: str
     updated_at: str
+
+
+class AgentUsage(TypedDict):
+    agent_id: str
+    input_tokens: int
+    output_tokens: int
+    jobs: int
+    over_budget_jobs: int
+
+
+class Budget(TypedDict):
+    daily_tokens: NotRequired[int | None]
+    spent_today: int
+    over_budget: Literal["waited", "builtin"]
+
+
+class TokenUsage(TypedDict):
+    days: int
+    since: str
+    agents: list[AgentUsage]
+    budget: Budget
 
 
 class Appended(TypedDict):
@@ -403,6 +427,9 @@ SCHEMAS: dict[str, type] = {
     "Consent": Consent,
     "AgentConfig": AgentConfig,
     "Job": Job,
+    "TokenUsage": TokenUsage,
+    "AgentUsage": AgentUsage,
+    "Budget": Budget,
     "Appended": Appended,
     "Cleared": Cleared,
     "Deleted": Deleted,

@@ -614,6 +614,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tokens the tenant's extraction and summary jobs spent per agent (those that spent
+         *     most first, at most 1000), and its daily token budget today.
+         */
+        get: operations["get_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/{external_ref}/consent": {
         parameters: {
             query?: never;
@@ -892,6 +912,25 @@ export interface components {
          * @example support-bot
          */
         AgentId: string;
+        /** @description One agent's tokens over a period. */
+        AgentUsage: {
+            agent_id: components["schemas"]["AgentId"];
+            /** Format: int64 */
+            input_tokens: number;
+            /**
+             * Format: int64
+             * @description Extraction and summary jobs that finished in the period, with or without the LLM.
+             */
+            jobs: number;
+            /** Format: int64 */
+            output_tokens: number;
+            /**
+             * Format: int64
+             * @description The times one of its jobs was due while the tenant's daily budget was spent (it
+             *     waited, or the builtin ran instead).
+             */
+            over_budget_jobs: number;
+        };
         /** @description A person's document kept by one agent, as the export and the admin panel list them. */
         AgentWorkingMemory: components["schemas"]["WorkingMemory"] & {
             agent_id: components["schemas"]["AgentId"];
@@ -934,6 +973,21 @@ export interface components {
              * @description The receiver's status, when it answered.
              */
             status_code?: number | null;
+        };
+        /** @description The tenant's daily token budget today. */
+        Budget: {
+            /**
+             * Format: int64
+             * @description Tokens (input and output) the tenant's jobs may spend per UTC day; null: no limit.
+             */
+            daily_tokens?: number | null;
+            /** @description What a job does once `spent_today` reached `daily_tokens`. */
+            over_budget: components["schemas"]["OverBudget"];
+            /**
+             * Format: int64
+             * @description Tokens spent since midnight UTC.
+             */
+            spent_today: number;
         };
         Cleared: {
             /**
@@ -1495,8 +1549,17 @@ export interface components {
             from_seq: number;
             /** Format: uuid */
             id: string;
+            /**
+             * Format: int64
+             * @description Tokens the LLM provider reported for the job's prompts and answers (summed over a
+             *     summary's steps); 0 for the builtin extractor, and until the job succeeded.
+             */
+            input_tokens: number;
             kind: components["schemas"]["JobKind"];
             last_error?: string | null;
+            /** Format: int64 */
+            output_tokens: number;
+            over_budget?: components["schemas"]["OverBudget"] | null;
             /**
              * Format: date-time
              * @description When the job is (or was) due to run.
@@ -1649,6 +1712,12 @@ export interface components {
             /** @description Always `function`. */
             type: string;
         };
+        /**
+         * @description What a job due while its tenant's daily token budget is spent did instead of calling
+         *     the LLM (`ENGRAM_OVER_BUDGET`).
+         * @enum {string}
+         */
+        OverBudget: "waited" | "builtin";
         Page_AgentConfig: {
             items: {
                 agent_id: components["schemas"]["AgentId"];
@@ -1853,8 +1922,17 @@ export interface components {
                 from_seq: number;
                 /** Format: uuid */
                 id: string;
+                /**
+                 * Format: int64
+                 * @description Tokens the LLM provider reported for the job's prompts and answers (summed over a
+                 *     summary's steps); 0 for the builtin extractor, and until the job succeeded.
+                 */
+                input_tokens: number;
                 kind: components["schemas"]["JobKind"];
                 last_error?: string | null;
+                /** Format: int64 */
+                output_tokens: number;
+                over_budget?: components["schemas"]["OverBudget"] | null;
                 /**
                  * Format: date-time
                  * @description When the job is (or was) due to run.
@@ -2078,6 +2156,22 @@ export interface components {
              * @description The last seq the summary covers (0: none).
              */
             summary_through_seq: number;
+        };
+        /**
+         * @description `GET /api/usage`: the tenant's tokens per agent over the last `days` UTC days (today
+         *     included), and its budget.
+         */
+        TokenUsage: {
+            /** @description The agents that spent tokens or ran jobs in the period, most tokens first. */
+            agents: components["schemas"]["AgentUsage"][];
+            budget: components["schemas"]["Budget"];
+            /** Format: int32 */
+            days: number;
+            /**
+             * Format: date
+             * @description The first UTC day counted.
+             */
+            since: string;
         };
         ToolCall: {
             /** @description The call's arguments, a JSON object. */
@@ -6124,6 +6218,77 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: the body is not `application/json` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: the tenant's rate limit was hit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the database is unreachable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_usage: {
+        parameters: {
+            query?: {
+                /** @description The last this many UTC days, today included. */
+                days?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenUsage"];
+                };
+            };
+            /** @description `invalid_request`: a bad path, query or body value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: missing, malformed, expired or badly signed token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token lacks the scope this route needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
