@@ -16,12 +16,13 @@ WORKDIR /src
 # Dependencies first, in their own layer: it is rebuilt only when Cargo.toml or Cargo.lock
 # change, not on every source edit. Empty targets stand in for the crate's own code.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/engram-domain/Cargo.toml ./crates/engram-domain/
 COPY crates/engram-bench/Cargo.toml ./crates/engram-bench/
 # Build settings of the dependencies (the bundled SQLite's flags).
 COPY .cargo ./.cargo
-RUN mkdir -p src crates/engram-bench/src crates/engram-bench/benches \
+RUN mkdir -p src crates/engram-domain/src crates/engram-bench/src crates/engram-bench/benches \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs \
+ && touch src/lib.rs crates/engram-domain/src/lib.rs \
  && echo 'fn main() {}' > crates/engram-bench/src/main.rs \
  && echo 'fn main() {}' > crates/engram-bench/benches/memory_context.rs \
  && cargo build --release --locked --bin engram \

@@ -10,6 +10,8 @@ use axum::{
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use engram_domain::page::InvalidPage;
+
 tokio::task_local! {
     /// The current request's id, so that an error body can carry it without every
     /// handler threading it through.
@@ -172,6 +174,12 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         response
+    }
+}
+
+impl From<InvalidPage> for ApiError {
+    fn from(error: InvalidPage) -> Self {
+        ApiError::InvalidRequest(error.0)
     }
 }
 

@@ -9,10 +9,12 @@ pub mod app;
 pub mod auth;
 /// Settings from flags and environment.
 pub mod config;
-/// Randomness, hashes and secret files.
-pub mod crypto;
-/// Plain types and pure rules.
-pub mod domain;
+/// Plain types and pure rules: the `engram-domain` crate, under the name every layer of
+/// the server knows it by.
+pub use engram_domain as domain;
+/// Randomness, hashes and secret files: the domain crate's, where the layers below the
+/// server use them too.
+pub use engram_domain::crypto;
 /// Embedders that turn texts into vectors, for recall by meaning.
 pub mod embed;
 /// The API error type.

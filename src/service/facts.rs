@@ -186,7 +186,7 @@ mod tests {
     use proptest::{collection::vec, prelude::*};
 
     use super::*;
-    use crate::domain::json_writer::{self, tests::fact};
+    use crate::domain::{json_writer, strategies::fact};
 
     proptest! {
         #[test]

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Result, Store, with_pool, with_tx};
 use crate::domain::{
-    agent_config::{AgentConfig, ConfigPatch, Forgetting, Retention, Settings},
+    agent_config::{AgentConfig, ConfigPatch, Settings},
     event::{Actor, EventData, EventType, NewEvent},
     ids::{AgentId, TenantId},
 };
@@ -208,30 +208,5 @@ fn settings_changed(agent: &AgentId, config: Option<&AgentConfig>) -> NewEvent {
         agent_id: Some(agent.as_str().to_owned()),
         external_ref: None,
         data,
-    }
-}
-
-impl From<AgentConfig> for Settings {
-    fn from(config: AgentConfig) -> Settings {
-        Settings {
-            memory_enabled: config.memory_enabled,
-            min_user_turns: config.min_user_turns,
-            max_injected_facts: config.max_injected_facts,
-            min_confidence: config.min_confidence,
-            extraction_instructions: config.extraction_instructions,
-            extract_every_user_turns: config.extract_every_user_turns,
-            summarize_after_messages: config.summarize_after_messages,
-            summary_window: config.summary_window,
-            forgetting: Forgetting {
-                extracted_after_days: config.forget_extracted_after_days,
-                unrecalled_after_days: config.forget_unrecalled_after_days,
-                keep_best: config.keep_best_facts,
-                curated: config.forget_curated_facts,
-            },
-            retention: Retention {
-                max_messages: config.max_messages_per_conversation,
-                conversations_after_days: config.delete_conversations_after_days,
-            },
-        }
     }
 }

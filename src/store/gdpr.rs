@@ -26,7 +26,7 @@ use super::{
     facts::{FactRow, fact_columns},
     messages::{MessageRow, message_columns},
     with_pool, with_tx,
-    working_memory::{PERSON_DOCUMENTS, PersonDocumentRow},
+    working_memory::{PERSON_DOCUMENTS, PersonDocumentRow, person_document},
 };
 use crate::domain::{
     conversation::Conversation,
@@ -133,7 +133,7 @@ impl ExportReader {
         let rows: Vec<PersonDocumentRow> = with_tx!(self.tx, tx => {
             sqlx::query_as(PERSON_DOCUMENTS).bind(tenant).bind(user).bind(after).bind(limit).fetch_all(&mut **tx).await?
         });
-        Ok(rows.into_iter().map(AgentWorkingMemory::from).collect())
+        Ok(rows.into_iter().map(person_document).collect())
     }
 
     /// Up to `limit` messages of one of the user's conversations after seq `after_seq`.

@@ -40,7 +40,6 @@ pub mod extraction_job;
 pub mod facts;
 pub mod forgetting;
 pub mod gdpr;
-mod ids;
 pub mod import;
 pub mod job_queue;
 pub mod jobs;

@@ -65,10 +65,9 @@ pub(super) const PERSON_DOCUMENTS: &str = "SELECT agent_id, content, etag, updat
 /// A row of [`PERSON_DOCUMENTS`].
 pub(super) type PersonDocumentRow = (AgentId, String, String, DateTime<Utc>);
 
-impl From<PersonDocumentRow> for AgentWorkingMemory {
-    fn from((agent_id, content, etag, updated_at): PersonDocumentRow) -> Self {
-        AgentWorkingMemory { agent_id, memory: WorkingMemory { content, etag, updated_at } }
-    }
+/// A row of [`PERSON_DOCUMENTS`] as the agent's document it holds.
+pub(super) fn person_document((agent_id, content, etag, updated_at): PersonDocumentRow) -> AgentWorkingMemory {
+    AgentWorkingMemory { agent_id, memory: WorkingMemory { content, etag, updated_at } }
 }
 
 /// Binds `$1` tenant, `$2` agent, `$3` external ref.
@@ -120,7 +119,7 @@ impl Store {
                 .bind(limit).fetch_all(pool).await?
         });
         super::counted(&rows);
-        Ok(rows.into_iter().map(AgentWorkingMemory::from).collect())
+        Ok(rows.into_iter().map(person_document).collect())
     }
 
     /// Replaces (or creates) the scope's document with `content` if `condition` holds for

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use uuid::Uuid;
 
 use super::fact::{FactText, MAX_FACT_CHARS, MAX_TAGS, NewFact, validate_tag};
-use crate::domain::fact_text::clean;
+use crate::fact_text::clean;
 
 /// One fact as an extractor proposes it, before [`select`] decides what is kept.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

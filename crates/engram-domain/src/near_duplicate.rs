@@ -137,7 +137,7 @@ pub fn plan(new: Vec<(NewFact, Option<Vec<f32>>)>, stored: &[Known<'_>]) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::fact::FactText;
+    use crate::fact::FactText;
 
     fn new(text: &str, vector: Option<Vec<f32>>) -> (NewFact, Option<Vec<f32>>) {
         let fact = NewFact {

@@ -289,6 +289,32 @@ impl ConfigPatch {
     }
 }
 
+/// A stored configuration as the settings the rules read.
+impl From<AgentConfig> for Settings {
+    fn from(config: AgentConfig) -> Settings {
+        Settings {
+            memory_enabled: config.memory_enabled,
+            min_user_turns: config.min_user_turns,
+            max_injected_facts: config.max_injected_facts,
+            min_confidence: config.min_confidence,
+            extraction_instructions: config.extraction_instructions,
+            extract_every_user_turns: config.extract_every_user_turns,
+            summarize_after_messages: config.summarize_after_messages,
+            summary_window: config.summary_window,
+            forgetting: Forgetting {
+                extracted_after_days: config.forget_extracted_after_days,
+                unrecalled_after_days: config.forget_unrecalled_after_days,
+                keep_best: config.keep_best_facts,
+                curated: config.forget_curated_facts,
+            },
+            retention: Retention {
+                max_messages: config.max_messages_per_conversation,
+                conversations_after_days: config.delete_conversations_after_days,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,7 +47,7 @@ pub struct SubscriptionPatch {
 
 /// A subscription's URL, checked for its form (its address is checked where it is
 /// resolved).
-pub fn parse_url(raw: &str) -> Result<reqwest::Url, String> {
+pub fn parse_url(raw: &str) -> Result<url::Url, String> {
     if raw.chars().count() > MAX_URL_CHARS {
         return Err(format!("url must be at most {MAX_URL_CHARS} characters"));
     }
@@ -55,7 +55,7 @@ pub fn parse_url(raw: &str) -> Result<reqwest::Url, String> {
     if !(raw.starts_with("http://") || raw.starts_with("https://")) {
         return Err("url must start with http:// or https://".into());
     }
-    let url = reqwest::Url::parse(raw).map_err(|_| "url is not a valid absolute URL".to_owned())?;
+    let url = url::Url::parse(raw).map_err(|_| "url is not a valid absolute URL".to_owned())?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err("url must not carry a user name or password: receivers check the signature".into());
     }

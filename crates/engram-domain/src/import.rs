@@ -102,10 +102,10 @@ pub struct FactRecord {
     pub tenant: Option<String>,
     pub agent_id: AgentId,
     pub external_ref: ExternalRef,
-    #[schema(value_type = crate::domain::fact::FactString)]
+    #[schema(value_type = crate::fact::FactString)]
     pub fact: String,
     #[serde(default)]
-    #[schema(value_type = Vec<crate::domain::fact::Tag>, max_items = 20)]
+    #[schema(value_type = Vec<crate::fact::Tag>, max_items = 20)]
     pub tags: Vec<String>,
     #[serde(default)]
     #[schema(minimum = 0.0, maximum = 1.0)]

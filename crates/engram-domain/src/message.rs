@@ -127,7 +127,7 @@ impl Message {
 }
 
 /// The content block in which Anthropic's Messages API sends a tool's answer, with role
-/// `user`; see [`is_user_turn`] and `domain::history`.
+/// `user`; see [`is_user_turn`] and `replay`.
 pub const TOOL_RESULT_BLOCK: &str = "tool_result";
 
 /// The `type` of a content part, if it has a string one.

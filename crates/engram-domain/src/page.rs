@@ -5,7 +5,11 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use serde::{Serialize, de::DeserializeOwned};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+/// A list's query refused: a cursor no page gave, or a limit out of its range. The
+/// message says what to fix; each door answers it as its own invalid request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidPage(pub String);
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Page<T> {
@@ -33,22 +37,22 @@ pub fn encode_cursor<K: Serialize>(key: &K) -> String {
     URL_SAFE_NO_PAD.encode(serde_json::to_vec(key).unwrap_or_default())
 }
 
-pub fn decode_cursor<K: DeserializeOwned>(cursor: Option<&str>) -> Result<Option<K>, ApiError> {
+pub fn decode_cursor<K: DeserializeOwned>(cursor: Option<&str>) -> Result<Option<K>, InvalidPage> {
     let Some(cursor) = cursor else { return Ok(None) };
     URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .map(Some)
-        .ok_or_else(|| ApiError::invalid("invalid cursor"))
+        .ok_or_else(|| InvalidPage("invalid cursor".to_owned()))
 }
 
 /// Checks `limit` against its maximum, applying the default when absent.
-pub fn limit(value: Option<i64>, default: i64, max: i64) -> Result<i64, ApiError> {
+pub fn limit(value: Option<i64>, default: i64, max: i64) -> Result<i64, InvalidPage> {
     match value {
         None => Ok(default),
         Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(n) => Err(ApiError::invalid(format!("limit must be 1-{max}, got {n}"))),
+        Some(n) => Err(InvalidPage(format!("limit must be 1-{max}, got {n}"))),
     }
 }
 

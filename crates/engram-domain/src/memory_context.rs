@@ -144,7 +144,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::domain::{
+    use crate::{
         agent_config::Settings,
         fact::Source,
         ids::{AgentId, ExternalRef},
