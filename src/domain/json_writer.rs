@@ -32,6 +32,8 @@ pub trait WriteJson {
 /// The most bytes of a fact's answer beyond its strings: keys, three ids, seven times,
 /// two numbers.
 const FACT_BYTES: usize = 640;
+/// The most bytes of one of a fact's source messages.
+const SOURCE_BYTES: usize = 96;
 /// The bytes of a message's answer beyond its content.
 const MESSAGE_BYTES: usize = 192;
 
@@ -168,6 +170,18 @@ impl Fact {
         out.extend_from_slice(self.source.as_str().as_bytes());
         out.extend_from_slice(b"\",\"conversation_id\":");
         optional_uuid(out, self.conversation_id.as_ref());
+        out.extend_from_slice(b",\"source_messages\":[");
+        for (i, source) in self.source_messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"conversation_id\":");
+            uuid(out, &source.conversation_id);
+            out.extend_from_slice(b",\"seq\":");
+            integer(out, source.seq);
+            out.push(b'}');
+        }
+        out.push(b']');
         out.extend_from_slice(b",\"created_at\":");
         let created = out.len();
         timestamp::write_json(out, &self.created_at)?;
@@ -205,6 +219,7 @@ impl WriteJson for Fact {
         FACT_BYTES
             + strings.iter().map(|s| s.len()).sum::<usize>()
             + self.tags.iter().map(|t| t.len() + 3).sum::<usize>()
+            + self.source_messages.len() * SOURCE_BYTES
     }
 }
 
@@ -303,7 +318,7 @@ pub mod tests {
 
     use super::*;
     use crate::domain::{
-        fact::Source,
+        fact::{Source, SourceMessage},
         ids::{AgentId, ExternalRef},
         message::{Role, ToolCall},
         working_memory::WorkingMemory,
@@ -352,13 +367,21 @@ pub mod tests {
                 vec(text(), 0..4),
                 score(),
             ),
-            (source, option::of(any::<u128>()), time(), time(), option::of(any::<u128>()), option::of(time())),
+            (
+                source,
+                option::of(any::<u128>()),
+                vec((any::<u128>(), any::<i64>()), 0..3),
+                time(),
+                time(),
+                option::of(any::<u128>()),
+                option::of(time()),
+            ),
             (time(), option::of(time()), option::of(time()), any::<i64>(), option::of(time()), any::<(bool, bool)>()),
         )
             .prop_map(
                 |(
                     (id, agent, user, fact, tags, score),
-                    (source, conversation, created_at, updated_at, superseded_by, superseded_at),
+                    (source, conversation, sources, created_at, updated_at, superseded_by, superseded_at),
                     (
                         observed_at,
                         valid_until,
@@ -376,6 +399,10 @@ pub mod tests {
                     score,
                     source,
                     conversation_id: conversation.map(Uuid::from_u128),
+                    source_messages: sources
+                        .into_iter()
+                        .map(|(id, seq)| SourceMessage { conversation_id: Uuid::from_u128(id), seq })
+                        .collect(),
                     created_at,
                     // Mostly one time, as stored facts have them.
                     updated_at: if same_update { created_at } else { updated_at },
@@ -507,6 +534,7 @@ pub mod tests {
             score: Some(0.8),
             source: Source::Manual,
             conversation_id: Some(Uuid::from_u128(u128::MAX)),
+            source_messages: vec![SourceMessage { conversation_id: Uuid::from_u128(u128::MAX), seq: i64::MIN }; 10],
             created_at: at,
             updated_at: at,
             superseded_by: Some(Uuid::from_u128(2)),
