@@ -29,6 +29,7 @@ on_both_backends!(
     the_panel_answers_the_fact_cap_and_searches_as_the_api_does,
     the_panel_finds_facts_by_meaning_as_the_api_does,
     the_panel_shows_what_the_model_cost_per_job_and_per_agent_and_the_budget,
+    the_facts_page_quotes_the_words_each_fact_came_from,
 );
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -1138,4 +1139,38 @@ async fn the_panel_finds_facts_by_meaning_as_the_api_does(backend: Backend) {
     let cookie = session_cookie(&app, &admin("acme")).await;
     let page = page_html(&app, &cookie, &format!("/admin/people/{}/agents/support-bot?q=my+kid", enc(USER))).await;
     assert!(page.contains("Has a daughter named Emma"), "the panel found nothing by meaning:\n{page}");
+}
+
+/// Beside an extracted fact, the panel quotes the message it was drawn from, one click
+/// from its place in the conversation; once the message is cleared, the fact keeps the
+/// reference and the page says the words are gone.
+async fn the_facts_page_quotes_the_words_each_fact_came_from(backend: Backend) {
+    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
+    let settings = json!({"memory_enabled": true, "extract_every_user_turns": null, "min_user_turns": 1});
+    let (status, config) = app.put("/api/agents-config/support-bot", &admin("acme"), settings).await;
+    assert_eq!(status, StatusCode::OK, "{config}");
+    let (conversation, ended) = converse(&app, "support-bot", USER, &["Where is my parcel?", "I live in Lyon."]).await;
+    let job = job_reaching(&app, &job_id(&ended), &["succeeded", "dead"], Duration::from_secs(20)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let facts = facts_of(&app, "support-bot", USER).await;
+    let lyon = facts.iter().find(|f| f["fact"] == "Lives in Lyon").unwrap_or_else(|| panic!("{facts:?}"));
+    let row = format!("tr[data-fact-id='{}']", lyon["id"].as_str().expect("id"));
+
+    let browser = Browser::start(&app, backend, "provenance").await;
+    browser.sign_in(&admin("acme")).await;
+    browser.goto(&format!("/admin/people/{}/agents/support-bot", enc(USER))).await;
+    assert_eq!(browser.text(&format!("{row} .quote")).await, "I live in Lyon.");
+    assert_eq!(browser.count(&format!("{row} .source")).await, 1);
+    browser.step("fact-sources").await;
+    browser.click(&format!("{row} a.source-link")).await;
+    assert_eq!(browser.path().await, format!("/admin/people/{}/conversations/{conversation}", enc(USER)));
+    assert_eq!(browser.text("#m3 .content").await, "I live in Lyon.");
+
+    let (status, cleared) = app.delete(&format!("/api/conversations/{conversation}/messages"), &agent("acme")).await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    browser.goto(&format!("/admin/people/{}/agents/support-bot", enc(USER))).await;
+    assert_eq!(browser.text(&format!("{row} .cleared")).await, "the message was cleared");
+    assert_eq!(browser.count(&format!("{row} .quote")).await, 0, "the words are gone");
+    browser.step("fact-source-cleared").await;
+    browser.close().await;
 }

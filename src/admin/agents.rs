@@ -153,6 +153,7 @@ pub struct SettingsValues {
     /// The forgetting and retention numbers, in [`POLICY_FIELDS`] order.
     policies: [String; 5],
     forget_curated_facts: bool,
+    delete_facts_with_conversation: bool,
 }
 
 /// The forgetting and retention settings the panel edits as whole numbers (0 = off): field
@@ -203,6 +204,7 @@ impl SettingsValues {
             ]
             .map(|n| n.to_string()),
             forget_curated_facts: settings.forgetting.curated,
+            delete_facts_with_conversation: settings.delete_facts_with_conversation,
         }
     }
 
@@ -279,6 +281,7 @@ pub struct SettingsForm {
     #[serde(default)]
     delete_conversations_after_days: Option<String>,
     forget_curated_facts: Option<String>,
+    delete_facts_with_conversation: Option<String>,
 }
 
 impl SettingsForm {
@@ -340,8 +343,11 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
     .is_some();
     // Each policy on its own, so that its message lands next to it; empty keeps it.
     let mut unparsed = Vec::new();
-    let mut policies =
-        ConfigPatch { forget_curated_facts: Some(form.forget_curated_facts.is_some()), ..ConfigPatch::default() };
+    let mut policies = ConfigPatch {
+        forget_curated_facts: Some(form.forget_curated_facts.is_some()),
+        delete_facts_with_conversation: Some(form.delete_facts_with_conversation.is_some()),
+        ..ConfigPatch::default()
+    };
     for ((name, ..), typed) in POLICY_FIELDS.iter().zip(form.policies()) {
         if typed.trim().is_empty() {
             continue;
@@ -420,6 +426,7 @@ pub async fn save(
                     memory_enabled: form.memory_enabled.is_some(),
                     policies: form.policies(),
                     forget_curated_facts: form.forget_curated_facts.is_some(),
+                    delete_facts_with_conversation: form.delete_facts_with_conversation.is_some(),
                     min_user_turns: form.min_user_turns,
                     extract_every_user_turns: form.extract_every_user_turns.unwrap_or_default(),
                     max_injected_facts: form.max_injected_facts,
@@ -453,6 +460,7 @@ mod tests {
             max_messages_per_conversation: None,
             delete_conversations_after_days: None,
             forget_curated_facts: None,
+            delete_facts_with_conversation: None,
         }
     }
 
@@ -480,6 +488,7 @@ mod tests {
         assert_eq!(patch.extraction_instructions, Some(None));
         assert_eq!((patch.keep_best_facts, patch.forget_extracted_after_days), (Some(0), None), "empty keeps");
         assert_eq!(patch.forget_curated_facts, Some(false));
+        assert_eq!(patch.delete_facts_with_conversation, Some(false), "an unticked box is off");
         assert_eq!(patch.extract_every_user_turns, Some(Some(3)));
     }
 
@@ -513,7 +522,9 @@ mod tests {
         let mut good = form("3", "10", "0.7", "");
         good.delete_conversations_after_days = Some(" 30 ".into());
         good.forget_curated_facts = Some("on".into());
+        good.delete_facts_with_conversation = Some("on".into());
         let patch = patch_of(&good).unwrap();
         assert_eq!((patch.delete_conversations_after_days, patch.forget_curated_facts), (Some(30), Some(true)));
+        assert_eq!(patch.delete_facts_with_conversation, Some(true));
     }
 }

@@ -8,6 +8,8 @@ use axum::{
     http::{HeaderValue, header},
     response::IntoResponse,
 };
+use std::collections::HashMap;
+
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -23,7 +25,7 @@ use crate::{
     domain::{
         conversation::Conversation,
         event::{Actor, FactVersion},
-        fact::{Fact, FactInput, FactPatch, Origin},
+        fact::{Fact, FactInput, FactPatch, Origin, SourceMessage},
         ids::{AgentId, ExternalRef},
         message::{Message, RoleSet},
         policy::Consent,
@@ -322,13 +324,47 @@ struct FactView {
     observed: String,
     valid_until: Option<String>,
     expires: Option<String>,
+    /// The messages it was drawn from, with their words.
+    sources: Vec<SourceView>,
+}
+
+/// A message a fact was drawn from, as the facts page quotes it beside the fact.
+struct SourceView {
+    seq: i64,
+    /// The message in its conversation's page.
+    href: String,
+    /// Its words, cut to [`QUOTE_CHARS`]; `None` once the message was cleared.
+    quote: Option<String>,
+}
+
+/// The most characters of a source message quoted beside a fact: enough to check the
+/// fact against; the link shows the rest.
+const QUOTE_CHARS: usize = 280;
+
+/// `text` cut to [`QUOTE_CHARS`], with an ellipsis where it was cut.
+fn quote(text: &str) -> String {
+    match text.char_indices().nth(QUOTE_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 impl FactView {
-    fn of(fact: Fact, relevance: Option<f64>) -> FactView {
+    /// `words`: the text of the source messages still stored ([`facts::source_words`]).
+    fn of(fact: Fact, relevance: Option<f64>, user: &ExternalRef, words: &HashMap<SourceMessage, String>) -> FactView {
         let tags = fact.tags.join(", ");
         let score = fact.score.map(|s| s.to_string()).unwrap_or_default();
+        let sources = fact
+            .source_messages
+            .iter()
+            .map(|source| SourceView {
+                seq: source.seq,
+                href: format!("{}/conversations/{}#m{}", person_path(user), source.conversation_id, source.seq),
+                quote: words.get(source).map(|text| quote(text)),
+            })
+            .collect();
         FactView {
+            sources,
             form: FactForm { fact: fact.fact.clone(), tags: tags.clone(), score: score.clone() },
             errors: FieldErrors::default(),
             open: false,
@@ -391,14 +427,20 @@ async fn facts_page(
     let query = q.q.unwrap_or_default();
     let (mut facts, mut next, mut query_error) = (Vec::new(), None, None);
     if query.trim().is_empty() {
-        let page = facts::list(state, owner, FactFilter::CURRENT, Some(FACTS_PAGE), q.cursor.as_deref()).await?;
+        let page = facts::list(state, owner, FactFilter::CURRENT, None, Some(FACTS_PAGE), q.cursor.as_deref()).await?;
         next = page.next_cursor.map(|cursor| format!("{path}?cursor={cursor}"));
-        facts = page.items.into_iter().map(|f| FactView::of(f, None)).collect();
+        let words = facts::source_words(state, owner.tenant(), &page.items).await?;
+        facts = page.items.into_iter().map(|f| FactView::of(f, None, user, &words)).collect();
     } else {
         // The API's search, recall by meaning included: the panel finds what an agent finds.
         match facts::search(state, owner, &query, Some(FACTS_PAGE), FactFilter::CURRENT).await {
             Ok(found) => {
-                facts = found.items.into_iter().map(|hit| FactView::of(hit.fact, Some(hit.relevance))).collect()
+                let words = facts::source_words(state, owner.tenant(), found.items.iter().map(|hit| &hit.fact)).await?;
+                facts = found
+                    .items
+                    .into_iter()
+                    .map(|hit| FactView::of(hit.fact, Some(hit.relevance), user, &words))
+                    .collect()
             }
             Err(ApiError::InvalidRequest(message)) => query_error = Some(message),
             Err(other) => return Err(other.into()),

@@ -70,8 +70,25 @@ impl Sources {
     /// The `seq` of the newest new user turn holding one of the content words of `fact`
     /// (the latest time the person said it); `None` when no turn does.
     pub fn of(&self, fact: &str) -> Option<i64> {
+        self.all_of(fact).last().copied()
+    }
+
+    /// The `seq`s of the new user turns holding one of the content words of `fact`,
+    /// oldest first: the messages an LLM's fact is drawn from, by the rule that kept it.
+    pub fn all_of(&self, fact: &str) -> Vec<i64> {
         let stems = content_stems(&self.stemmer, fact);
-        self.turns.iter().find(|(_, said)| stems.iter().any(|s| said.contains(s))).map(|(seq, _)| *seq)
+        self.turns
+            .iter()
+            .rev()
+            .filter(|(_, said)| stems.iter().any(|s| said.contains(s)))
+            .map(|(seq, _)| *seq)
+            .collect()
+    }
+
+    /// The `seq`s of every new user turn, oldest first: what a fact none of them holds a
+    /// word of (a replacement in other words) is drawn from.
+    pub fn every(&self) -> Vec<i64> {
+        self.turns.iter().rev().map(|(seq, _)| *seq).collect()
     }
 }
 
@@ -134,6 +151,8 @@ mod tests {
         assert_eq!(sources.of("Has a grey cat"), Some(4));
         assert_eq!(sources.of("Prefers tea"), Some(4));
         assert_eq!(sources.of("Lives in Lyon"), None, "turn 1 is not new, and the assistant does not count");
+        assert_eq!(sources.all_of("Has a grey cat"), [2, 4], "every new user turn that holds its words");
+        assert_eq!(sources.every(), [2, 4]);
     }
 
     #[test]

@@ -272,7 +272,10 @@ mod tests {
     fn grounding_counts_what_it_drops_so_an_answer_of_invented_facts_is_told_from_an_empty_one() {
         let request = request("I carve spoons in my shed.".into());
         let answer = |facts: &[&str]| Extraction {
-            facts: facts.iter().map(|f| ExtractedFact { fact: (*f).to_owned(), score: 0.9, tags: vec![] }).collect(),
+            facts: facts
+                .iter()
+                .map(|f| ExtractedFact { fact: (*f).to_owned(), score: 0.9, tags: vec![], said_in: vec![] })
+                .collect(),
             changes: vec![],
             usage: None,
             ungrounded: 0,

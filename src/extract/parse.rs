@@ -131,8 +131,12 @@ fn salvage(entries: Vec<Value>, known: &[KnownFact]) -> Operations {
             continue;
         };
         let score = raw.score.filter(|s| s.is_finite() && (0.0..=1.0).contains(s));
-        let fact =
-            raw.fact.zip(score).map(|(fact, score)| ExtractedFact { fact, score, tags: raw.tags.unwrap_or_default() });
+        let fact = raw.fact.zip(score).map(|(fact, score)| ExtractedFact {
+            fact,
+            score,
+            tags: raw.tags.unwrap_or_default(),
+            said_in: vec![],
+        });
         match (raw.op, index, fact) {
             (Op::Add, None, Some(fact)) => operations.facts.push(fact),
             (Op::Update, Some(i), Some(fact)) => operations.changes.push(Change::Update { id: known[i].id, fact }),
@@ -220,7 +224,12 @@ mod tests {
     use super::*;
 
     fn fact(text: &str, score: f64, tags: &[&str]) -> ExtractedFact {
-        ExtractedFact { fact: text.to_owned(), score, tags: tags.iter().map(|t| (*t).to_owned()).collect() }
+        ExtractedFact {
+            fact: text.to_owned(),
+            score,
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            said_in: vec![],
+        }
     }
 
     fn known() -> Vec<KnownFact> {

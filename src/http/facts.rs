@@ -56,6 +56,10 @@ struct ListQuery {
     /// percent-encode a `+` offset) instead of now: said by then (`observed_at`), not yet
     /// replaced (`valid_until` after it), not expired. Not with `include_superseded`.
     as_of: Option<DateTime<Utc>>,
+    /// Only facts drawn from this conversation: one of their `source_messages` is in it
+    /// (facts drawn from several conversations too; those drawn only from it have no
+    /// other). Found whether the conversation still exists or not.
+    source_conversation: Option<Uuid>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -100,7 +104,8 @@ async fn list_facts(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Written<Page<Fact>>, ApiError> {
     let filter = FactFilter { tag: query.tag.as_deref(), superseded: query.include_superseded, as_of: query.as_of };
-    let page = facts::list(&state, caller.owner(&agent, &user), filter, query.limit, query.cursor.as_deref());
+    let owner = caller.owner(&agent, &user);
+    let page = facts::list(&state, owner, filter, query.source_conversation, query.limit, query.cursor.as_deref());
     Ok(Written(page.await?))
 }
 

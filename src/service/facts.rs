@@ -3,6 +3,8 @@
 //! here, so a rule — validation, the per-user cap, duplicates, which facts a search
 //! finds — answers alike at every door.
 
+use std::collections::{BTreeMap, HashMap};
+
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -11,7 +13,8 @@ use super::AppState;
 use crate::{
     domain::{
         event::Actor,
-        fact::{Fact, FactInput, FactPatch, Origin, storable, validate_tag},
+        fact::{Fact, FactInput, FactPatch, Origin, SourceMessage, storable, validate_tag},
+        ids::TenantId,
         json_writer::WriteJson,
         owner::Owner,
         page::{Page, decode_cursor, limit},
@@ -77,18 +80,44 @@ fn checked(filter: FactFilter<'_>) -> Result<FactFilter<'_>, ApiError> {
     Ok(filter)
 }
 
-/// One page of the owner's facts, newest first (`limit` 1–200, default 50).
+/// The text of each of `facts`' source messages still stored, by message: one read per
+/// conversation they name. A message missing from it was cleared (by retention, or
+/// deleted with its conversation); the fact keeps the reference.
+pub async fn source_words<'a>(
+    state: &AppState,
+    tenant: &TenantId,
+    facts: impl IntoIterator<Item = &'a Fact>,
+) -> Result<HashMap<SourceMessage, String>, ApiError> {
+    let mut wanted: BTreeMap<Uuid, Vec<i64>> = BTreeMap::new();
+    for source in facts.into_iter().flat_map(|fact| &fact.source_messages) {
+        let seqs = wanted.entry(source.conversation_id).or_default();
+        if !seqs.contains(&source.seq) {
+            seqs.push(source.seq);
+        }
+    }
+    let mut words = HashMap::new();
+    for (conversation_id, seqs) in wanted {
+        for message in state.store.messages_at(tenant, conversation_id, &seqs).await? {
+            words.insert(SourceMessage { conversation_id, seq: message.seq }, message.text());
+        }
+    }
+    Ok(words)
+}
+
+/// One page of the owner's facts, newest first (`limit` 1–200, default 50); with
+/// `source_conversation`, those drawn (at least in part) from that conversation.
 pub async fn list(
     state: &AppState,
     owner: Owner<'_>,
     filter: FactFilter<'_>,
+    source_conversation: Option<Uuid>,
     limit: Option<i64>,
     cursor: Option<&str>,
 ) -> Result<Page<Fact>, ApiError> {
     let limit = self::limit(limit, 50, 200)?;
     let before: Option<Uuid> = decode_cursor(cursor)?;
     let filter = checked(filter)?;
-    let rows = state.store.list_facts(owner, filter, before, limit + 1).await?;
+    let rows = state.store.list_facts(owner, filter, source_conversation, before, limit + 1).await?;
     Ok(Page::from_rows(rows, limit, |f| f.id))
 }
 

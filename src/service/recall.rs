@@ -119,7 +119,7 @@ pub async fn for_context(
     // The newest facts do not depend on the matches: both are read at once.
     let (hits, newest) = tokio::try_join!(
         search(state, owner, query, filter, limit),
-        state.store.list_facts(owner, filter, None, limit),
+        state.store.list_facts(owner, filter, None, None, limit),
     )?;
     Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
 }

@@ -315,6 +315,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
                 state,
                 owner,
                 FactFilter { tag: args.tag.as_deref(), as_of: args.as_of, ..FactFilter::CURRENT },
+                None,
                 args.limit,
                 args.cursor.as_deref(),
             );

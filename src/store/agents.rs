@@ -26,6 +26,7 @@ struct ConfigRow {
     forget_curated_facts: bool,
     max_messages_per_conversation: i32,
     delete_conversations_after_days: i32,
+    delete_facts_with_conversation: bool,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -49,6 +50,7 @@ impl From<ConfigRow> for AgentConfig {
             forget_curated_facts: row.forget_curated_facts,
             max_messages_per_conversation: row.max_messages_per_conversation,
             delete_conversations_after_days: row.delete_conversations_after_days,
+            delete_facts_with_conversation: row.delete_facts_with_conversation,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -60,7 +62,7 @@ macro_rules! columns {
         "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
          summarize_after_messages, summary_window, forget_extracted_after_days, forget_unrecalled_after_days, \
          keep_best_facts, forget_curated_facts, max_messages_per_conversation, delete_conversations_after_days, \
-         created_at, updated_at, extract_every_user_turns"
+         created_at, updated_at, extract_every_user_turns, delete_facts_with_conversation"
     };
 }
 
@@ -96,7 +98,7 @@ impl Store {
         let sql = concat!(
             "INSERT INTO agent_configs (",
             columns!(),
-            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $8) \
+            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $32, $8) \
              ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
                memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
                min_user_turns = COALESCE($10, agent_configs.min_user_turns), \
@@ -112,6 +114,7 @@ impl Store {
                max_messages_per_conversation = COALESCE($28, agent_configs.max_messages_per_conversation), \
                delete_conversations_after_days = COALESCE($29, agent_configs.delete_conversations_after_days), \
                extract_every_user_turns = CASE WHEN $31 THEN agent_configs.extract_every_user_turns ELSE $30 END, \
+               delete_facts_with_conversation = COALESCE($33, agent_configs.delete_facts_with_conversation), \
                updated_at = $7 \
              RETURNING ",
             columns!()
@@ -150,6 +153,8 @@ impl Store {
                 .bind(patch.delete_conversations_after_days)
                 .bind(inserted.extract_every_user_turns)
                 .bind(patch.extract_every_user_turns.is_none())
+                .bind(inserted.delete_facts_with_conversation)
+                .bind(patch.delete_facts_with_conversation)
                 .fetch_one(&mut **tx)
                 .await?
         });

@@ -19,6 +19,7 @@ use crate::domain::{
     event::{Actor, EventData, EventType},
     ids::{AgentId, ConversationKey, ExternalRef, TenantId},
     job::JobKind,
+    owner::Owner,
     policy::Policy,
 };
 
@@ -299,17 +300,31 @@ impl Store {
     }
 
     /// Deletes a conversation; its messages and idempotency records go with it (ON
-    /// DELETE CASCADE). Facts and jobs are kept: they outlive their source.
+    /// DELETE CASCADE). Jobs are kept, and facts too, unless the agent's
+    /// `delete_facts_with_conversation` is on: then the facts drawn only from it go in
+    /// the same transaction (see [`super::Tx::delete_drawn_only_from`]).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "delete_conversation", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn delete_conversation(&self, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<bool> {
         let sql = "DELETE FROM conversations WHERE id = $1 AND tenant_id = $2 RETURNING agent_id, external_ref";
         let mut tx = self.begin_change(actor).await?;
-        let deleted: Option<(String, ExternalRef)> = with_tx!(tx, tx => {
+        let deleted: Option<(AgentId, ExternalRef)> = with_tx!(tx, tx => {
             sqlx::query_as(sql).bind(id).bind(tenant.as_str()).fetch_optional(&mut **tx).await?
         });
         let Some((agent, user)) = deleted else { return Ok(false) };
+        let with_facts: Option<bool> = with_tx!(tx, tx => {
+            sqlx::query_scalar(
+                "SELECT delete_facts_with_conversation FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2",
+            )
+            .bind(tenant.as_str())
+            .bind(agent.as_str())
+            .fetch_optional(&mut **tx)
+            .await?
+        });
+        if with_facts == Some(true) {
+            tx.delete_drawn_only_from(Owner::new(tenant, &agent, &user), id).await?;
+        }
         let data = EventData { conversation_id: Some(id), ..EventData::default() };
-        tx.record_person(tenant, Some(&agent), &user, EventType::ConversationDeleted, data);
+        tx.record_person(tenant, Some(agent.as_str()), &user, EventType::ConversationDeleted, data);
         tx.commit().await?;
         Ok(true)
     }

@@ -1,10 +1,11 @@
 //! The extraction job's reads and its one fenced write.
 
+use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{BindOwner, FactRow, Remembered, fact_columns},
+    facts::{BindOwner, FactRow, Remembered, fact_columns, sources},
     job_queue::ClaimedJob,
     messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
@@ -14,8 +15,7 @@ use super::{
 use crate::domain::{
     event::{Actor, EventData, EventType},
     extracted::{Candidate, Revision},
-    fact::Fact,
-    fact::{NewFact, Origin},
+    fact::{Fact, NewFact, Origin, Source, SourceMessage, merge_sources},
     message::Message,
     owner::Owner,
     policy::Policy,
@@ -142,7 +142,9 @@ impl Store {
                 Revision::Replace { id, by } => {
                     let (created, new) = match tx.insert_fact(owner, by, origin, None).await? {
                         Remembered::Created(fact) => (true, fact),
-                        Remembered::Existing(fact) => (false, fact),
+                        Remembered::Existing(fact) => {
+                            (false, tx.add_sources(owner, fact, &sources(origin, &by.said_in)).await?)
+                        }
                         Remembered::Full => continue,
                     };
                     stored.added += u64::from(created);
@@ -154,17 +156,24 @@ impl Store {
             if i64::try_from(stored.added).unwrap_or(i64::MAX) >= room {
                 break;
             }
+            let said_in = sources(origin, &candidate.fact.said_in);
             if let Some(id) = candidate.repeats
-                && tx.refresh(owner, id, &candidate.fact, job.conversation_id, now).await?
+                && tx.refresh(owner, id, &candidate.fact, &said_in, job.conversation_id, now).await?
             {
                 stored.refreshed += 1;
                 continue;
             }
-            if let Remembered::Created(fact) = tx.insert_fact(owner, &candidate.fact, origin, None).await? {
-                stored.added += 1;
-                if let (Some(model), Some(values)) = (found.model, &candidate.vector) {
-                    tx.store_vector(fact.id, &fact.fact, model, values).await?;
+            match tx.insert_fact(owner, &candidate.fact, origin, None).await? {
+                Remembered::Created(fact) => {
+                    stored.added += 1;
+                    if let (Some(model), Some(values)) = (found.model, &candidate.vector) {
+                        tx.store_vector(fact.id, &fact.fact, model, values).await?;
+                    }
                 }
+                Remembered::Existing(fact) => {
+                    tx.add_sources(owner, fact, &said_in).await?;
+                }
+                Remembered::Full => {}
             }
         }
         if stored.added > 0 {
@@ -248,6 +257,10 @@ const REFRESH: &str = concat!(
     fact_columns!()
 );
 
+/// Sets the messages fact `$4` was drawn from to `$5`.
+const SET_SOURCES: &str = "UPDATE facts SET source_messages = $5 \
+     WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND id = $4";
+
 /// Moves the vector of fact `$1` along with its `updated_at` (to `$2`), when it was current:
 /// refreshing a fact changes no word of it.
 const TOUCH_VECTOR: &str = "UPDATE fact_vectors SET fact_updated_at = $2 \
@@ -268,13 +281,14 @@ const REPLACE: &str = concat!(
 
 /// The extraction's writes to facts it found again or changed.
 impl Tx {
-    /// Refreshes `id` with `fact` (see [`REFRESH`]); `false` when it is no longer a
-    /// current fact of the owner.
+    /// Refreshes `id` with `fact`, drawn from the messages `said_in` (see [`REFRESH`] and
+    /// [`Tx::add_sources`]); `false` when it is no longer a current fact of the owner.
     async fn refresh(
         &mut self,
         owner: Owner<'_>,
         id: Uuid,
         fact: &NewFact,
+        said_in: &[SourceMessage],
         conversation_id: Uuid,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<bool> {
@@ -290,9 +304,27 @@ impl Tx {
                 .await?
         });
         let Some(row) = refreshed else { return Ok(false) };
-        let fact: Fact = row.try_into()?;
+        let fact = self.add_sources(owner, row.try_into()?, said_in).await?;
         self.record_fact(owner, EventType::FactUpdated, EventData::fact(&fact));
         Ok(true)
+    }
+
+    /// Adds `added` to the messages an extracted `fact` was drawn from, when it was found
+    /// again (see [`merge_sources`]), so that it is found from every conversation that
+    /// said it; returns it as it now is. A curated fact keeps none: it was not drawn from
+    /// a conversation, whatever repeats it.
+    async fn add_sources(&mut self, owner: Owner<'_>, fact: Fact, added: &[SourceMessage]) -> Result<Fact> {
+        if matches!(fact.source, Source::Manual | Source::Agent) {
+            return Ok(fact);
+        }
+        let merged = merge_sources(&fact.source_messages, added);
+        if merged == fact.source_messages {
+            return Ok(fact);
+        }
+        with_tx!(self, tx => {
+            sqlx::query(SET_SOURCES).bind_owner(owner).bind(fact.id).bind(Json(&merged)).execute(&mut **tx).await?;
+        });
+        Ok(Fact { source_messages: merged, ..fact })
     }
 
     /// Supersedes `old` with `new` (see [`REPLACE`]); returns 1 when `old` was superseded.

@@ -37,7 +37,7 @@ use uuid::Uuid;
 use super::{Result, Store, Tx, ranking, with_pool, with_tx, with_writer, word_index};
 use crate::domain::{
     event::{Actor, EventData, EventType, NewEvent},
-    fact::{Fact, FactChanges, NewFact, Origin, Source, stored_precision},
+    fact::{Fact, FactChanges, NewFact, Origin, Source, SourceMessage, stored_precision},
     ids::{AgentId, ExternalRef, TenantId},
     owner::Owner,
     search_query::SearchQuery,
@@ -82,6 +82,7 @@ fn new_row(owner: Owner<'_>, fact: &NewFact, origin: Origin, now: DateTime<Utc>,
         score: fact.score,
         source: origin.source(),
         conversation_id: origin.conversation_id(),
+        source_messages: sources(origin, &fact.said_in),
         created_at,
         updated_at: created_at,
         superseded_by: None,
@@ -94,7 +95,16 @@ fn new_row(owner: Owner<'_>, fact: &NewFact, origin: Origin, now: DateTime<Utc>,
     }
 }
 
-/// Binds [`INSERT`]'s `$1`–`$17`: the owner, `stored` (from [`new_row`]) with its
+/// The messages of `origin`'s conversation numbered `said_in`, as a fact stores them;
+/// none for a fact of no conversation.
+pub(super) fn sources(origin: Origin, said_in: &[i64]) -> Vec<SourceMessage> {
+    match origin.conversation_id() {
+        Some(conversation_id) => said_in.iter().map(|&seq| SourceMessage { conversation_id, seq }).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Binds [`INSERT`]'s `$1`–`$18`: the owner, `stored` (from [`new_row`]) with its
 /// duplicate key `normalized`, now, the cap and the text's terms of the word index. The
 /// statements built on it add their own parameters after these.
 fn bind_insert<'q, DB: Database, O>(
@@ -110,6 +120,7 @@ where
     &'q str: Encode<'q, DB> + Type<DB>,
     Uuid: Encode<'q, DB> + Type<DB>,
     Json<&'q Vec<String>>: Encode<'q, DB> + Type<DB>,
+    Json<&'q Vec<SourceMessage>>: Encode<'q, DB> + Type<DB>,
     Option<f64>: Encode<'q, DB> + Type<DB>,
     Option<i64>: Encode<'q, DB> + Type<DB>,
     Option<Uuid>: Encode<'q, DB> + Type<DB>,
@@ -134,6 +145,7 @@ where
         .bind(stored.expires_at)
         .bind(stored.created_at)
         .bind(terms)
+        .bind(Json(&stored.source_messages))
 }
 
 /// What became of a fact sent to be stored.
@@ -215,6 +227,7 @@ pub(super) struct FactRow {
     score: Option<f64>,
     source: String,
     conversation_id: Option<Uuid>,
+    source_messages: Json<Vec<SourceMessage>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     superseded_by: Option<Uuid>,
@@ -239,6 +252,7 @@ impl TryFrom<FactRow> for Fact {
             score: row.score,
             source: Source::parse(&row.source).map_err(decode)?,
             conversation_id: row.conversation_id,
+            source_messages: row.source_messages.0,
             created_at: row.created_at,
             updated_at: row.updated_at,
             superseded_by: row.superseded_by,
@@ -284,8 +298,8 @@ fn facts(rows: Vec<FactRow>) -> Result<Vec<Fact>> {
 /// The columns a [`FactRow`] reads, in its order.
 macro_rules! fact_columns {
     () => {
-        "id, agent_id, external_ref, fact, tags, score, source, conversation_id, created_at, updated_at, superseded_by, \
-         superseded_at, observed_at, valid_until, expires_at, recall_count, last_recalled_at"
+        "id, agent_id, external_ref, fact, tags, score, source, conversation_id, source_messages, created_at, updated_at, \
+         superseded_by, superseded_at, observed_at, valid_until, expires_at, recall_count, last_recalled_at"
     };
 }
 pub(super) use fact_columns;
@@ -295,10 +309,11 @@ pub(super) use fact_columns;
 
 /// One page, newest first. `$4` cursor id (or NULL), `$5` tag (or NULL), `$6` limit,
 /// `$7` whether superseded facts are included, `$8` the time asked about (or NULL), `$9`
-/// the expiry horizon (`{current}`, see [`current_test`]).
+/// the expiry horizon (`{current}`, see [`current_test`]), `$10` a conversation (its
+/// hyphenated id, or NULL) one of the fact's source messages must be in.
 const LIST: &str = "SELECT {columns} FROM facts \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND ($4 IS NULL OR id < $4) \
-       AND ($5 IS NULL OR {has_tag}) AND {current} \
+       AND ($5 IS NULL OR {has_tag}) AND {current} AND ($10 IS NULL OR {from_conversation}) \
      ORDER BY id DESC LIMIT $6";
 
 // Full-text search ranks an owner's facts by the query words they hold, most first, then
@@ -423,6 +438,8 @@ struct Dialect {
     /// terms.
     matching: &'static str,
     has_tag: &'static str,
+    /// The test that one of the fact's `source_messages` is in conversation `$10`.
+    from_conversation: &'static str,
     /// What the fact reads by id select from.
     ids_from: &'static str,
     /// The test that a row of `ids_from` is a fact whose id is in `$4`.
@@ -444,6 +461,7 @@ const POSTGRES: Dialect = Dialect {
      FROM (SELECT * FROM facts WHERE array_to_tsvector(string_to_array(search_terms, ' ')) @@ CAST($4 AS tsquery)) \
        AS facts",
     has_tag: "tags ? $5",
+    from_conversation: "source_messages @> jsonb_build_array(jsonb_build_object('conversation_id', CAST($10 AS text)))",
     ids_from: "facts",
     ids: "id IN (SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json)))",
     ranks_short_queries: true,
@@ -463,6 +481,8 @@ const SQLITE: Dialect = Dialect {
      FROM (SELECT facts.* FROM facts_fts CROSS JOIN facts \
            WHERE facts_fts MATCH $4 AND facts.rowid = facts_fts.rowid) AS facts",
     has_tag: "EXISTS (SELECT 1 FROM json_each(facts.tags) WHERE json_each.value = $5)",
+    from_conversation: "EXISTS (SELECT 1 FROM json_each(facts.source_messages) \
+       WHERE json_extract(json_each.value, '$.conversation_id') = $10)",
     ids_from: "(SELECT unhex(value, '-') AS wanted FROM json_each($4)) AS wanted CROSS JOIN facts",
     ids: "facts.id = wanted.wanted",
     ranks_short_queries: false,
@@ -495,6 +515,7 @@ impl Reads {
                 .replace("{matching}", dialect.matching)
                 .replace("{columns}", fact_columns!())
                 .replace("{has_tag}", dialect.has_tag)
+                .replace("{from_conversation}", dialect.from_conversation)
                 .replace("{current}", &current)
                 .replace("{ids_from}", dialect.ids_from)
                 .replace("{ids}", dialect.ids)
@@ -524,6 +545,21 @@ impl Reads {
 pub(super) fn with_tag_test(template: &str) -> (String, String) {
     (template.replace("{has_tag}", POSTGRES.has_tag), template.replace("{has_tag}", SQLITE.has_tag))
 }
+
+/// The owner's facts one of whose source messages is in conversation `$4`, in each
+/// dialect (PostgreSQL's, SQLite's).
+static FROM_CONVERSATION: LazyLock<(String, String)> = LazyLock::new(|| {
+    let sql = |dialect: &Dialect| {
+        concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND "
+        )
+        .to_owned()
+            + &dialect.from_conversation.replace("$10", "$4")
+    };
+    (sql(&POSTGRES), sql(&SQLITE))
+});
 
 static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES));
 static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE));
@@ -559,14 +595,14 @@ const DELETE_ALL: &str = "DELETE FROM facts WHERE tenant_id = $1 AND agent_id = 
 /// `$10` conversation id, `$11` now, `$12` cap (or NULL for none), `$13` slot (or NULL),
 /// `$14` when it was said, `$15` when it expires (or NULL), `$16` when it was first
 /// stored (now, or an imported fact's original time), `$17` its terms of the word index
-/// ([`word_index::fact_terms`]). The only unique
+/// ([`word_index::fact_terms`]), `$18` the messages it was drawn from. The only unique
 /// key an insert can meet is the duplicate key (ids are fresh), which PostgreSQL
 /// indexes by the text's MD5 and SQLite by the text. Expired facts do not count towards
 /// the cap: they are gone, if not yet swept.
 const INSERT: &str = concat!(
     "INSERT INTO facts (tenant_id, agent_id, external_ref, id, fact, normalized, tags, score, source, \
-       conversation_id, created_at, updated_at, slot, observed_at, expires_at, search_terms) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $16, $16, $13, $14, $15, $17 \
+       conversation_id, created_at, updated_at, slot, observed_at, expires_at, search_terms, source_messages) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $16, $16, $13, $14, $15, $17, $18 \
      WHERE $12 IS NULL \
         OR (SELECT count(*) FROM facts WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 \
               AND (expires_at IS NULL OR expires_at > $11)) < $12 \
@@ -575,22 +611,22 @@ const INSERT: &str = concat!(
 );
 
 /// [`INSERT`] and the new fact's `fact.added` event in one PostgreSQL statement (see
-/// [`Tx::insert_unslotted`]): `$18` the event's place in the transaction, `$19` actor,
-/// `$20` actor's job, `$21` the event's data, `$22` the fact as stored (its first
+/// [`Tx::insert_unslotted`]): `$19` the event's place in the transaction, `$20` actor,
+/// `$21` actor's job, `$22` the event's data, `$23` the fact as stored (its first
 /// version). Returns the fact and the deliveries its event queued, or no row.
 static INSERT_WITH_EVENT_PG: LazyLock<String> = LazyLock::new(|| {
     let kind = format!("'{}'", EventType::FactAdded.as_str());
     let ctes = super::events::event_ctes(&[
-        ("place", "$18"),
+        ("place", "$19"),
         ("type", kind.as_str()),
         ("now", "$11"),
         ("agent", "$2"),
         ("person", "$3"),
-        ("actor", "$19"),
-        ("job", "$20"),
-        ("data", "$21"),
+        ("actor", "$20"),
+        ("job", "$21"),
+        ("data", "$22"),
         ("fact_id", "f.id"),
-        ("fact", "$22"),
+        ("fact", "$23"),
         ("version", "1"),
         ("stored", "true"),
         ("from", "FROM f"),
@@ -709,13 +745,16 @@ impl Store {
 
     /// One page of the owner's facts, newest first, older than `before` (keyset).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_facts", backend = self.backend(), rows = tracing::field::Empty))]
+    /// With `source_conversation`, only the facts drawn (at least in part) from it.
     pub async fn list_facts(
         &self,
         owner: Owner<'_>,
         filter: FactFilter<'_>,
+        source_conversation: Option<Uuid>,
         before: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
+        let source_conversation = source_conversation.map(|id| id.hyphenated().to_string());
         let rows: Vec<FactRow> = with_pool!(self, pool => {
             sqlx::query_as(self.reads().list.as_str())
                 .bind_owner(owner)
@@ -725,6 +764,7 @@ impl Store {
                 .bind(filter.superseded)
                 .bind(filter.as_of)
                 .bind(filter.horizon())
+                .bind(source_conversation.as_deref())
                 .fetch_all(pool)
                 .await?
         });
@@ -1090,10 +1130,10 @@ impl Store {
     ) -> Result<Vec<Fact>> {
         let filter = FactFilter { as_of, ..FactFilter::CURRENT };
         let Some(query) = query else {
-            return self.list_facts(owner, filter, None, limit).await;
+            return self.list_facts(owner, filter, None, None, limit).await;
         };
         let Some(search) = word_index::WordSearch::new(&self.word_key, owner, query.stems()) else {
-            return self.list_facts(owner, filter, None, limit).await;
+            return self.list_facts(owner, filter, None, None, limit).await;
         };
         if let Some(scored) = self.scored(&search) {
             let rows: Vec<ScoredRow> = with_pool!(self, pool => {
@@ -1446,6 +1486,26 @@ impl Tx {
             self.record_deleted(owner, row, Some("evicted"))?;
         }
         Ok(done)
+    }
+
+    /// Deletes the owner's extracted facts drawn only from `conversation` (every one of
+    /// their source messages is in it), each with its `fact.deleted` event (reason
+    /// `conversation_deleted`); returns how many. A fact drawn from another conversation
+    /// too stays: something else said it.
+    pub(super) async fn delete_drawn_only_from(&mut self, owner: Owner<'_>, conversation: Uuid) -> Result<u64> {
+        self.lock_owner(owner).await?;
+        let sql = self.dialect(&FROM_CONVERSATION.0, &FROM_CONVERSATION.1).as_str();
+        let id = conversation.hyphenated().to_string();
+        let rows: Vec<FactRow> = with_tx!(self, tx => {
+            sqlx::query_as(sql).bind_owner(owner).bind(id.as_str()).fetch_all(&mut **tx).await?
+        });
+        let mut deleted = 0;
+        for row in rows {
+            if row.source_messages.0.iter().all(|source| source.conversation_id == conversation) {
+                deleted += self.delete_known(owner, row.id, Some("conversation_deleted")).await?;
+            }
+        }
+        Ok(deleted)
     }
 
     /// Deletes the owner's fact `id`; returns 1 when it was there. `reason` says why, on

@@ -386,6 +386,33 @@ impl Store {
         self.messages_of(tenant, conversation_id, rows).await
     }
 
+    /// The messages of conversation `conversation_id` numbered `seqs` that are still
+    /// stored (retention or a request may have cleared some), in no order: the words of
+    /// facts' source messages. `seqs` are given once each (a fact keeps at most ten).
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "messages_at", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn messages_at(&self, tenant: &TenantId, conversation_id: Uuid, seqs: &[i64]) -> Result<Vec<Message>> {
+        // Uses the UNIQUE (conversation_id, seq) index, one seek per seq.
+        let sql = self.dialect(
+            concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 \
+                 AND seq IN (SELECT CAST(value AS BIGINT) FROM json_array_elements_text(CAST($3 AS json)))"
+            ),
+            concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq IN (SELECT value FROM json_each($3))"
+            ),
+        );
+        let seqs = serde_json::to_string(seqs).map_err(|e| sqlx::Error::Encode(e.into()))?;
+        let rows: Vec<MessageRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql).bind(conversation_id).bind(tenant.as_str()).bind(seqs.as_str()).fetch_all(pool).await?
+        });
+        super::counted(&rows);
+        rows.into_iter().map(Message::try_from).collect()
+    }
+
     /// Deletes a conversation's messages and the idempotency records that hold copies of
     /// them, keeping the conversation (and its key). Sequence numbers go on from where
     /// they were, so a client syncing with `after_seq` never takes a new message for one

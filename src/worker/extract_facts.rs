@@ -17,7 +17,7 @@ use crate::{
     config::LlmFallback,
     domain::{
         extracted::{self, Candidate, Revision},
-        fact::NewFact,
+        fact::{MAX_SOURCE_MESSAGES, NewFact},
         message::Role,
         near_duplicate::{self, Known},
         owner::Owner,
@@ -87,8 +87,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         Revision::Delete { .. } => None,
     });
     for fact in kept.iter_mut().chain(replacements) {
-        // Unknown (no new message holds its words): stored as observed now.
-        fact.observed_at = sources.of(fact.text.text()).and_then(|seq| written.get(&seq).copied());
+        place(fact, &sources, &written);
     }
     let (candidates, model) = plan(state, owner, kept).await?;
     let found = Found {
@@ -113,6 +112,25 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         }
         None => Ok(Outcome::Fenced),
     }
+}
+
+/// Says which of the segment's messages `fact` was drawn from, and when it was said: the
+/// builtin rules name the user messages they read it in; an LLM's fact is drawn from
+/// every new user message that holds one of its content words (the grounding rule that
+/// kept it), or, when none does (a replacement put in other words), from all of them. It
+/// was said when the newest message holding its words was written; with none, it is
+/// stored as observed now. Each message keeps its `seq` only: the words stay in the
+/// conversation, so that clearing a message clears them everywhere.
+fn place(fact: &mut NewFact, sources: &Sources, written: &HashMap<i64, DateTime<Utc>>) {
+    if fact.said_in.is_empty() {
+        fact.said_in = sources.all_of(fact.text.text());
+    }
+    fact.observed_at = fact.said_in.iter().max().and_then(|seq| written.get(seq).copied());
+    if fact.said_in.is_empty() {
+        fact.said_in = sources.every();
+    }
+    let cut = fact.said_in.len().saturating_sub(MAX_SOURCE_MESSAGES);
+    fact.said_in.drain(..cut);
 }
 
 /// The extractor's answer, or, when an LLM extractor gives up on the conversation and

@@ -135,6 +135,7 @@ async fn remember_returns_the_stored_fact(backend: Backend) {
             "recall_count",
             "score",
             "source",
+            "source_messages",
             "superseded_at",
             "superseded_by",
             "tags",
@@ -142,6 +143,7 @@ async fn remember_returns_the_stored_fact(backend: Backend) {
             "valid_until"
         ]
     );
+    assert_eq!(fact["source_messages"], json!([]), "a manual fact was drawn from no message");
     assert_eq!((&fact["superseded_by"], &fact["superseded_at"]), (&Value::Null, &Value::Null));
     assert_eq!((&fact["valid_until"], &fact["expires_at"]), (&Value::Null, &Value::Null));
     assert_eq!((&fact["recall_count"], &fact["last_recalled_at"]), (&json!(0), &Value::Null), "never recalled yet");
@@ -757,7 +759,8 @@ async fn sqlite_writers_wait_in_line_without_holding_a_connection() {
     let (tenant, agent_id, user) = owner_ids();
     let owner = Owner::new(&tenant, &agent_id, &user);
     let read =
-        tokio::time::timeout(Duration::from_secs(3), store.list_facts(owner, FactFilter::CURRENT, None, 10)).await;
+        tokio::time::timeout(Duration::from_secs(3), store.list_facts(owner, FactFilter::CURRENT, None, None, 10))
+            .await;
     assert!(matches!(read, Ok(Ok(_))), "a read while a writer waits: {read:?}");
     first.commit().await.unwrap();
     second.await.unwrap().unwrap();

@@ -33,6 +33,7 @@ mod models_fetch;
 mod operations;
 mod owner_tags;
 mod processes;
+mod provenance;
 mod rolling;
 mod sanitize;
 mod search;

@@ -45,6 +45,10 @@ pub struct AgentConfig {
     /// Delete conversations this many days after they ended; 0 = off.
     #[schema(minimum = 0, maximum = 36500)]
     pub delete_conversations_after_days: i32,
+    /// Whether deleting a conversation (`DELETE /api/conversations/{id}`) also deletes the
+    /// facts drawn only from it; by default they stay, found with
+    /// `GET …/facts?source_conversation=`.
+    pub delete_facts_with_conversation: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -63,6 +67,8 @@ pub struct Settings {
     pub summary_window: i32,
     pub forgetting: Forgetting,
     pub retention: Retention,
+    /// Whether deleting a conversation deletes the facts drawn only from it.
+    pub delete_facts_with_conversation: bool,
 }
 
 /// An agent's forgetting policies (0 = off for each number): applied by the sweeper.
@@ -107,6 +113,7 @@ impl Default for Settings {
             summary_window: 10,
             forgetting: Forgetting::default(),
             retention: Retention::default(),
+            delete_facts_with_conversation: false,
         }
     }
 }
@@ -167,6 +174,8 @@ pub struct ConfigPatch {
     #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 0, maximum = 36500)]
     pub delete_conversations_after_days: Option<i32>,
+    /// Whether deleting a conversation also deletes the facts drawn only from it.
+    pub delete_facts_with_conversation: Option<bool>,
 }
 
 /// The largest integer a JSON number written as a float holds exactly (2^53 − 1, also
@@ -285,6 +294,9 @@ impl ConfigPatch {
                     .delete_conversations_after_days
                     .unwrap_or(current.retention.conversations_after_days),
             },
+            delete_facts_with_conversation: self
+                .delete_facts_with_conversation
+                .unwrap_or(current.delete_facts_with_conversation),
         }
     }
 }
@@ -311,6 +323,7 @@ impl From<AgentConfig> for Settings {
                 max_messages: config.max_messages_per_conversation,
                 conversations_after_days: config.delete_conversations_after_days,
             },
+            delete_facts_with_conversation: config.delete_facts_with_conversation,
         }
     }
 }

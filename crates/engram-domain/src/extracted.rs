@@ -19,6 +19,10 @@ pub struct ExtractedFact {
     pub score: f64,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The `seq`s of the user messages it was read from, when the extractor knows them
+    /// (the builtin rules do; an LLM's facts are placed by their words afterwards).
+    #[serde(skip)]
+    pub said_in: Vec<i64>,
 }
 
 /// A change an LLM extractor asks for to one of the user's stored facts, named by the id
@@ -88,7 +92,14 @@ fn accept(f: ExtractedFact, min_confidence: f64) -> Option<NewFact> {
             tags.push(tag);
         }
     }
-    Some(NewFact { text, tags, score: Some(f.score.clamp(0.0, 1.0)), observed_at: None, expires_at: None })
+    Some(NewFact {
+        text,
+        tags,
+        score: Some(f.score.clamp(0.0, 1.0)),
+        observed_at: None,
+        expires_at: None,
+        said_in: f.said_in,
+    })
 }
 
 /// The `limit` highest-scored facts, best first (ties keep their order): what one job may
@@ -105,7 +116,7 @@ mod tests {
     use super::*;
 
     fn fact(text: &str, score: f64) -> ExtractedFact {
-        ExtractedFact { fact: text.into(), score, tags: vec![] }
+        ExtractedFact { fact: text.into(), score, tags: vec![], said_in: vec![] }
     }
 
     #[test]

@@ -106,6 +106,11 @@ pub struct Fact {
     pub source: Source,
     /// The conversation an extracted fact came from; null for manual and agent facts.
     pub conversation_id: Option<Uuid>,
+    /// The messages an extracted fact was drawn from, oldest first (at most 10, the
+    /// newest kept); empty for manual and agent facts, and for facts extracted before
+    /// provenance was recorded. A message cleared since (by retention, or on request)
+    /// keeps its reference here.
+    pub source_messages: Vec<SourceMessage>,
     #[serde(serialize_with = "super::timestamp::serialize")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp::serialize")]
@@ -138,6 +143,32 @@ pub struct Fact {
     /// When a read last returned it (as written by the last flush); null if none did.
     #[serde(serialize_with = "super::timestamp::option::serialize")]
     pub last_recalled_at: Option<DateTime<Utc>>,
+}
+
+/// One message a fact was drawn from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+pub struct SourceMessage {
+    pub conversation_id: Uuid,
+    /// The message's `seq` in its conversation.
+    pub seq: i64,
+}
+
+/// Most source messages one fact keeps: a fact said again and again keeps where it was
+/// said most recently, and its row stays small.
+pub const MAX_SOURCE_MESSAGES: usize = 10;
+
+/// `held` with `added` appended, each message once, oldest first, cut to the newest
+/// [`MAX_SOURCE_MESSAGES`]: the sources of a stored fact said again.
+pub fn merge_sources(held: &[SourceMessage], added: &[SourceMessage]) -> Vec<SourceMessage> {
+    let mut merged = held.to_vec();
+    for source in added {
+        if !merged.contains(source) {
+            merged.push(*source);
+        }
+    }
+    let cut = merged.len().saturating_sub(MAX_SOURCE_MESSAGES);
+    merged.drain(..cut);
+    merged
 }
 
 /// A fact's text, parsed once: the display form that is stored and its duplicate key.
@@ -190,6 +221,9 @@ pub struct NewFact {
     pub observed_at: Option<DateTime<Utc>>,
     /// When it expires; `None` for never.
     pub expires_at: Option<DateTime<Utc>>,
+    /// The `seq`s of the messages of its origin's conversation it was drawn from (an
+    /// extracted fact's; empty otherwise), stored as its `source_messages`.
+    pub said_in: Vec<i64>,
 }
 
 /// Longest `ttl_seconds`: ten years. Longer is not an expiry anyone means, and it keeps
@@ -312,6 +346,7 @@ impl FactInput {
             score: self.score.map(validate_score).transpose()?,
             observed_at,
             expires_at,
+            said_in: Vec::new(),
         })
     }
 }

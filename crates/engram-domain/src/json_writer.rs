@@ -32,6 +32,8 @@ pub trait WriteJson {
 /// The most bytes of a fact's answer beyond its strings: keys, three ids, seven times,
 /// two numbers.
 const FACT_BYTES: usize = 640;
+/// The most bytes of one of a fact's source messages.
+const SOURCE_BYTES: usize = 96;
 /// The bytes of a message's answer beyond its content.
 const MESSAGE_BYTES: usize = 192;
 
@@ -168,6 +170,18 @@ impl Fact {
         out.extend_from_slice(self.source.as_str().as_bytes());
         out.extend_from_slice(b"\",\"conversation_id\":");
         optional_uuid(out, self.conversation_id.as_ref());
+        out.extend_from_slice(b",\"source_messages\":[");
+        for (i, source) in self.source_messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"conversation_id\":");
+            uuid(out, &source.conversation_id);
+            out.extend_from_slice(b",\"seq\":");
+            integer(out, source.seq);
+            out.push(b'}');
+        }
+        out.push(b']');
         out.extend_from_slice(b",\"created_at\":");
         let created = out.len();
         timestamp::write_json(out, &self.created_at)?;
@@ -205,6 +219,7 @@ impl WriteJson for Fact {
         FACT_BYTES
             + strings.iter().map(|s| s.len()).sum::<usize>()
             + self.tags.iter().map(|t| t.len() + 3).sum::<usize>()
+            + self.source_messages.len() * SOURCE_BYTES
     }
 }
 
@@ -303,7 +318,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        fact::Source,
+        fact::{Source, SourceMessage},
         ids::{AgentId, ExternalRef},
         message::{Role, ToolCall},
         strategies::{fact, text, time},
@@ -427,6 +442,7 @@ mod tests {
             score: Some(0.8),
             source: Source::Manual,
             conversation_id: Some(Uuid::from_u128(u128::MAX)),
+            source_messages: vec![SourceMessage { conversation_id: Uuid::from_u128(u128::MAX), seq: i64::MIN }; 10],
             created_at: at,
             updated_at: at,
             superseded_by: Some(Uuid::from_u128(2)),

@@ -160,6 +160,7 @@ mod tests {
             score,
             source: Source::Manual,
             conversation_id: None,
+            source_messages: vec![],
             created_at: Utc::now(),
             updated_at: Utc::now(),
             superseded_by: None,

@@ -146,6 +146,7 @@ mod tests {
             score: Some(0.9),
             observed_at: None,
             expires_at: None,
+            said_in: vec![],
         };
         (fact, vector)
     }

@@ -8,7 +8,7 @@ use proptest::{collection::vec, option, prelude::*};
 use uuid::Uuid;
 
 use crate::{
-    fact::{Fact, Source},
+    fact::{Fact, Source, SourceMessage},
     ids::{AgentId, ExternalRef},
 };
 
@@ -44,13 +44,21 @@ pub fn fact() -> impl Strategy<Value = Fact> {
         prop_oneof![Just(Source::Extracted), Just(Source::Manual), Just(Source::Agent), Just(Source::BuiltinFallback)];
     (
         (any::<u128>(), "[A-Za-z0-9._:-]{1,20}", "[A-Za-z0-9._:+@\"\\\\-]{1,30}", text(), vec(text(), 0..4), score()),
-        (source, option::of(any::<u128>()), time(), time(), option::of(any::<u128>()), option::of(time())),
+        (
+            source,
+            option::of(any::<u128>()),
+            vec((any::<u128>(), any::<i64>()), 0..3),
+            time(),
+            time(),
+            option::of(any::<u128>()),
+            option::of(time()),
+        ),
         (time(), option::of(time()), option::of(time()), any::<i64>(), option::of(time()), any::<(bool, bool)>()),
     )
         .prop_map(
             |(
                 (id, agent, user, fact, tags, score),
-                (source, conversation, created_at, updated_at, superseded_by, superseded_at),
+                (source, conversation, sources, created_at, updated_at, superseded_by, superseded_at),
                 (observed_at, valid_until, expires_at, recall_count, last_recalled_at, (same_update, same_observed)),
             )| Fact {
                 id: Uuid::from_u128(id),
@@ -61,6 +69,10 @@ pub fn fact() -> impl Strategy<Value = Fact> {
                 score,
                 source,
                 conversation_id: conversation.map(Uuid::from_u128),
+                source_messages: sources
+                    .into_iter()
+                    .map(|(id, seq)| SourceMessage { conversation_id: Uuid::from_u128(id), seq })
+                    .collect(),
                 created_at,
                 // Mostly one time, as stored facts have them.
                 updated_at: if same_update { created_at } else { updated_at },

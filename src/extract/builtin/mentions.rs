@@ -75,6 +75,13 @@ pub(super) struct Mention {
     pub(super) fact: ExtractedFact,
 }
 
+impl Mention {
+    /// The mention, taken from the user message `seq`.
+    pub(super) fn said_in(self, seq: i64) -> Mention {
+        Mention { fact: super::said_in(self.fact, seq), ..self }
+    }
+}
+
 /// Whose relatives, pets and things a turn's words are about.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Whose {

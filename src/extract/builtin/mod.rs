@@ -105,7 +105,7 @@ fn read(
         let sentences = split_sentences(&turn.text);
         if !offered.is_empty() && !sentences.first().is_some_and(|s| denies(&tokenize(s.text))) {
             let answer: Vec<Tok> = sentences.iter().flat_map(|s| tokenize(s.text)).collect();
-            mentioned.extend(offered.drain(..).filter(|m| m.taken_up(&answer)));
+            mentioned.extend(offered.drain(..).filter(|m| m.taken_up(&answer)).map(|m| m.said_in(turn.seq)));
         }
         offered.clear();
         // "Hi! I'm Bob": the greeting makes the next sentence an introduction.
@@ -137,8 +137,8 @@ fn read(
                 let Some(end) = question_after_statement(&tokens, start) else { continue };
                 tokens.truncate(end);
             }
-            mentioned.extend(mentions::of(&tokens[start..], Whose::Speaker));
-            home = home.or_else(|| mentions::home(&tokens[start..]));
+            mentioned.extend(mentions::of(&tokens[start..], Whose::Speaker).into_iter().map(|m| m.said_in(turn.seq)));
+            home = home.or_else(|| mentions::home(&tokens[start..]).map(|fact| said_in(fact, turn.seq)));
             for (n, clause) in split_clauses(&tokens).into_iter().enumerate() {
                 let (lead, _) = skip_lead(clause, 0);
                 for part in statements(clause, lead) {
@@ -149,7 +149,7 @@ fn read(
                         Some(fact)
                             if fact.score >= DEFAULT_MIN_CONFIDENCE || !restate::may_reweigh(&part, &fact.fact) =>
                         {
-                            found.add(fact);
+                            found.add(said_in(fact, turn.seq));
                             continue;
                         }
                         Some(fact) => (fact.fact.clone(), Some(fact)),
@@ -170,7 +170,7 @@ fn read(
                         }
                     };
                     if let Some(fact) = fact {
-                        found.add(fact);
+                        found.add(said_in(fact, turn.seq));
                     }
                     if let Some(out) = candidates.as_deref_mut() {
                         out.push(Candidate { text, features });
@@ -196,7 +196,13 @@ fn read(
     facts
 }
 
-/// The facts read so far, in order, each text once (case-insensitively). A fact said again
+/// `fact`, read from the user message `seq`.
+fn said_in(fact: ExtractedFact, seq: i64) -> ExtractedFact {
+    ExtractedFact { said_in: vec![seq], ..fact }
+}
+
+/// The facts read so far, in order, each text once (case-insensitively), with every
+/// message it was read from. A fact said again
 /// more surely takes the surer reading: "I'm Jean-Luc by the way" is a doubted name, and
 /// "My name is Jean-Luc" after it used to be dropped as its duplicate, leaving the doubt.
 #[derive(Default)]
@@ -210,9 +216,13 @@ impl Found {
         match self.at.entry(fact.fact.to_lowercase()) {
             Entry::Occupied(at) => {
                 let kept = &mut self.facts[*at.get()];
+                let mut said_in = std::mem::take(&mut kept.said_in);
+                let more: Vec<i64> = fact.said_in.iter().copied().filter(|seq| !said_in.contains(seq)).collect();
+                said_in.extend(more);
                 if fact.score > kept.score {
                     *kept = fact;
                 }
+                kept.said_in = said_in;
             }
             Entry::Vacant(at) => {
                 at.insert(self.facts.len());

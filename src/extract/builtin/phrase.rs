@@ -203,7 +203,7 @@ pub(super) fn fact(text: &str, score: f64, tags: &[&str]) -> ExtractedFact {
         Some(first) => first.to_uppercase().chain(chars).collect(),
         None => String::new(),
     };
-    ExtractedFact { fact, score, tags: tags.iter().map(|t| t.to_string()).collect() }
+    ExtractedFact { fact, score, tags: tags.iter().map(|t| t.to_string()).collect(), said_in: vec![] }
 }
 
 /// `prefix` followed by the object at `start`, if there is a usable one.

@@ -38,8 +38,13 @@ pub const ANSWER: &str = r#"{"operations": [{"op": "add", "id": null, "fact": "N
 /// The facts [`ANSWER`] holds.
 pub fn expected_facts() -> Vec<ExtractedFact> {
     vec![
-        ExtractedFact { fact: "Name is Alice".to_owned(), score: 0.95, tags: vec!["identity".to_owned()] },
-        ExtractedFact { fact: "Prefers tea over coffee".to_owned(), score: 0.8, tags: vec![] },
+        ExtractedFact {
+            fact: "Name is Alice".to_owned(),
+            score: 0.95,
+            tags: vec!["identity".to_owned()],
+            said_in: vec![],
+        },
+        ExtractedFact { fact: "Prefers tea over coffee".to_owned(), score: 0.8, tags: vec![], said_in: vec![] },
     ]
 }
 

@@ -274,6 +274,7 @@ class Operations:
         forget_unrecalled_after_days: int | None = UNSET,
         keep_best_facts: int | None = UNSET,
         forget_curated_facts: bool | None = UNSET,
+        delete_facts_with_conversation: bool | None = UNSET,
     ) -> Call[AgentConfig]:
         body = _given(locals(), exclude=("self", "agent_id"))
         return Call("PUT", f"/api/agents-config/{_seg(agent_id)}", body=body)
@@ -402,8 +403,14 @@ class Operations:
         cursor: str | None = None,
         include_superseded: bool | None = None,
         as_of: str | None = None,
+        source_conversation: str | None = None,
     ) -> Call[Page[Fact]]:
-        query = {"tag": tag, "include_superseded": include_superseded, "as_of": as_of}
+        query = {
+            "tag": tag,
+            "include_superseded": include_superseded,
+            "as_of": as_of,
+            "source_conversation": source_conversation,
+        }
         return _get(_user(agent_id, external_ref, "/facts"), **query, limit=limit, cursor=cursor)
 
     @operation

@@ -54,6 +54,13 @@ class Message(TypedDict):
     created_at: str
 
 
+class SourceMessage(TypedDict):
+    """A message a fact was drawn from: its conversation and its ``seq`` there."""
+
+    conversation_id: str
+    seq: int
+
+
 class Fact(TypedDict):
     id: str
     agent_id: str
@@ -63,6 +70,7 @@ class Fact(TypedDict):
     score: NotRequired[float | None]
     source: Literal["extracted", "manual", "agent", "builtin_fallback"]
     conversation_id: NotRequired[str | None]
+    source_messages: list[SourceMessage]
     superseded_at: NotRequired[str | None]
     superseded_by: NotRequired[str | None]
     observed_at: str
@@ -140,6 +148,7 @@ class AgentConfig(TypedDict):
     forget_curated_facts: bool
     max_messages_per_conversation: int
     delete_conversations_after_days: int
+    delete_facts_with_conversation: bool
     created_at: str
     updated_at: str
 
@@ -417,6 +426,7 @@ SCHEMAS: dict[str, type] = {
     "Conversation": Conversation,
     "ToolCall": ToolCall,
     "Message": Message,
+    "SourceMessage": SourceMessage,
     "Fact": Fact,
     "ScoredFact": ScoredFact,
     "SearchResults": SearchResults,

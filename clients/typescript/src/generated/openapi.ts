@@ -854,6 +854,12 @@ export interface components {
              */
             delete_conversations_after_days: number;
             /**
+             * @description Whether deleting a conversation (`DELETE /api/conversations/{id}`) also deletes the
+             *     facts drawn only from it; by default they stay, found with
+             *     `GET …/facts?source_conversation=`.
+             */
+            delete_facts_with_conversation: boolean;
+            /**
              * Format: int32
              * @description Extract an open conversation each time this many user turns arrived since its last
              *     extraction was queued; null: only when it ends.
@@ -1006,6 +1012,8 @@ export interface components {
              * @description Delete conversations this many days after they ended; 0 turns it off.
              */
             delete_conversations_after_days?: number | null;
+            /** @description Whether deleting a conversation also deletes the facts drawn only from it. */
+            delete_facts_with_conversation?: boolean | null;
             /**
              * Format: int32
              * @description Extract an open conversation every this many new user turns (1–100); `null` keeps
@@ -1379,6 +1387,13 @@ export interface components {
             score?: number | null;
             source: components["schemas"]["Source"];
             /**
+             * @description The messages an extracted fact was drawn from, oldest first (at most 10, the
+             *     newest kept); empty for manual and agent facts, and for facts extracted before
+             *     provenance was recorded. A message cleared since (by retention, or on request)
+             *     keeps its reference here.
+             */
+            source_messages: components["schemas"]["SourceMessage"][];
+            /**
              * Format: date-time
              * @description When it was superseded; null while current.
              */
@@ -1729,6 +1744,12 @@ export interface components {
                  */
                 delete_conversations_after_days: number;
                 /**
+                 * @description Whether deleting a conversation (`DELETE /api/conversations/{id}`) also deletes the
+                 *     facts drawn only from it; by default they stay, found with
+                 *     `GET …/facts?source_conversation=`.
+                 */
+                delete_facts_with_conversation: boolean;
+                /**
                  * Format: int32
                  * @description Extract an open conversation each time this many user turns arrived since its last
                  *     extraction was queued; null: only when it ends.
@@ -1870,6 +1891,13 @@ export interface components {
                  */
                 score?: number | null;
                 source: components["schemas"]["Source"];
+                /**
+                 * @description The messages an extracted fact was drawn from, oldest first (at most 10, the
+                 *     newest kept); empty for manual and agent facts, and for facts extracted before
+                 *     provenance was recorded. A message cleared since (by retention, or on request)
+                 *     keeps its reference here.
+                 */
+                source_messages: components["schemas"]["SourceMessage"][];
                 /**
                  * Format: date-time
                  * @description When it was superseded; null while current.
@@ -2083,6 +2111,16 @@ export interface components {
          * @enum {string}
          */
         Source: "extracted" | "manual" | "agent" | "builtin_fallback";
+        /** @description One message a fact was drawn from. */
+        SourceMessage: {
+            /** Format: uuid */
+            conversation_id: string;
+            /**
+             * Format: int64
+             * @description The message's `seq` in its conversation.
+             */
+            seq: number;
+        };
         /** @description A subscription, as the API shows it (never with its secret, but at creation). */
         Subscription: {
             /** Format: date-time */
@@ -2816,6 +2854,12 @@ export interface operations {
                  *     replaced (`valid_until` after it), not expired. Not with `include_superseded`.
                  */
                 as_of?: string;
+                /**
+                 * @description Only facts drawn from this conversation: one of their `source_messages` is in it
+                 *     (facts drawn from several conversations too; those drawn only from it have no
+                 *     other). Found whether the conversation still exists or not.
+                 */
+                source_conversation?: string;
             };
             header?: never;
             path: {
