@@ -395,8 +395,9 @@ async fn facts_page(
         next = page.next_cursor.map(|cursor| format!("{path}?cursor={cursor}"));
         facts = page.items.into_iter().map(|f| FactView::of(f, None)).collect();
     } else {
-        // The API's search, recall by meaning included: the panel finds what an agent finds.
-        match facts::search(state, owner, &query, Some(FACTS_PAGE), FactFilter::CURRENT).await {
+        // The API's search, recall by meaning included: the panel finds what an agent finds
+        // among its own facts (the page edits them, so a shared agent's are not here).
+        match facts::search(state, owner.into(), &query, Some(FACTS_PAGE), FactFilter::CURRENT).await {
             Ok(found) => {
                 facts = found.items.into_iter().map(|hit| FactView::of(hit.fact, Some(hit.relevance))).collect()
             }

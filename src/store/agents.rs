@@ -1,6 +1,7 @@
 //! Agent configuration rows.
 
 use chrono::{DateTime, Utc};
+use sqlx::types::Json;
 
 use super::{Result, Store, with_pool, with_tx};
 use crate::domain::{
@@ -26,6 +27,7 @@ struct ConfigRow {
     forget_curated_facts: bool,
     max_messages_per_conversation: i32,
     delete_conversations_after_days: i32,
+    reads_facts_of: Json<Vec<AgentId>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -49,6 +51,7 @@ impl From<ConfigRow> for AgentConfig {
             forget_curated_facts: row.forget_curated_facts,
             max_messages_per_conversation: row.max_messages_per_conversation,
             delete_conversations_after_days: row.delete_conversations_after_days,
+            reads_facts_of: row.reads_facts_of.0,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -60,7 +63,7 @@ macro_rules! columns {
         "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
          summarize_after_messages, summary_window, forget_extracted_after_days, forget_unrecalled_after_days, \
          keep_best_facts, forget_curated_facts, max_messages_per_conversation, delete_conversations_after_days, \
-         created_at, updated_at, extract_every_user_turns"
+         created_at, updated_at, extract_every_user_turns, reads_facts_of"
     };
 }
 
@@ -96,7 +99,7 @@ impl Store {
         let sql = concat!(
             "INSERT INTO agent_configs (",
             columns!(),
-            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $8) \
+            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $32, $8) \
              ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
                memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
                min_user_turns = COALESCE($10, agent_configs.min_user_turns), \
@@ -112,6 +115,7 @@ impl Store {
                max_messages_per_conversation = COALESCE($28, agent_configs.max_messages_per_conversation), \
                delete_conversations_after_days = COALESCE($29, agent_configs.delete_conversations_after_days), \
                extract_every_user_turns = CASE WHEN $31 THEN agent_configs.extract_every_user_turns ELSE $30 END, \
+               reads_facts_of = CASE WHEN $33 THEN agent_configs.reads_facts_of ELSE $32 END, \
                updated_at = $7 \
              RETURNING ",
             columns!()
@@ -150,6 +154,8 @@ impl Store {
                 .bind(patch.delete_conversations_after_days)
                 .bind(inserted.extract_every_user_turns)
                 .bind(patch.extract_every_user_turns.is_none())
+                .bind(Json(&inserted.reads_facts_of))
+                .bind(patch.reads_facts_of.is_none())
                 .fetch_one(&mut **tx)
                 .await?
         });
@@ -176,6 +182,22 @@ impl Store {
             sqlx::query_as(sql).bind(tenant.as_str()).bind(after).bind(limit).fetch_all(pool).await?
         });
         Ok(rows.into_iter().map(AgentConfig::from).collect())
+    }
+
+    /// Those of `agents` that are configured in the tenant (their order kept): what an
+    /// agent's `reads_facts_of` may name.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "configured_agents", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn configured_agents(&self, tenant: &TenantId, agents: &[AgentId]) -> Result<Vec<AgentId>> {
+        let wanted = serde_json::Value::from(agents.iter().map(AgentId::as_str).collect::<Vec<_>>()).to_string();
+        let sql = self.dialect(
+            "SELECT agent_id FROM agent_configs WHERE tenant_id = $1 \
+               AND agent_id IN (SELECT json_array_elements_text(CAST($2 AS json)))",
+            "SELECT agent_id FROM agent_configs WHERE tenant_id = $1 AND agent_id IN (SELECT value FROM json_each($2))",
+        );
+        let found: Vec<AgentId> = with_pool!(self, pool => {
+            sqlx::query_scalar(sql).bind(tenant.as_str()).bind(wanted).fetch_all(pool).await?
+        });
+        Ok(agents.iter().filter(|agent| found.contains(agent)).cloned().collect())
     }
 
     /// Returns whether a config was deleted.
@@ -232,6 +254,7 @@ impl From<AgentConfig> for Settings {
                 max_messages: config.max_messages_per_conversation,
                 conversations_after_days: config.delete_conversations_after_days,
             },
+            reads_facts_of: config.reads_facts_of,
         }
     }
 }

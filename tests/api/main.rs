@@ -38,6 +38,7 @@ mod sanitize;
 mod search;
 mod secrets;
 mod semantic;
+mod shared_memory;
 mod spec;
 mod summaries;
 mod superseded;

@@ -140,6 +140,7 @@ class AgentConfig(TypedDict):
     forget_curated_facts: bool
     max_messages_per_conversation: int
     delete_conversations_after_days: int
+    reads_facts_of: list[str]
     created_at: str
     updated_at: str
 
