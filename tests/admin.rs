@@ -30,6 +30,7 @@ on_both_backends!(
     the_panel_finds_facts_by_meaning_as_the_api_does,
     the_panel_shows_what_the_model_cost_per_job_and_per_agent_and_the_budget,
     the_facts_page_quotes_the_words_each_fact_came_from,
+    the_panel_sets_whose_facts_an_agent_reads,
 );
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -1172,5 +1173,51 @@ async fn the_facts_page_quotes_the_words_each_fact_came_from(backend: Backend) {
     assert_eq!(browser.text(&format!("{row} .cleared")).await, "the message was cleared");
     assert_eq!(browser.count(&format!("{row} .quote")).await, 0, "the words are gone");
     browser.step("fact-source-cleared").await;
+    browser.close().await;
+}
+
+/// Shared memory from the agent page: an agent not configured in the tenant is refused
+/// next to the field and nothing changes; a configured one is saved, shown again, and the
+/// agent's memory context then holds its facts.
+async fn the_panel_sets_whose_facts_an_agent_reads(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for agent_id in ["profile", "sales-bot"] {
+        app.enable_memory("acme", agent_id).await;
+    }
+    app.enable_memory("globex", "ledger").await;
+    let facts = format!("/api/agents/profile/users/{}/facts", enc(USER));
+    let (status, body) = app.post(&facts, &agent("acme"), json!({"fact": "Is allergic to shellfish"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let context = format!("/api/agents/sales-bot/users/{}/memory-context", enc(USER));
+    let shared = |context: &Value| texts(&context["facts"]).contains(&"Is allergic to shellfish");
+    assert!(!shared(&app.get(&context, &agent("acme")).await.1), "nothing shared yet");
+
+    let browser = Browser::start(&app, backend, "shared-memory").await;
+    browser.sign_in(&admin("acme")).await;
+    browser.goto("/admin/agents/sales-bot").await;
+    browser.type_into("#reads_facts_of", "profile ledger").await;
+    browser.click("#settings button[type=submit]").await;
+    assert_eq!(
+        browser.text("#reads_facts_of-error").await,
+        "reads_facts_of names agents not configured in this tenant: ledger"
+    );
+    browser.step("shared-memory-error").await;
+    let (_, unchanged) = app.get("/api/agents-config/sales-bot", &admin("acme")).await;
+    assert_eq!(unchanged["reads_facts_of"], json!([]), "{unchanged}");
+
+    browser.type_into("#reads_facts_of", "profile").await;
+    browser.click("#settings button[type=submit]").await;
+    assert_eq!(browser.text("#notice").await, "Settings saved.");
+    let (_, config) = app.get("/api/agents-config/sales-bot", &admin("acme")).await;
+    assert_eq!(config["reads_facts_of"], json!(["profile"]), "{config}");
+    let value = browser.find("#reads_facts_of").await.prop("value").await.expect("the field's value");
+    assert_eq!(value.as_deref(), Some("profile"), "the saved list is shown again");
+    browser.step("shared-memory").await;
+    assert!(shared(&app.get(&context, &agent("acme")).await.1), "sales-bot reads profile's fact");
+
+    browser.type_into("#reads_facts_of", "").await;
+    browser.click("#settings button[type=submit]").await;
+    assert_eq!(browser.text("#notice").await, "Settings saved.");
+    assert!(!shared(&app.get(&context, &agent("acme")).await.1), "emptied: its own facts only");
     browser.close().await;
 }

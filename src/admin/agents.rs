@@ -20,6 +20,7 @@ use crate::{
         event::Actor,
         ids::AgentId,
     },
+    error::ApiError,
     service::{AppState, agents},
 };
 
@@ -154,6 +155,8 @@ pub struct SettingsValues {
     policies: [String; 5],
     forget_curated_facts: bool,
     delete_facts_with_conversation: bool,
+    /// The agents whose facts it reads too, separated by spaces; empty: none.
+    reads_facts_of: String,
 }
 
 /// The forgetting and retention settings the panel edits as whole numbers (0 = off): field
@@ -205,6 +208,7 @@ impl SettingsValues {
             .map(|n| n.to_string()),
             forget_curated_facts: settings.forgetting.curated,
             delete_facts_with_conversation: settings.delete_facts_with_conversation,
+            reads_facts_of: settings.reads_facts_of.iter().map(AgentId::as_str).collect::<Vec<_>>().join(" "),
         }
     }
 
@@ -282,6 +286,10 @@ pub struct SettingsForm {
     delete_conversations_after_days: Option<String>,
     forget_curated_facts: Option<String>,
     delete_facts_with_conversation: Option<String>,
+    /// Agent ids separated by spaces or commas; empty: none; absent (a form from before
+    /// the field): kept.
+    #[serde(default)]
+    reads_facts_of: Option<String>,
 }
 
 impl SettingsForm {
@@ -377,22 +385,41 @@ fn patch_of(form: &SettingsForm) -> Result<ConfigPatch, FieldErrors> {
     if whole(&form.max_injected_facts).is_none() {
         errors.add("max_injected_facts", "max_injected_facts must be a whole number from 1 to 100".into());
     }
+    let shared = match form.reads_facts_of.as_deref().map(shared_agents) {
+        None => Some(None),
+        Some(Ok(agents)) => Some(Some(agents)),
+        Some(Err(message)) => {
+            errors.add("reads_facts_of", message);
+            None
+        }
+    };
     if confidence.is_none() && errors.get("min_confidence").is_none() {
         errors.add("min_confidence", "min_confidence must be a number between 0 and 1".into());
     }
-    match (turns, every, facts, confidence, instructions_ok, errors.is_empty()) {
-        (Some(turns), Some(every), Some(facts), Some(confidence), true, true) => Ok(ConfigPatch {
+    match (turns, every, facts, confidence, shared, instructions_ok, errors.is_empty()) {
+        (Some(turns), Some(every), Some(facts), Some(confidence), Some(shared), true, true) => Ok(ConfigPatch {
             memory_enabled: Some(form.memory_enabled.is_some()),
             min_user_turns: turns.min_user_turns,
             extract_every_user_turns: every.extract_every_user_turns,
             max_injected_facts: facts.max_injected_facts,
             min_confidence: confidence.min_confidence,
             extraction_instructions: instructions,
+            reads_facts_of: shared,
             // The panel leaves the summary settings as they are.
             ..policies
         }),
         _ => Err(errors),
     }
+}
+
+/// The agent ids typed in the shared memory field, separated by spaces or commas (the
+/// rules that need the agent or the store are the service's, see [`agents::configure`]).
+fn shared_agents(typed: &str) -> Result<Vec<AgentId>, String> {
+    typed
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|id| !id.is_empty())
+        .map(|id| AgentId::parse(id.to_owned()).map_err(|_| format!("reads_facts_of: {id:?} is not an agent id")))
+        .collect()
 }
 
 /// The field of `patch` that the policy setting `name` (one of [`POLICY_FIELDS`]) sets.
@@ -411,35 +438,43 @@ pub async fn save(
     AdminPath(agent): AdminPath<AgentId>,
     Guarded { operator, form, .. }: Guarded<SettingsForm, Admin>,
 ) -> AdminResult {
-    let patch = match patch_of(&form) {
-        Ok(patch) => patch,
-        Err(errors) => {
-            let config = agents::get(&state, operator.tenant(), &agent).await?;
-            let page = AgentPage {
-                layout: operator.layout(format!("Agent {}", agent.as_str()), "agents", None),
-                path: encode_segment(agent.as_str()),
-                agent_id: agent.as_str().to_owned(),
-                configured: config.is_some(),
-                updated: config.as_ref().map(|c| when(&c.updated_at)),
-                can_change: true,
-                values: SettingsValues {
-                    memory_enabled: form.memory_enabled.is_some(),
-                    policies: form.policies(),
-                    forget_curated_facts: form.forget_curated_facts.is_some(),
-                    delete_facts_with_conversation: form.delete_facts_with_conversation.is_some(),
-                    min_user_turns: form.min_user_turns,
-                    extract_every_user_turns: form.extract_every_user_turns.unwrap_or_default(),
-                    max_injected_facts: form.max_injected_facts,
-                    min_confidence: form.min_confidence,
-                    extraction_instructions: form.extraction_instructions,
-                },
-                errors,
-            };
-            return render(&page);
-        }
+    let refused = match patch_of(&form) {
+        Ok(patch) => match agents::configure(&state, operator.tenant(), &agent, &patch, Actor::Admin).await {
+            Ok(_) => return see_other(&format!("/admin/agents/{}?done=saved", encode_segment(agent.as_str()))),
+            // Every other field was checked by `patch_of`: what the service refuses is the
+            // list of agents read (itself, twice, or not configured in this tenant).
+            Err(ApiError::InvalidRequest(message)) => {
+                let mut errors = FieldErrors::default();
+                errors.add("reads_facts_of", message);
+                errors
+            }
+            Err(other) => return Err(other.into()),
+        },
+        Err(errors) => errors,
     };
-    agents::configure(&state, operator.tenant(), &agent, &patch, Actor::Admin).await?;
-    see_other(&format!("/admin/agents/{}?done=saved", encode_segment(agent.as_str())))
+    let config = agents::get(&state, operator.tenant(), &agent).await?;
+    let page = AgentPage {
+        layout: operator.layout(format!("Agent {}", agent.as_str()), "agents", None),
+        path: encode_segment(agent.as_str()),
+        agent_id: agent.as_str().to_owned(),
+        configured: config.is_some(),
+        updated: config.as_ref().map(|c| when(&c.updated_at)),
+        can_change: true,
+        values: SettingsValues {
+            memory_enabled: form.memory_enabled.is_some(),
+            policies: form.policies(),
+            forget_curated_facts: form.forget_curated_facts.is_some(),
+            delete_facts_with_conversation: form.delete_facts_with_conversation.is_some(),
+            min_user_turns: form.min_user_turns,
+            extract_every_user_turns: form.extract_every_user_turns.unwrap_or_default(),
+            max_injected_facts: form.max_injected_facts,
+            min_confidence: form.min_confidence,
+            extraction_instructions: form.extraction_instructions,
+            reads_facts_of: form.reads_facts_of.unwrap_or_default(),
+        },
+        errors: refused,
+    };
+    render(&page)
 }
 
 #[cfg(test)]
@@ -461,6 +496,7 @@ mod tests {
             delete_conversations_after_days: None,
             forget_curated_facts: None,
             delete_facts_with_conversation: None,
+            reads_facts_of: Some("profile, billing".into()),
         }
     }
 
@@ -504,6 +540,21 @@ mod tests {
             form.extract_every_user_turns = Some(bad.into());
             assert!(patch_of(&form).unwrap_err().get("extract_every_user_turns").is_some(), "{bad}");
         }
+    }
+
+    #[test]
+    fn shared_agents_are_typed_as_ids_and_empty_reads_none() {
+        let ids = |patch: ConfigPatch| {
+            patch.reads_facts_of.map(|ids| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(ids(patch_of(&form("3", "10", "0.7", "")).unwrap()), Some(vec!["profile".into(), "billing".into()]));
+        let mut none = form("3", "10", "0.7", "");
+        none.reads_facts_of = Some(" ".into());
+        assert_eq!(ids(patch_of(&none).unwrap()), Some(vec![]));
+        none.reads_facts_of = None;
+        assert_eq!(ids(patch_of(&none).unwrap()), None, "absent keeps");
+        none.reads_facts_of = Some("profile a/b".into());
+        assert!(patch_of(&none).unwrap_err().get("reads_facts_of").is_some());
     }
 
     #[test]

@@ -432,8 +432,9 @@ async fn facts_page(
         let words = facts::source_words(state, owner.tenant(), &page.items).await?;
         facts = page.items.into_iter().map(|f| FactView::of(f, None, user, &words)).collect();
     } else {
-        // The API's search, recall by meaning included: the panel finds what an agent finds.
-        match facts::search(state, owner, &query, Some(FACTS_PAGE), FactFilter::CURRENT).await {
+        // The API's search, recall by meaning included: the panel finds what an agent finds
+        // among its own facts (the page edits them, so a shared agent's are not here).
+        match facts::search(state, owner.into(), &query, Some(FACTS_PAGE), FactFilter::CURRENT).await {
             Ok(found) => {
                 let words = facts::source_words(state, owner.tenant(), found.items.iter().map(|hit| &hit.fact)).await?;
                 facts = found

@@ -129,7 +129,9 @@ async fn remember_fact(
 
 /// Search: facts containing any of the query's words (stemmed, stop words ignored), and,
 /// when embeddings are on and ready, facts close to the query in meaning; the most
-/// relevant first, then the newest.
+/// relevant first, then the newest. While the agent's memory is on and the user consents,
+/// also the user's facts of the agents it reads (`reads_facts_of`), each with its own
+/// `agent_id`.
 #[utoipa::path(get, path = "/api/agents/{agent_id}/users/{external_ref}/facts/search", tag = "facts",
     params(("agent_id" = AgentId, Path), ("external_ref" = ExternalRef, Path), SearchParams),
     responses((status = 200, body = SearchResults), CommonErrors))]
@@ -140,7 +142,7 @@ async fn search_facts(
 ) -> Result<Written<SearchResults>, ApiError> {
     let owner = caller.owner(&agent, &user);
     let filter = FactFilter { tag: params.tag.as_deref(), superseded: params.include_superseded, as_of: params.as_of };
-    Ok(Written(facts::search(&state, owner, &params.q, params.limit, filter).await?))
+    Ok(Written(facts::search_as_agent(&state, owner, &params.q, params.limit, filter).await?))
 }
 
 /// Change a fact's text, tags or score (`null` clears the score). 409 when the new

@@ -12,7 +12,9 @@ use crate::{
 };
 
 /// Applies a partial update (absent fields keep their value, or their default for an
-/// agent never configured) and returns the stored settings.
+/// agent never configured) and returns the stored settings. The agents `reads_facts_of`
+/// names must be configured in the caller's tenant: an id of another tenant's agent (or a
+/// typo) is refused rather than kept to match an agent created later.
 pub async fn configure(
     state: &AppState,
     tenant: &TenantId,
@@ -20,7 +22,17 @@ pub async fn configure(
     patch: &ConfigPatch,
     actor: Actor,
 ) -> Result<AgentConfig, ApiError> {
-    patch.validate().map_err(ApiError::InvalidRequest)?;
+    patch.validate_for(agent).map_err(ApiError::InvalidRequest)?;
+    if let Some(shared) = patch.reads_facts_of.as_deref().filter(|shared| !shared.is_empty()) {
+        let configured = state.store.configured_agents(tenant, shared).await?;
+        let unknown: Vec<&str> = shared.iter().filter(|a| !configured.contains(a)).map(AgentId::as_str).collect();
+        if !unknown.is_empty() {
+            return Err(ApiError::InvalidRequest(format!(
+                "reads_facts_of names agents not configured in this tenant: {}",
+                unknown.join(", ")
+            )));
+        }
+    }
     Ok(state.store.upsert_agent_config(tenant, agent, patch, actor).await?)
 }
 

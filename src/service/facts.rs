@@ -16,7 +16,7 @@ use crate::{
         fact::{Fact, FactInput, FactPatch, Origin, SourceMessage, storable, validate_tag},
         ids::TenantId,
         json_writer::WriteJson,
-        owner::Owner,
+        owner::{Owner, OwnerSet},
         page::{Page, decode_cursor, limit},
         search_query::SearchQuery,
     },
@@ -159,11 +159,27 @@ async fn embed_now(state: &AppState, fact: &Fact) {
     }
 }
 
-/// The facts most relevant to `q` (`limit` 1–200, default 10): full text fused with
-/// meaning when embeddings are on (see [`super::recall`]).
-pub async fn search(
+/// The search an agent makes (the REST search): its own facts, and while its memory is on
+/// for the user, those of the agents it reads (`reads_facts_of`, see
+/// [`crate::domain::policy::Policy::shared_agents`]). Its policy is read first (one round
+/// trip), as the memory context and the tools read it.
+pub async fn search_as_agent(
     state: &AppState,
     owner: Owner<'_>,
+    q: &str,
+    limit: Option<i64>,
+    filter: FactFilter<'_>,
+) -> Result<SearchResults, ApiError> {
+    let policy = state.store.policy(owner).await?;
+    let shared = policy.shared_agents(state.config.default_ai_consent);
+    search(state, OwnerSet::new(owner, shared), q, limit, filter).await
+}
+
+/// The facts of `owners` most relevant to `q` (`limit` 1–200, default 10): full text
+/// fused with meaning when embeddings are on (see [`super::recall`]).
+pub async fn search(
+    state: &AppState,
+    owners: OwnerSet<'_>,
     q: &str,
     limit: Option<i64>,
     filter: FactFilter<'_>,
@@ -171,7 +187,7 @@ pub async fn search(
     let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
     let limit = self::limit(limit, 10, 200)?;
     let filter = checked(filter)?;
-    let hits = super::recall::search(state, owner, &query, filter, limit).await?;
+    let hits = super::recall::search(state, owners, &query, filter, limit).await?;
     state.recall_counts.note(hits.iter().map(|hit| hit.fact.id));
     let items = hits.into_iter().map(|hit| ScoredFact { fact: hit.fact, relevance: hit.relevance }).collect();
     Ok(SearchResults { items })

@@ -9,7 +9,7 @@ use crate::{
     domain::{
         fact::storable,
         memory_context::{ContextRequest, MemoryContext, default_max_facts},
-        owner::Owner,
+        owner::{Owner, OwnerSet},
         policy::Policy,
     },
     error::ApiError,
@@ -35,8 +35,12 @@ pub async fn build(
     };
     let max_facts = request.max_facts.unwrap_or(default_max);
     let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
+    // Shared memory: the facts of the agents it reads too, in the same reads.
+    let owners = OwnerSet::new(owner, policy.shared_agents(state.config.default_ai_consent));
     let recalled = async {
-        Ok::<_, ApiError>(super::recall::for_context(state, owner, request.query.as_ref(), request.as_of, limit).await?)
+        Ok::<_, ApiError>(
+            super::recall::for_context(state, owners, request.query.as_ref(), request.as_of, limit).await?,
+        )
     };
     let context = if request.working_memory {
         // Asked for: the document is read beside the facts, not after them.

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use crate::{
-    domain::{fact::Fact, owner::Owner, search_query::SearchQuery, vector},
+    domain::{fact::Fact, owner::OwnerSet, search_query::SearchQuery, vector},
     store::{
         Result,
         facts::{FactFilter, Hit},
@@ -52,7 +52,8 @@ pub async fn embed_within(state: &AppState, texts: &[String], limit: Duration) -
     }
 }
 
-/// Facts search: the full-text hits fused with the facts nearest in meaning.
+/// Facts search: the full-text hits fused with the facts nearest in meaning, among the
+/// facts of `owners` (one owner's, or with shared memory those of the agents it reads).
 ///
 /// The full-text search, the query's embedding and the read of the candidate vectors
 /// need nothing from each other, so they run at once: the answer takes as long as the
@@ -60,18 +61,18 @@ pub async fn embed_within(state: &AppState, texts: &[String], limit: Duration) -
 /// nearest facts that full text did not find are read afterwards, by id.
 pub async fn search(
     state: &AppState,
-    owner: Owner<'_>,
+    owners: OwnerSet<'_>,
     query: &SearchQuery,
     filter: FactFilter<'_>,
     limit: i64,
 ) -> Result<Vec<Hit>> {
     let Some(model) = state.embedder.ready_model() else {
-        return state.store.search_facts(owner, query, filter, limit).await;
+        return state.store.search_facts(owners, query, filter, limit).await;
     };
     let (hits, query_vector, vectors) = tokio::join!(
-        state.store.search_facts(owner, query, filter, limit),
+        state.store.search_facts(owners, query, filter, limit),
         query_vector(state, query),
-        state.store.fact_vectors(owner, &model, filter),
+        state.store.fact_vectors(owners, &model, filter),
     );
     let hits = hits?;
     let Some(query_vector) = query_vector else {
@@ -88,7 +89,7 @@ pub async fn search(
     let mut found: HashMap<Uuid, (Fact, f64)> =
         hits.into_iter().map(|hit| (hit.fact.id, (hit.fact, hit.rarity))).collect();
     let missing: Vec<Uuid> = nearest.iter().map(|(id, _)| *id).filter(|id| !found.contains_key(id)).collect();
-    found.extend(state.store.facts_by_id(owner, &missing).await?.into_iter().map(|fact| (fact.id, (fact, 0.0))));
+    found.extend(state.store.facts_by_id(owners, &missing).await?.into_iter().map(|fact| (fact.id, (fact, 0.0))));
     Ok(vector::fuse(&text, &nearest)
         .into_iter()
         .take(size)
@@ -104,22 +105,22 @@ pub async fn search(
 /// Current at `as_of`, or now.
 pub async fn for_context(
     state: &AppState,
-    owner: Owner<'_>,
+    owners: OwnerSet<'_>,
     query: Option<&SearchQuery>,
     as_of: Option<DateTime<Utc>>,
     limit: i64,
 ) -> Result<Vec<Fact>> {
     let Some(query) = query else {
-        return state.store.context_facts(owner, None, as_of, limit).await;
+        return state.store.context_facts(owners, None, as_of, limit).await;
     };
     if state.embedder.ready_model().is_none() {
-        return state.store.context_facts(owner, Some(query), as_of, limit).await;
+        return state.store.context_facts(owners, Some(query), as_of, limit).await;
     }
     let filter = FactFilter { as_of, ..FactFilter::CURRENT };
     // The newest facts do not depend on the matches: both are read at once.
     let (hits, newest) = tokio::try_join!(
-        search(state, owner, query, filter, limit),
-        state.store.list_facts(owner, filter, None, None, limit),
+        search(state, owners, query, filter, limit),
+        state.store.list_facts(owners, filter, None, None, limit),
     )?;
     Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
 }

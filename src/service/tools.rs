@@ -30,6 +30,7 @@ use crate::{
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MAX_FACTS},
         nul,
+        owner::OwnerSet,
         search_query::MAX_QUERY_CHARS,
         working_memory::{self as document, Condition},
     },
@@ -307,7 +308,8 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
         Tool::Recall => {
             let args: RecallArgs = parse(args)?;
             let filter = FactFilter { as_of: args.as_of, ..FactFilter::CURRENT };
-            to_value(facts::search(state, owner, &args.query, args.limit, filter).await?)
+            let owners = OwnerSet::new(owner, policy.shared_agents(default_consent));
+            to_value(facts::search(state, owners, &args.query, args.limit, filter).await?)
         }
         Tool::ListMemories => {
             let args: ListArgs = parse(args)?;

@@ -1,6 +1,7 @@
 //! Agent configuration rows.
 
 use chrono::{DateTime, Utc};
+use sqlx::types::Json;
 
 use super::{Result, Store, with_pool, with_tx};
 use crate::domain::{
@@ -27,6 +28,7 @@ struct ConfigRow {
     max_messages_per_conversation: i32,
     delete_conversations_after_days: i32,
     delete_facts_with_conversation: bool,
+    reads_facts_of: Json<Vec<AgentId>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -51,6 +53,7 @@ impl From<ConfigRow> for AgentConfig {
             max_messages_per_conversation: row.max_messages_per_conversation,
             delete_conversations_after_days: row.delete_conversations_after_days,
             delete_facts_with_conversation: row.delete_facts_with_conversation,
+            reads_facts_of: row.reads_facts_of.0,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -62,7 +65,7 @@ macro_rules! columns {
         "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
          summarize_after_messages, summary_window, forget_extracted_after_days, forget_unrecalled_after_days, \
          keep_best_facts, forget_curated_facts, max_messages_per_conversation, delete_conversations_after_days, \
-         created_at, updated_at, extract_every_user_turns, delete_facts_with_conversation"
+         created_at, updated_at, extract_every_user_turns, delete_facts_with_conversation, reads_facts_of"
     };
 }
 
@@ -98,7 +101,7 @@ impl Store {
         let sql = concat!(
             "INSERT INTO agent_configs (",
             columns!(),
-            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $32, $8) \
+            ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $32, $34, $8) \
              ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
                memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
                min_user_turns = COALESCE($10, agent_configs.min_user_turns), \
@@ -115,6 +118,7 @@ impl Store {
                delete_conversations_after_days = COALESCE($29, agent_configs.delete_conversations_after_days), \
                extract_every_user_turns = CASE WHEN $31 THEN agent_configs.extract_every_user_turns ELSE $30 END, \
                delete_facts_with_conversation = COALESCE($33, agent_configs.delete_facts_with_conversation), \
+               reads_facts_of = CASE WHEN $35 THEN agent_configs.reads_facts_of ELSE $34 END, \
                updated_at = $7 \
              RETURNING ",
             columns!()
@@ -155,6 +159,8 @@ impl Store {
                 .bind(patch.extract_every_user_turns.is_none())
                 .bind(inserted.delete_facts_with_conversation)
                 .bind(patch.delete_facts_with_conversation)
+                .bind(Json(&inserted.reads_facts_of))
+                .bind(patch.reads_facts_of.is_none())
                 .fetch_one(&mut **tx)
                 .await?
         });
@@ -181,6 +187,22 @@ impl Store {
             sqlx::query_as(sql).bind(tenant.as_str()).bind(after).bind(limit).fetch_all(pool).await?
         });
         Ok(rows.into_iter().map(AgentConfig::from).collect())
+    }
+
+    /// Those of `agents` that are configured in the tenant (their order kept): what an
+    /// agent's `reads_facts_of` may name.
+    #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "configured_agents", backend = self.backend(), rows = tracing::field::Empty))]
+    pub async fn configured_agents(&self, tenant: &TenantId, agents: &[AgentId]) -> Result<Vec<AgentId>> {
+        let wanted = serde_json::Value::from(agents.iter().map(AgentId::as_str).collect::<Vec<_>>()).to_string();
+        let sql = self.dialect(
+            "SELECT agent_id FROM agent_configs WHERE tenant_id = $1 \
+               AND agent_id IN (SELECT json_array_elements_text(CAST($2 AS json)))",
+            "SELECT agent_id FROM agent_configs WHERE tenant_id = $1 AND agent_id IN (SELECT value FROM json_each($2))",
+        );
+        let found: Vec<AgentId> = with_pool!(self, pool => {
+            sqlx::query_scalar(sql).bind(tenant.as_str()).bind(wanted).fetch_all(pool).await?
+        });
+        Ok(agents.iter().filter(|agent| found.contains(agent)).cloned().collect())
     }
 
     /// Returns whether a config was deleted.

@@ -39,7 +39,7 @@ use crate::domain::{
     event::{Actor, EventData, EventType, NewEvent},
     fact::{Fact, FactChanges, NewFact, Origin, Source, SourceMessage, stored_precision},
     ids::{AgentId, ExternalRef, TenantId},
-    owner::Owner,
+    owner::{Owner, OwnerSet},
     search_query::SearchQuery,
     slot::Slot,
 };
@@ -65,6 +65,36 @@ where
 {
     fn bind_owner(self, owner: Owner<'q>) -> Self {
         self.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
+    }
+}
+
+/// Binds an owner set as `$1, $2, $3` for the reads of [`Reads::new`]: `$2` is the
+/// agent alone without sharing (the statements test `agent_id = $2`), else a JSON array of
+/// every agent of the set (the shared statements test membership, see
+/// [`Dialect::shared_agents`]).
+pub(super) trait BindOwners<'q> {
+    fn bind_owners(self, owners: OwnerSet<'q>) -> Self;
+}
+
+/// The agents of a shared read, as the JSON array its `$2` is.
+fn agents_json(owners: OwnerSet<'_>) -> String {
+    serde_json::Value::from(owners.owners().map(|owner| owner.agent().as_str()).collect::<Vec<_>>()).to_string()
+}
+
+impl<'q, DB: Database, O> BindOwners<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    String: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_owners(self, owners: OwnerSet<'q>) -> Self {
+        let owner = owners.owner();
+        let query = self.bind(owner.tenant().as_str());
+        let query = if owners.shared().is_empty() {
+            query.bind(owner.agent().as_str())
+        } else {
+            query.bind(agents_json(owners))
+        };
+        query.bind(owner.user().as_str())
     }
 }
 
@@ -340,7 +370,9 @@ const SCORED_MAX_WORDS: usize = 6;
 /// it contains), found through the word index in one lookup per query word, never one
 /// test per word per fact; `df` is how many of those facts hold each word; `scored` gives
 /// each fact the number of query words it `matched` and their `rarity`, the sum of 1/df
-/// over them (an IDF that needs no logarithm), counted in billionths and rounded to a
+/// over them (an IDF that needs no logarithm; a word is its term after the owner's
+/// 16-digit tag, so that with shared memory the facts of every owner read count
+/// together), counted in billionths and rounded to a
 /// whole number of them, as [`super::ranking`] counts them; `best` keeps the `$6` first by
 /// most words, then rarest words, then newest.
 ///
@@ -359,16 +391,17 @@ const SCORED_MAX_WORDS: usize = 6;
 /// small rows and reads `$6` facts, rather than every matching fact's text and tags
 /// before `ORDER BY … LIMIT`.
 const SCORED: &str = "WITH q AS MATERIALIZED (SELECT string_to_array($4, ' ') AS terms), \
-     keys AS MATERIALIZED (SELECT term, CAST('''' || term || '''' AS tsquery) AS query FROM q, unnest(q.terms) AS term), \
-     pairs AS MATERIALIZED (SELECT hits.id AS fact_id, keys.term FROM keys CROSS JOIN LATERAL \
+     keys AS MATERIALIZED (SELECT term, substr(term, 17) AS word, CAST('''' || term || '''' AS tsquery) AS query \
+       FROM q, unnest(q.terms) AS term), \
+     pairs AS MATERIALIZED (SELECT hits.id AS fact_id, keys.word FROM keys CROSS JOIN LATERAL \
          (SELECT id, tenant_id, agent_id, external_ref, tags, superseded_by, observed_at, valid_until, expires_at \
           FROM facts WHERE array_to_tsvector(string_to_array(search_terms, ' ')) @@ keys.query OFFSET 0) AS hits \
        WHERE hits.tenant_id = $1 AND hits.agent_id = $2 AND hits.external_ref = $3 AND ($5 IS NULL OR {has_tag}) \
          AND {current}), \
-     df AS (SELECT term, count(*) AS n FROM pairs GROUP BY term), \
+     df AS (SELECT word, count(*) AS n FROM pairs GROUP BY word), \
      scored AS (SELECT pairs.fact_id, count(*) AS matched, \
          round(sum(CAST(1 AS DOUBLE PRECISION) / df.n) * 1000000000) AS rarity \
-       FROM pairs JOIN df ON df.term = pairs.term GROUP BY pairs.fact_id), \
+       FROM pairs JOIN df ON df.word = pairs.word GROUP BY pairs.fact_id), \
      best AS (SELECT fact_id, matched, rarity FROM scored ORDER BY matched DESC, rarity DESC, fact_id DESC LIMIT $6) ";
 
 /// PostgreSQL: the rows of the `best` matches with their scores, in no order (the owner
@@ -446,6 +479,11 @@ struct Dialect {
     ids: &'static str,
     /// Whether short queries are ranked in SQL ([`SCORED`]).
     ranks_short_queries: bool,
+    /// What replaces the test `agent_id = $2` in a shared read: the agent is one of the
+    /// JSON array `$2` whose memory is on (an agent whose memory was switched off, or
+    /// whose settings were deleted, shares nothing). Reads without sharing keep the plain
+    /// test, and their plans.
+    shared_agents: &'static str,
 }
 
 /// PostgreSQL's lookup is the GIN index `facts_words` (migration 0020) over the terms as
@@ -465,6 +503,8 @@ const POSTGRES: Dialect = Dialect {
     ids_from: "facts",
     ids: "id IN (SELECT CAST(value AS uuid) FROM json_array_elements_text(CAST($4 AS json)))",
     ranks_short_queries: true,
+    shared_agents: "agent_id IN (SELECT agent_id FROM agent_configs WHERE tenant_id = $1 AND memory_enabled \
+       AND agent_id IN (SELECT json_array_elements_text(CAST($2 AS json))))",
 };
 
 /// SQLite's lookup is the FTS5 table `facts_fts` (migration 0019); `$4` is an FTS5 query
@@ -486,6 +526,8 @@ const SQLITE: Dialect = Dialect {
     ids_from: "(SELECT unhex(value, '-') AS wanted FROM json_each($4)) AS wanted CROSS JOIN facts",
     ids: "facts.id = wanted.wanted",
     ranks_short_queries: false,
+    shared_agents: "agent_id IN (SELECT agent_id FROM agent_configs WHERE tenant_id = $1 AND memory_enabled \
+       AND agent_id IN (SELECT value FROM json_each($2)))",
 };
 
 /// The fact reads with their holes filled for one dialect, built once.
@@ -507,9 +549,10 @@ struct Scored {
 }
 
 impl Reads {
-    fn new(dialect: &Dialect) -> Reads {
+    /// The reads of one owner's facts, or with `shared` those of an owner set.
+    fn new(dialect: &Dialect, shared: bool) -> Reads {
         let fill = |template: &str, current: String| {
-            template
+            let filled = template
                 .replace("{scored}", SCORED)
                 .replace("{best_rows}", BEST_ROWS)
                 .replace("{matching}", dialect.matching)
@@ -518,7 +561,8 @@ impl Reads {
                 .replace("{from_conversation}", dialect.from_conversation)
                 .replace("{current}", &current)
                 .replace("{ids_from}", dialect.ids_from)
-                .replace("{ids}", dialect.ids)
+                .replace("{ids}", dialect.ids);
+            if shared { filled.replace("agent_id = $2", dialect.shared_agents) } else { filled }
         };
         Reads {
             list: fill(LIST, current_test("$7", "$8", "$9")),
@@ -561,8 +605,17 @@ static FROM_CONVERSATION: LazyLock<(String, String)> = LazyLock::new(|| {
     (sql(&POSTGRES), sql(&SQLITE))
 });
 
-static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES));
-static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE));
+/// PostgreSQL's and SQLite's statements of one owner's facts (as [`with_tag_test`]
+/// returns them) made reads of an owner set: the test `agent_id = $2` becomes the
+/// dialect's [`Dialect::shared_agents`], as in the shared fact reads.
+pub(super) fn shared_reads((postgres, sqlite): &(String, String)) -> (String, String) {
+    (postgres.replace("agent_id = $2", POSTGRES.shared_agents), sqlite.replace("agent_id = $2", SQLITE.shared_agents))
+}
+
+static POSTGRES_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES, false));
+static SQLITE_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE, false));
+static POSTGRES_SHARED_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&POSTGRES, true));
+static SQLITE_SHARED_READS: LazyLock<Reads> = LazyLock::new(|| Reads::new(&SQLITE, true));
 
 /// `$4` id, `$5` new text (or NULL), `$6` its normalised form, `$7` tags (or NULL),
 /// `$8` whether the score changes, `$9` the new score, `$10` now, `$11` the new text's
@@ -738,26 +791,31 @@ const COUNT_CURATED: &str = "SELECT count(*) FROM facts \
      WHERE tenant_id = $1 AND agent_id = $2 AND external_ref = $3 AND source IN ('manual', 'agent')";
 
 impl Store {
-    /// The fact reads in this store's dialect.
-    fn reads(&self) -> &'static Reads {
-        self.dialect(&*POSTGRES_READS, &*SQLITE_READS)
+    /// The fact reads of `owners` in this store's dialect: one owner's, or an owner set's.
+    fn reads(&self, owners: OwnerSet<'_>) -> &'static Reads {
+        if owners.shared().is_empty() {
+            self.dialect(&*POSTGRES_READS, &*SQLITE_READS)
+        } else {
+            self.dialect(&*POSTGRES_SHARED_READS, &*SQLITE_SHARED_READS)
+        }
     }
 
-    /// One page of the owner's facts, newest first, older than `before` (keyset).
+    /// One page of the owners' facts, newest first, older than `before` (keyset).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "list_facts", backend = self.backend(), rows = tracing::field::Empty))]
     /// With `source_conversation`, only the facts drawn (at least in part) from it.
-    pub async fn list_facts(
+    pub async fn list_facts<'o>(
         &self,
-        owner: Owner<'_>,
+        owners: impl Into<OwnerSet<'o>>,
         filter: FactFilter<'_>,
         source_conversation: Option<Uuid>,
         before: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
         let source_conversation = source_conversation.map(|id| id.hyphenated().to_string());
+        let owners = owners.into();
         let rows: Vec<FactRow> = with_pool!(self, pool => {
-            sqlx::query_as(self.reads().list.as_str())
-                .bind_owner(owner)
+            sqlx::query_as(self.reads(owners).list.as_str())
+                .bind_owners(owners)
                 .bind(before)
                 .bind(filter.tag)
                 .bind(limit)
@@ -811,21 +869,22 @@ impl Store {
     /// rows of the best by id (see [`MATCHES`]); a short query on PostgreSQL in one
     /// statement ([`SCORED`]).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "search_facts", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn search_facts(
+    pub async fn search_facts<'o>(
         &self,
-        owner: Owner<'_>,
+        owners: impl Into<OwnerSet<'o>>,
         query: &SearchQuery,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<Hit>> {
-        let Some(search) = word_index::WordSearch::new(&self.word_key, owner, query.stems()) else {
+        let owners = owners.into();
+        let Some(search) = word_index::WordSearch::new(&self.word_key, owners, query.stems()) else {
             return Ok(Vec::new());
         };
         let words = i64::try_from(search.words()).unwrap_or(i64::MAX);
-        if let Some(scored) = self.scored(&search) {
+        if let Some(scored) = self.scored(owners, &search) {
             let rows: Vec<ScoredRow> = with_pool!(self, pool => {
                 sqlx::query_as(scored.search.as_str())
-                    .bind_owner(owner)
+                    .bind_owners(owners)
                     .bind(search.terms())
                     .bind(filter.tag)
                     .bind(limit)
@@ -843,11 +902,11 @@ impl Store {
                 })
                 .collect();
         }
-        let ranked = self.rank_matches(&search, owner, filter, limit).await?;
+        let ranked = self.rank_matches(&search, owners, filter, limit).await?;
         if ranked.is_empty() {
             return Ok(Vec::new());
         }
-        let facts = self.facts_by_id(owner, &ranked.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
+        let facts = self.facts_by_id(owners, &ranked.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
         let mut by_id: HashMap<Uuid, Fact> = facts.into_iter().map(|fact| (fact.id, fact)).collect();
         // A fact deleted between the two statements is left out.
         Ok(ranked
@@ -860,23 +919,23 @@ impl Store {
     }
 
     /// PostgreSQL's statements that rank `search` in SQL, when it is short enough.
-    fn scored(&self, search: &word_index::WordSearch) -> Option<&'static Scored> {
-        self.reads().scored.as_ref().filter(|_| search.words() <= SCORED_MAX_WORDS)
+    fn scored(&self, owners: OwnerSet<'_>, search: &word_index::WordSearch) -> Option<&'static Scored> {
+        self.reads(owners).scored.as_ref().filter(|_| search.words() <= SCORED_MAX_WORDS)
     }
 
-    /// The `limit` best matches of `search` among the owner's facts that `filter` takes,
+    /// The `limit` best matches of `search` among the owners' facts that `filter` takes,
     /// best first (see [`super::ranking`]).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_matches", backend = self.backend(), rows = tracing::field::Empty))]
     async fn rank_matches(
         &self,
         search: &word_index::WordSearch,
-        owner: Owner<'_>,
+        owners: OwnerSet<'_>,
         filter: FactFilter<'_>,
         limit: i64,
     ) -> Result<Vec<ranking::Ranked>> {
         let (ids, terms): (Option<Vec<u8>>, Option<String>) = with_pool!(self, pool => {
-            sqlx::query_as(self.reads().matches.as_str())
-                .bind_owner(owner)
+            sqlx::query_as(self.reads(owners).matches.as_str())
+                .bind_owners(owners)
                 .bind(self.word_query(search))
                 .bind(filter.tag)
                 .bind(filter.superseded)
@@ -895,15 +954,21 @@ impl Store {
         if self.is_embedded() { search.fts5_query() } else { search.tsquery() }
     }
 
-    /// The owner's facts among `ids` (another owner's are not found), in no order.
+    /// The owners' facts among `ids` (another owner's are not found), in no order.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "facts_by_id", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn facts_by_id(&self, owner: Owner<'_>, ids: &[Uuid]) -> Result<Vec<Fact>> {
+    pub async fn facts_by_id<'o>(&self, owners: impl Into<OwnerSet<'o>>, ids: &[Uuid]) -> Result<Vec<Fact>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let owners = owners.into();
         let ids = serde_json::Value::from(ids.iter().map(Uuid::to_string).collect::<Vec<_>>()).to_string();
         let rows: Vec<FactRow> = with_pool!(self, pool => {
-            sqlx::query_as(self.reads().by_id.as_str()).bind_owner(owner).bind(ids).bind(super::now()).fetch_all(pool).await?
+            sqlx::query_as(self.reads(owners).by_id.as_str())
+                .bind_owners(owners)
+                .bind(ids)
+                .bind(super::now())
+                .fetch_all(pool)
+                .await?
         });
         facts(rows)
     }
@@ -916,11 +981,16 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "explain_search", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn explain_search(&self, owner: Owner<'_>, query: &SearchQuery) -> Result<Vec<String>> {
         let (prefix, detail) = self.dialect(("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) ", 0), ("EXPLAIN QUERY PLAN ", 3));
-        let search = word_index::WordSearch::new(&self.word_key, owner, query.stems());
-        let (statement, param, limit) = match search.as_ref().and_then(|search| Some((self.scored(search)?, search))) {
-            Some((scored, search)) => (&scored.search, search.terms(), Some(10_i64)),
-            None => (&self.reads().matches, search.map(|search| self.word_query(&search)).unwrap_or_default(), None),
-        };
+        let search = word_index::WordSearch::new(&self.word_key, owner.into(), query.stems());
+        let (statement, param, limit) =
+            match search.as_ref().and_then(|search| Some((self.scored(owner.into(), search)?, search))) {
+                Some((scored, search)) => (&scored.search, search.terms(), Some(10_i64)),
+                None => (
+                    &self.reads(owner.into()).matches,
+                    search.map(|search| self.word_query(&search)).unwrap_or_default(),
+                    None,
+                ),
+            };
         let sql = format!("{prefix}{statement}");
         with_pool!(self, pool => {
             let query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind_owner(owner).bind(param).bind(None::<&str>);
@@ -1121,24 +1191,25 @@ impl Store {
     /// both parts); current at `as_of`, or now. With a query, the facts holding its words
     /// are ranked here, then one statement reads the best and the newest ([`CONTEXT`]).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "context_facts", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn context_facts(
+    pub async fn context_facts<'o>(
         &self,
-        owner: Owner<'_>,
+        owners: impl Into<OwnerSet<'o>>,
         query: Option<&SearchQuery>,
         as_of: Option<DateTime<Utc>>,
         limit: i64,
     ) -> Result<Vec<Fact>> {
+        let owners = owners.into();
         let filter = FactFilter { as_of, ..FactFilter::CURRENT };
         let Some(query) = query else {
-            return self.list_facts(owner, filter, None, None, limit).await;
+            return self.list_facts(owners, filter, None, None, limit).await;
         };
-        let Some(search) = word_index::WordSearch::new(&self.word_key, owner, query.stems()) else {
-            return self.list_facts(owner, filter, None, None, limit).await;
+        let Some(search) = word_index::WordSearch::new(&self.word_key, owners, query.stems()) else {
+            return self.list_facts(owners, filter, None, None, limit).await;
         };
-        if let Some(scored) = self.scored(&search) {
+        if let Some(scored) = self.scored(owners, &search) {
             let rows: Vec<ScoredRow> = with_pool!(self, pool => {
                 sqlx::query_as(scored.context.as_str())
-                    .bind_owner(owner)
+                    .bind_owners(owners)
                     .bind(search.terms())
                     .bind(None::<&str>)
                     .bind(limit)
@@ -1151,11 +1222,11 @@ impl Store {
             super::counted(&rows);
             return rows.into_iter().map(|row| Fact::try_from(row.fact)).collect();
         }
-        let ranked = self.rank_matches(&search, owner, filter, limit).await?;
+        let ranked = self.rank_matches(&search, owners, filter, limit).await?;
         let ids = serde_json::Value::from(ranked.iter().map(|r| r.id.to_string()).collect::<Vec<_>>()).to_string();
         let rows: Vec<PartRow> = with_pool!(self, pool => {
-            sqlx::query_as(self.reads().context.as_str())
-                .bind_owner(owner)
+            sqlx::query_as(self.reads(owners).context.as_str())
+                .bind_owners(owners)
                 .bind(ids)
                 .bind(filter.horizon())
                 .bind(limit)
@@ -1535,7 +1606,7 @@ mod tests {
     /// them (see [`Dialect`]).
     #[tokio::test]
     async fn reading_facts_by_id_builds_no_temporary_b_tree() {
-        let reads = Reads::new(&SQLITE);
+        let reads = Reads::new(&SQLITE, false);
         for sql in [reads.by_id.as_str(), reads.context.as_str()] {
             let opcodes = super::super::tests::sqlite_opcodes(sql).await;
             assert!(opcodes.iter().any(|op| op == "VFilter"), "reads the ids: {opcodes:?}");
@@ -1574,7 +1645,7 @@ mod tests {
         let (bytes, terms): (Vec<u8>, String) =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_one(pool).await.expect("aggregate");
         let stems: Vec<String> = (0..ids.len()).map(|word| format!("w{word}")).collect();
-        let found = word_index::WordSearch::new(&store.word_key, owner, stems)
+        let found = word_index::WordSearch::new(&store.word_key, owner.into(), stems)
             .expect("words")
             .matches(&bytes, &terms)
             .expect("whole ids");
@@ -1620,9 +1691,23 @@ mod tests {
 
     #[test]
     fn every_hole_of_the_reads_is_filled() {
-        for reads in [Reads::new(&POSTGRES), Reads::new(&SQLITE)] {
+        for reads in [Reads::new(&POSTGRES, false), Reads::new(&SQLITE, false)] {
             for sql in reads.all() {
                 assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
+                assert!(sql.contains("agent_id = $2"), "one owner's read names its agent: {sql}");
+            }
+        }
+    }
+
+    /// A shared read tests every agent of its set, in each place a read of one owner
+    /// names its agent, and only through agents whose memory is on.
+    #[test]
+    fn shared_reads_name_no_single_agent() {
+        for (dialect, single) in [(&POSTGRES, &*POSTGRES_READS), (&SQLITE, &*SQLITE_READS)] {
+            let shared = Reads::new(dialect, true);
+            for (sql, one) in shared.all().into_iter().zip(single.all()) {
+                assert!(!sql.contains("agent_id = $2"), "{sql}");
+                assert_eq!(sql.matches("AND memory_enabled").count(), one.matches("agent_id = $2").count(), "{sql}");
             }
         }
     }

@@ -3,9 +3,12 @@
 //! reads it on its own (one round trip); ending a conversation reads it under the
 //! conversation's lock; the extraction reads it when its job starts.
 
+use sqlx::types::Json;
+
 use super::{Result, Store, facts::BindOwner, with_pool};
 use crate::domain::{
     agent_config::{Forgetting, Retention, Settings},
+    ids::AgentId,
     owner::Owner,
     policy::Policy,
 };
@@ -16,7 +19,7 @@ pub(super) const POLICY_SQL: &str = "SELECT a.memory_enabled, a.min_user_turns, 
        a.min_confidence, a.extraction_instructions, a.summarize_after_messages, a.summary_window, \
        a.forget_extracted_after_days, a.forget_unrecalled_after_days, a.keep_best_facts, a.forget_curated_facts, \
        a.max_messages_per_conversation, a.delete_conversations_after_days, a.extract_every_user_turns, \
-       a.delete_facts_with_conversation, u.ai_consent \
+       a.delete_facts_with_conversation, a.reads_facts_of, u.ai_consent \
      FROM (SELECT 1 AS one) AS one \
      LEFT JOIN agent_configs a ON a.tenant_id = $1 AND a.agent_id = $2 \
      LEFT JOIN user_consents u ON u.tenant_id = $1 AND u.external_ref = $3";
@@ -38,6 +41,7 @@ pub(super) struct PolicyRow {
     max_messages_per_conversation: Option<i32>,
     delete_conversations_after_days: Option<i32>,
     delete_facts_with_conversation: Option<bool>,
+    reads_facts_of: Option<Json<Vec<AgentId>>>,
     ai_consent: Option<bool>,
 }
 
@@ -80,6 +84,7 @@ impl From<PolicyRow> for Policy {
                     conversations_after_days: row.delete_conversations_after_days.unwrap_or_default(),
                 },
                 delete_facts_with_conversation: row.delete_facts_with_conversation.unwrap_or_default(),
+                reads_facts_of: row.reads_facts_of.map(|ids| ids.0).unwrap_or_default(),
             }),
             _ => None,
         };

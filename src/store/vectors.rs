@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{self, BindOwner, FactFilter},
+    facts::{self, BindOwners, FactFilter},
     with_pool, with_tx,
 };
-use crate::domain::{owner::Owner, vector};
+use crate::domain::{owner::OwnerSet, vector};
 
 /// A fact whose vector is missing or stale.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -71,6 +71,9 @@ const OWNER_VECTORS: &str = "SELECT facts.id, facts.fact, v.dims, v.vector FROM 
 static OWNER_VECTORS_SQL: LazyLock<(String, String)> =
     LazyLock::new(|| facts::with_tag_test(&OWNER_VECTORS.replace("{current}", &facts::current_test("$6", "$7", "$8"))));
 
+/// [`OWNER_VECTORS`] of an owner set (shared memory; see [`facts::shared_reads`]).
+static SHARED_VECTORS_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::shared_reads(&OWNER_VECTORS_SQL));
+
 impl Store {
     /// Up to `limit` facts, of any owner, in id order after `after`, whose vector of
     /// `model` is missing or stale. Walking by id lets the worker go past facts that fail
@@ -98,16 +101,23 @@ impl Store {
         Ok(stored)
     }
 
-    /// The owner's current vectors of `model` whose facts `filter` takes: what recall
+    /// The owners' current vectors of `model` whose facts `filter` takes: what recall
     /// compares with a query, and extraction with new facts. At most
     /// `ENGRAM_MAX_FACTS_PER_USER` rows (1 000 vectors are 1.5 MB), and of each fact only
     /// its id and text.
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "fact_vectors", backend = self.backend(), rows = tracing::field::Empty))]
-    pub async fn fact_vectors(&self, owner: Owner<'_>, model: &str, filter: FactFilter<'_>) -> Result<Vec<FactVector>> {
-        let sql = self.dialect(&OWNER_VECTORS_SQL.0, &OWNER_VECTORS_SQL.1).as_str();
+    pub async fn fact_vectors<'o>(
+        &self,
+        owners: impl Into<OwnerSet<'o>>,
+        model: &str,
+        filter: FactFilter<'_>,
+    ) -> Result<Vec<FactVector>> {
+        let owners = owners.into();
+        let both = if owners.shared().is_empty() { &*OWNER_VECTORS_SQL } else { &*SHARED_VECTORS_SQL };
+        let sql = self.dialect(&both.0, &both.1).as_str();
         let rows: Vec<VectorRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
-                .bind_owner(owner)
+                .bind_owners(owners)
                 .bind(model)
                 .bind(filter.tag)
                 .bind(filter.superseded)

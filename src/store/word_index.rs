@@ -20,7 +20,10 @@ use uuid::Uuid;
 use super::Result;
 use crate::{
     crypto,
-    domain::{owner::Owner, search_query::stems},
+    domain::{
+        owner::{Owner, OwnerSet},
+        search_query::stems,
+    },
 };
 
 /// Hex digits of an owner's tag: every term starts with exactly this many, so a term
@@ -113,10 +116,12 @@ pub(super) fn fact_terms(key: &WordKey, owner: Owner<'_>, text: &str) -> String 
     terms
 }
 
-/// A search of one owner's facts for the stems of a query's words (its first
-/// [`MAX_WORDS`]): what the index is asked, and which words each fact it finds holds.
+/// A search of one owner's facts, or of an owner set's (shared memory), for the stems of
+/// a query's words (its first [`MAX_WORDS`]): what the index is asked (each stem under
+/// each owner's tag), and which words each fact it finds holds.
 pub(super) struct WordSearch {
-    tag: String,
+    /// The owners' tags, the reading owner's first.
+    tags: Vec<String>,
     stems: Vec<String>,
     /// An open-addressing table of the stems by [`fnv1a`]: each slot 0 (empty) or the
     /// word's index plus one. Twice as many slots as words, so a lookup probes a slot or two.
@@ -125,7 +130,7 @@ pub(super) struct WordSearch {
 
 impl WordSearch {
     /// `None` when there is no stem: FTS5 refuses an empty query, and nothing matches.
-    pub(super) fn new(key: &WordKey, owner: Owner<'_>, mut stems: Vec<String>) -> Option<WordSearch> {
+    pub(super) fn new(key: &WordKey, owners: OwnerSet<'_>, mut stems: Vec<String>) -> Option<WordSearch> {
         stems.retain(|stem| indexed(stem));
         stems.truncate(MAX_WORDS);
         if stems.is_empty() {
@@ -140,7 +145,8 @@ impl WordSearch {
             // At most 64 words: the index plus one fits a byte.
             slots[slot] = word as u8 + 1;
         }
-        Some(WordSearch { tag: owner_tag(key, owner), stems, slots })
+        let tags = owners.owners().map(|owner| owner_tag(key, owner)).collect();
+        Some(WordSearch { tags, stems, slots })
     }
 
     fn slot_of(stem: &[u8]) -> usize {
@@ -165,13 +171,13 @@ impl WordSearch {
         self.stems.len()
     }
 
-    /// The FTS5 query for the owner's facts holding any of the stems: each term quoted,
+    /// The FTS5 query for the owners' facts holding any of the stems: each term quoted,
     /// joined by `OR`.
     pub(super) fn fts5_query(&self) -> String {
         self.joined("\"", " OR ")
     }
 
-    /// The owner's terms of the stems, separated by spaces: what PostgreSQL's search of a
+    /// The owners' terms of the stems, separated by spaces: what PostgreSQL's search of a
     /// short query looks up one by one.
     pub(super) fn terms(&self) -> String {
         self.joined("", " ")
@@ -184,16 +190,25 @@ impl WordSearch {
         self.joined("'", " | ")
     }
 
-    /// Each stem's term (tag and stem) between `quote`s, joined by `separator`.
+    /// Each stem's term (tag and stem) of each owner between `quote`s, joined by
+    /// `separator`.
     fn joined(&self, quote: &str, separator: &str) -> String {
-        let tag = &self.tag;
-        self.stems.iter().map(|stem| format!("{quote}{tag}{stem}{quote}")).collect::<Vec<_>>().join(separator)
+        self.tags
+            .iter()
+            .flat_map(|tag| self.stems.iter().map(move |stem| format!("{quote}{tag}{stem}{quote}")))
+            .collect::<Vec<_>>()
+            .join(separator)
+    }
+
+    /// Whether `term` starts with a tag of the search's owners.
+    fn owned(&self, term: &[u8]) -> bool {
+        self.tags.iter().any(|tag| term.starts_with(tag.as_bytes()))
     }
 
     /// Which words each matching fact holds, as a bit per word in the query's order, from
     /// the search's one row: `ids`, the facts' 16-byte ids end to end, and `terms`, their
     /// `search_terms` in the same order, one line each. One pass over the stems' bytes:
-    /// a term that starts with this owner's tag (every term of this owner's facts does)
+    /// a term that starts with an owner's tag (every term of the owners' facts does)
     /// skips it whole, and a stem is one table lookup. A row whose two halves disagree is
     /// a decode error, never a wrong match.
     pub(super) fn matches(&self, ids: &[u8], terms: &str) -> Result<Vec<(Uuid, u64)>> {
@@ -203,12 +218,12 @@ impl WordSearch {
         }
         let facts = ids.len() / 16;
         let mut found = Vec::with_capacity(facts);
-        let (bytes, tag) = (terms.as_bytes(), self.tag.as_bytes());
+        let bytes = terms.as_bytes();
         let mut held = 0_u64;
         let mut start = 0;
         while found.len() < facts && start <= bytes.len() {
             let rest = &bytes[start..];
-            let skip = if rest.starts_with(tag) { tag.len() } else { 0 };
+            let skip = if self.owned(rest) { TAG_LEN } else { 0 };
             let end = rest[skip..].iter().position(|&b| b == b' ' || b == b'\n').map_or(rest.len(), |at| skip + at);
             if skip > 0
                 && let Some(word) = self.word(&rest[skip..end])
@@ -252,7 +267,9 @@ mod tests {
     }
 
     fn searching(user: &str, stems: &[&str]) -> Option<WordSearch> {
-        with_owner(user, |owner, _| WordSearch::new(&key(), owner, stems.iter().map(|stem| stem.to_string()).collect()))
+        with_owner(user, |owner, _| {
+            WordSearch::new(&key(), owner.into(), stems.iter().map(|stem| stem.to_string()).collect())
+        })
     }
 
     #[test]
@@ -301,6 +318,24 @@ mod tests {
         assert!(searching("u", &[]).is_none());
     }
 
+    /// Shared memory: each stem is asked for under the tag of every agent read, and a
+    /// fact of any of them holds its words; a third agent's terms hold none.
+    #[test]
+    fn a_shared_search_asks_for_each_stem_of_each_agent_read() {
+        let (tenant, user) = (TenantId::parse("t".into()).unwrap(), ExternalRef::parse("u".into()).unwrap());
+        let agents: Vec<AgentId> = ["a", "profile", "other"].map(|a| AgentId::parse(a.into()).unwrap()).into();
+        let tags: Vec<String> = agents.iter().map(|a| owner_tag(&key(), Owner::new(&tenant, a, &user))).collect();
+        let owners = OwnerSet::new(Owner::new(&tenant, &agents[0], &user), &agents[1..2]);
+        let search = WordSearch::new(&key(), owners, vec!["tea".into(), "hike".into()]).unwrap();
+        let (mine, shared, other) = (&tags[0], &tags[1], &tags[2]);
+        assert_eq!(search.terms(), format!("{mine}tea {mine}hike {shared}tea {shared}hike"));
+        assert_eq!(search.words(), 2);
+        let ids: Vec<Uuid> = (1..=3).map(Uuid::from_u128).collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|id| *id.as_bytes()).collect();
+        let terms = format!("{mine}tea\n{shared}hike {shared}tea\n{other}tea");
+        assert_eq!(search.matches(&bytes, &terms).unwrap(), [(ids[0], 0b01), (ids[1], 0b11), (ids[2], 0)]);
+    }
+
     #[test]
     fn each_fact_gets_a_bit_for_each_query_word_it_holds() {
         let (tag, other) = (with_owner("u", |_, tag| tag), with_owner("v", |_, tag| tag));
@@ -324,7 +359,8 @@ mod tests {
     #[test]
     fn every_one_of_64_words_is_told_apart() {
         let stems: Vec<String> = (0..70).map(|word| format!("w{word}")).collect();
-        let (tag, search) = with_owner("u", |owner, tag| (tag, WordSearch::new(&key(), owner, stems.clone()).unwrap()));
+        let (tag, search) =
+            with_owner("u", |owner, tag| (tag, WordSearch::new(&key(), owner.into(), stems.clone()).unwrap()));
         assert_eq!(search.words(), 64, "the words past 64 are not looked for");
         let line = stems.iter().map(|stem| format!("{tag}{stem}")).collect::<Vec<_>>().join(" ");
         let id = Uuid::from_u128(7);

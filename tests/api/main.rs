@@ -39,6 +39,7 @@ mod sanitize;
 mod search;
 mod secrets;
 mod semantic;
+mod shared_memory;
 mod spec;
 mod summaries;
 mod superseded;

@@ -363,3 +363,57 @@ async fn rolling_settings_default_to_min_user_turns_and_bad_values_change_nothin
     let (_, listed) = app.get("/api/agents-config", &admin("acme")).await;
     assert_eq!(listed["items"][0]["extract_every_user_turns"], Value::Null, "{listed}");
 }
+
+/// Two replicas on one PostgreSQL database, each with its own workers, take the appends of
+/// one open conversation in turn and race to claim its segments: every message is in
+/// exactly one segment, each segment is extracted once (one attempt, one success event,
+/// no fact added twice), and the segments succeed in the conversation's order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_extract_each_segment_once_and_in_order() {
+    let db = TestDb::fresh(Backend::Postgres).await;
+    let extra: Vec<String> = ["--job-poll-ms", "20", "--workers", "2"].map(String::from).into();
+    let replicas = [TestApp::start(db.clone(), extra.clone()).await, TestApp::start(db.clone(), extra).await];
+    configure(&replicas[0], "concierge", 1, json!(1)).await;
+    let id = open(&replicas[1], "concierge", "carol", json!({})).await;
+    let said = [
+        "My name is Carol.",
+        "I live in Ghent.",
+        "I work as a nurse.",
+        "I like jazz.",
+        "I have a dog.",
+        "I play chess.",
+        "I speak Dutch.",
+        "I drink green tea.",
+        "I moved to Oslo.",
+        "I own a red bike.",
+    ];
+    for (turn, text) in said.iter().enumerate() {
+        say(&replicas[turn % 2], &id, text).await;
+    }
+
+    let jobs = all_succeeded(&replicas[1], &id).await;
+    let ranges: Vec<(i64, i64)> = jobs
+        .iter()
+        .map(|job| (job["from_seq"].as_i64().unwrap_or(-1), job["through_seq"].as_i64().unwrap_or(-1)))
+        .collect();
+    let expected: Vec<(i64, i64)> = (0..said.len() as i64).map(|turn| (2 * turn, 2 * turn + 2)).collect();
+    assert_eq!(ranges, expected, "one segment per user turn, each message in exactly one");
+    assert!(jobs.iter().all(|job| job["attempts"] == 1), "each segment extracted once: {jobs:?}");
+    let (_, conversation) = replicas[0].get(&format!("/api/conversations/{id}"), &agent("acme")).await;
+    assert_eq!(conversation["extracted_through_seq"], 2 * said.len(), "{conversation}");
+    assert_eq!(conversation["status"], "open", "{conversation}");
+
+    // The feed, in commit order: one success per segment, in the segments' order, and
+    // one `fact.added` per fact stored.
+    let (status, page) = replicas[1].get("/api/events?after=0&limit=1000", &admin("acme")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let events = page["items"].as_array().cloned().unwrap_or_default();
+    let succeeded: Vec<&Value> =
+        events.iter().filter(|e| e["type"] == "job.succeeded").map(|e| &e["data"]["job_id"]).collect();
+    let in_order: Vec<&Value> = jobs.iter().map(|job| &job["id"]).collect();
+    assert_eq!(succeeded, in_order, "the segments succeeded in order");
+    let (current, superseded) = facts_with_history(&replicas[0], "concierge", "carol").await;
+    let added = events.iter().filter(|e| e["type"] == "fact.added").count();
+    assert_eq!(added, current.len() + superseded.len(), "no fact added twice: {current:?} {superseded:?}");
+    assert!(current.contains(&"Name is Carol".to_owned()), "{current:?}");
+}

@@ -210,6 +210,34 @@ describe("before the model is called", () => {
     }
   });
 
+  test("a thread that never ends learns as it goes: turn 1's fact is in the prompt of turn N+1", async () => {
+    const { client, agentId } = await setup();
+    const n = 2;
+    await client.putConfig(agentId, { min_user_turns: 1, extract_every_user_turns: n });
+    const model = new Mock({ doGenerate: text("Noted.") });
+    const middleware = engramMiddleware({ client, agentId, externalRef: "alice", conversationKey: "alice:open" });
+    const say = (prompt: string) => sdk.generateText({ model: sdk.wrapLanguageModel({ model, middleware }), prompt });
+    await say("My name is Alice.");
+    for (let turn = 2; turn <= n; turn++) await say(`Which book should I read next, number ${turn}?`);
+    // The Nth user turn queued the segment; no end call: wait for its job only.
+    const conversation = await middleware.conversation();
+    const deadline = Date.now() + 30_000;
+    let jobs = (await client.listJobs({ conversation_id: conversation.id })).items;
+    while (!(jobs.length === 1 && jobs[0]!.status === "succeeded") && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      jobs = (await client.listJobs({ conversation_id: conversation.id })).items;
+    }
+    assert.deepEqual(
+      jobs.map((job) => [job.status, job.from_seq, job.through_seq]),
+      [["succeeded", 0, 2 * n]],
+      "one segment of the first N turns",
+    );
+    await say("Can you greet me by name?");
+    const block = systemTexts(model.doGenerateCalls[n]!.prompt)[0] ?? "";
+    assert.match(block, /- Name is Alice/, "turn N+1's prompt holds turn 1's fact");
+    assert.equal((await client.getConversation(conversation.id)).status, "open", "never ended");
+  });
+
   test("the middleware hands out its conversation, which ends and is extracted", async () => {
     const { client, agentId } = await setup();
     await client.putConfig(agentId, { memory_enabled: true, min_user_turns: 1, extract_every_user_turns: null });

@@ -103,7 +103,8 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
         let owner = Owner::new(&tenant, &agent, user);
         for (question, category, evidence) in &sample.questions {
             let Ok(query) = SearchQuery::parse(question) else { continue };
-            let hits = engram::service::recall::search(&server.state, owner, &query, FactFilter::CURRENT, 25).await?;
+            let hits =
+                engram::service::recall::search(&server.state, owner.into(), &query, FactFilter::CURRENT, 25).await?;
             let found: Vec<&HashSet<String>> = hits.iter().filter_map(|h| cites.get(&h.fact.fact)).collect();
             let ranked: Vec<&HashSet<String>> =
                 index.rank(&words, question, 25).into_iter().filter_map(|i| cites.get(&index.texts[i])).collect();

@@ -49,6 +49,11 @@ pub struct AgentConfig {
     /// facts drawn only from it; by default they stay, found with
     /// `GET …/facts?source_conversation=`.
     pub delete_facts_with_conversation: bool,
+    /// Other agents of the tenant whose facts this agent's memory context and search
+    /// also read (shared memory); each must be configured, and is read only while its
+    /// own memory is on. Writes stay with the agent that learned a fact.
+    #[schema(max_items = 10)]
+    pub reads_facts_of: Vec<AgentId>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -69,6 +74,8 @@ pub struct Settings {
     pub retention: Retention,
     /// Whether deleting a conversation deletes the facts drawn only from it.
     pub delete_facts_with_conversation: bool,
+    /// The other agents whose facts its reads take too (shared memory).
+    pub reads_facts_of: Vec<AgentId>,
 }
 
 /// An agent's forgetting policies (0 = off for each number): applied by the sweeper.
@@ -99,6 +106,10 @@ pub const MAX_MESSAGES_KEPT: i32 = 1_000_000;
 pub const MAX_SUMMARIZE_AFTER: i32 = 1000;
 pub const MAX_SUMMARY_WINDOW: i32 = 100;
 
+/// Most agents one agent reads the facts of: each adds its owner tag to every search
+/// term and its facts to every read, so the list is short by design.
+pub const MAX_SHARED_AGENTS: usize = 10;
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -114,6 +125,7 @@ impl Default for Settings {
             forgetting: Forgetting::default(),
             retention: Retention::default(),
             delete_facts_with_conversation: false,
+            reads_facts_of: Vec::new(),
         }
     }
 }
@@ -176,6 +188,10 @@ pub struct ConfigPatch {
     pub delete_conversations_after_days: Option<i32>,
     /// Whether deleting a conversation also deletes the facts drawn only from it.
     pub delete_facts_with_conversation: Option<bool>,
+    /// Other configured agents of the tenant whose facts this agent's memory context and
+    /// search also read, at most 10, not itself; `[]` stops sharing.
+    #[schema(max_items = 10)]
+    pub reads_facts_of: Option<Vec<AgentId>>,
 }
 
 /// The largest integer a JSON number written as a float holds exactly (2^53 − 1, also
@@ -264,6 +280,24 @@ impl ConfigPatch {
         Ok(())
     }
 
+    /// [`ConfigPatch::validate`], and the rules of `reads_facts_of` that need the agent
+    /// being configured: at most [`MAX_SHARED_AGENTS`], each once, not the agent itself
+    /// (whether each is configured is the store's to say).
+    pub fn validate_for(&self, agent: &AgentId) -> Result<(), String> {
+        self.validate()?;
+        let Some(shared) = &self.reads_facts_of else { return Ok(()) };
+        if shared.len() > MAX_SHARED_AGENTS {
+            return Err(format!("reads_facts_of names at most {MAX_SHARED_AGENTS} agents, got {}", shared.len()));
+        }
+        if shared.contains(agent) {
+            return Err("reads_facts_of must not name the agent itself".into());
+        }
+        if let Some(twice) = shared.iter().enumerate().find_map(|(at, id)| shared[..at].contains(id).then_some(id)) {
+            return Err(format!("reads_facts_of names {twice} twice"));
+        }
+        Ok(())
+    }
+
     /// The settings after applying this patch to `current`.
     pub fn apply(&self, current: Settings) -> Settings {
         Settings {
@@ -297,6 +331,7 @@ impl ConfigPatch {
             delete_facts_with_conversation: self
                 .delete_facts_with_conversation
                 .unwrap_or(current.delete_facts_with_conversation),
+            reads_facts_of: self.reads_facts_of.clone().unwrap_or(current.reads_facts_of),
         }
     }
 }
@@ -324,6 +359,7 @@ impl From<AgentConfig> for Settings {
                 conversations_after_days: config.delete_conversations_after_days,
             },
             delete_facts_with_conversation: config.delete_facts_with_conversation,
+            reads_facts_of: config.reads_facts_of,
         }
     }
 }
@@ -420,6 +456,27 @@ mod tests {
         let kept = patch(r#"{"min_user_turns": 9}"#).unwrap().apply(every);
         assert_eq!(kept.extract_every_user_turns, Some(7), "a later min_user_turns leaves it as set");
         assert_eq!(off.apply(kept).extract_every_user_turns, None);
+    }
+
+    #[test]
+    fn shared_agents_are_few_distinct_and_not_the_agent_itself() {
+        let me = AgentId::parse("sales".into()).unwrap();
+        let ok = patch(r#"{"reads_facts_of": ["profile", "support"]}"#).unwrap();
+        assert!(ok.validate_for(&me).is_ok());
+        assert_eq!(ok.apply(Settings::default()).reads_facts_of.len(), 2);
+        let kept = patch(r#"{"memory_enabled": true}"#).unwrap().apply(ok.apply(Settings::default()));
+        assert_eq!(kept.reads_facts_of.len(), 2, "absent keeps");
+        assert!(patch(r#"{"reads_facts_of": []}"#).unwrap().apply(kept).reads_facts_of.is_empty(), "[] stops");
+        for bad in [
+            r#"{"reads_facts_of": ["sales"]}"#,
+            r#"{"reads_facts_of": ["profile", "profile"]}"#,
+            r#"{"reads_facts_of": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]}"#,
+        ] {
+            assert!(patch(bad).unwrap().validate_for(&me).is_err(), "{bad}");
+        }
+        for bad in [r#"{"reads_facts_of": ["a/b"]}"#, r#"{"reads_facts_of": "profile"}"#] {
+            assert!(patch(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

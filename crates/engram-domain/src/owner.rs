@@ -30,3 +30,41 @@ impl<'a> Owner<'a> {
         self.user
     }
 }
+
+/// The facts a read takes: one owner's, and with shared memory the same user's facts of
+/// the other agents the owner's agent reads (`reads_facts_of`), in the same tenant. Only
+/// reads take one: every write names a single [`Owner`].
+#[derive(Debug, Clone, Copy)]
+pub struct OwnerSet<'a> {
+    owner: Owner<'a>,
+    shared: &'a [AgentId],
+}
+
+impl<'a> OwnerSet<'a> {
+    /// The owner's facts and those of `shared` (agents of the owner's tenant).
+    pub fn new(owner: Owner<'a>, shared: &'a [AgentId]) -> OwnerSet<'a> {
+        OwnerSet { owner, shared }
+    }
+
+    /// The reading owner.
+    pub fn owner(&self) -> Owner<'a> {
+        self.owner
+    }
+
+    /// The other agents whose facts of the same user are read too; empty without sharing.
+    pub fn shared(&self) -> &'a [AgentId] {
+        self.shared
+    }
+
+    /// Every owner of the set, the reading one first.
+    pub fn owners(&self) -> impl Iterator<Item = Owner<'a>> + '_ {
+        let (tenant, user) = (self.owner.tenant, self.owner.user);
+        std::iter::once(self.owner).chain(self.shared.iter().map(move |agent| Owner::new(tenant, agent, user)))
+    }
+}
+
+impl<'a> From<Owner<'a>> for OwnerSet<'a> {
+    fn from(owner: Owner<'a>) -> OwnerSet<'a> {
+        OwnerSet { owner, shared: &[] }
+    }
+}

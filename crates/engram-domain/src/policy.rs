@@ -6,7 +6,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{agent_config::Settings, ids::ExternalRef};
+use super::{
+    agent_config::Settings,
+    ids::{AgentId, ExternalRef},
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
@@ -30,6 +33,16 @@ impl Policy {
     /// True when the agent's memory is on and the user consents.
     pub fn memory_on(&self, default_consent: bool) -> bool {
         self.agent.as_ref().is_some_and(|a| a.memory_enabled) && self.consent(default_consent)
+    }
+
+    /// The other agents whose facts the agent's reads take too: its `reads_facts_of`
+    /// while its memory is on and the user consents, none otherwise. (Each of them is
+    /// read only while its own memory is on, which the read itself tests.)
+    pub fn shared_agents(&self, default_consent: bool) -> &[AgentId] {
+        match &self.agent {
+            Some(settings) if self.memory_on(default_consent) => &settings.reads_facts_of,
+            _ => &[],
+        }
     }
 }
 
@@ -78,6 +91,17 @@ mod tests {
         let off = Some(Settings { memory_enabled: false, ..Settings::default() });
         assert!(!Policy { agent: off, stored_consent: Some(true) }.memory_on(true));
         assert!(!Policy { agent: on(), stored_consent: Some(false) }.memory_on(true));
+    }
+
+    #[test]
+    fn shared_agents_are_read_only_while_memory_is_on_and_the_user_consents() {
+        let profile = vec![AgentId::parse("profile".into()).unwrap()];
+        let sharing =
+            |memory_enabled| Some(Settings { memory_enabled, reads_facts_of: profile.clone(), ..Settings::default() });
+        assert_eq!(Policy { agent: sharing(true), stored_consent: None }.shared_agents(true), &profile[..]);
+        assert!(Policy { agent: sharing(true), stored_consent: Some(false) }.shared_agents(true).is_empty());
+        assert!(Policy { agent: sharing(false), stored_consent: Some(true) }.shared_agents(true).is_empty());
+        assert!(Policy { agent: None, stored_consent: Some(true) }.shared_agents(true).is_empty());
     }
 
     #[test]

@@ -275,6 +275,7 @@ class Operations:
         keep_best_facts: int | None = UNSET,
         forget_curated_facts: bool | None = UNSET,
         delete_facts_with_conversation: bool | None = UNSET,
+        reads_facts_of: list[str] | None = UNSET,
     ) -> Call[AgentConfig]:
         body = _given(locals(), exclude=("self", "agent_id"))
         return Call("PUT", f"/api/agents-config/{_seg(agent_id)}", body=body)

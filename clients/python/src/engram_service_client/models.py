@@ -149,6 +149,7 @@ class AgentConfig(TypedDict):
     max_messages_per_conversation: int
     delete_conversations_after_days: int
     delete_facts_with_conversation: bool
+    reads_facts_of: list[str]
     created_at: str
     updated_at: str
 

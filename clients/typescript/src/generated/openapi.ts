@@ -101,7 +101,9 @@ export interface paths {
         /**
          * Search: facts containing any of the query's words (stemmed, stop words ignored), and,
          *     when embeddings are on and ready, facts close to the query in meaning; the most
-         *     relevant first, then the newest.
+         *     relevant first, then the newest. While the agent's memory is on and the user consents,
+         *     also the user's facts of the agents it reads (`reads_facts_of`), each with its own
+         *     `agent_id`.
          */
         get: operations["search_facts"];
         put?: never;
@@ -901,6 +903,12 @@ export interface components {
             /** Format: int32 */
             min_user_turns: number;
             /**
+             * @description Other agents of the tenant whose facts this agent's memory context and search
+             *     also read (shared memory); each must be configured, and is read only while its
+             *     own memory is on. Writes stay with the agent that learned a fact.
+             */
+            reads_facts_of: components["schemas"]["AgentId"][];
+            /**
              * Format: int32
              * @description Summarise a thread once more than this many of its messages are unsummarised; 0 = off.
              */
@@ -1055,6 +1063,11 @@ export interface components {
             min_confidence?: number | null;
             /** Format: int32 */
             min_user_turns?: number | null;
+            /**
+             * @description Other configured agents of the tenant whose facts this agent's memory context and
+             *     search also read, at most 10, not itself; `[]` stops sharing.
+             */
+            reads_facts_of?: components["schemas"]["AgentId"][] | null;
             /**
              * Format: int32
              * @description Summarise a thread once more than this many of its messages are unsummarised;
@@ -1790,6 +1803,12 @@ export interface components {
                 min_confidence: number;
                 /** Format: int32 */
                 min_user_turns: number;
+                /**
+                 * @description Other agents of the tenant whose facts this agent's memory context and search
+                 *     also read (shared memory); each must be configured, and is read only while its
+                 *     own memory is on. Writes stay with the agent that learned a fact.
+                 */
+                reads_facts_of: components["schemas"]["AgentId"][];
                 /**
                  * Format: int32
                  * @description Summarise a thread once more than this many of its messages are unsummarised; 0 = off.
