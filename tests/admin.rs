@@ -28,6 +28,7 @@ on_both_backends!(
     forms_without_the_session_csrf_token_are_refused,
     the_panel_answers_the_fact_cap_and_searches_as_the_api_does,
     the_panel_finds_facts_by_meaning_as_the_api_does,
+    a_panel_form_holding_nul_is_refused_and_stores_nothing,
 );
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -1056,4 +1057,24 @@ async fn the_panel_finds_facts_by_meaning_as_the_api_does(backend: Backend) {
     let cookie = session_cookie(&app, &admin("acme")).await;
     let page = page_html(&app, &cookie, &format!("/admin/people/{}/agents/support-bot?q=my+kid", enc(USER))).await;
     assert!(page.contains("Has a daughter named Emma"), "the panel found nothing by meaning:\n{page}");
+}
+
+/// The panel's forms refuse NUL as the API's bodies do, raw or as `%00`, in any field,
+/// before anything is written: PostgreSQL could not store it and SQLite would.
+async fn a_panel_form_holding_nul_is_refused_and_stores_nothing(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.enable_memory("acme", "support-bot").await;
+    let facts_page = format!("/admin/people/{}/agents/support-bot", enc(USER));
+    let cookie = session_cookie(&app, &admin("acme")).await;
+    let csrf = csrf_of(&app, &cookie, &facts_page).await;
+    let action = format!("{facts_page}/facts");
+    for fields in [[("fact", "Owns a\u{0} dog"), ("tags", "")], [("fact", "Owns a dog"), ("tags", "pets\u{0}")]] {
+        let mut form = vec![("csrf", csrf.as_str()), ("score", "")];
+        form.extend(fields.iter().copied());
+        assert_eq!(post_form(&app, &cookie, &action, &form).await, StatusCode::BAD_REQUEST, "{fields:?}");
+    }
+    assert!(facts_of(&app, "support-bot", USER).await.is_empty(), "nothing was stored");
+    let form = [("csrf", csrf.as_str()), ("fact", "Owns a dog"), ("tags", ""), ("score", "")];
+    assert_eq!(post_form(&app, &cookie, &action, &form).await, StatusCode::SEE_OTHER, "the same form without NUL");
+    assert_eq!(texts(&Value::Array(facts_of(&app, "support-bot", USER).await)), ["Owns a dog"]);
 }
