@@ -470,3 +470,44 @@ async fn erasure_leaves_no_delivery_of_the_person(backend: Backend) {
     let (status, _) = app.get(&format!("/api/webhooks/{id}/deliveries/{}", before[0]), &admin("acme")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the person's delivery and its attempts are gone");
 }
+
+/// A delete of a subscription and the record of its delivery's attempt lock the same two
+/// rows in opposite orders; PostgreSQL breaks such a deadlock by rolling one back. Played
+/// here by hand: an outside transaction updates the delivery, the DELETE waits on it, and
+/// the outside transaction then updates the subscription. The request rolled back is a
+/// 503 to retry, not a 500, and the retry deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_delete_chosen_to_break_a_deadlock_is_a_503() {
+    let args = ["--webhook-allow-private", "true", "--webhook-retry-base-ms", "600000", "--job-poll-ms", "100"];
+    let app = std::sync::Arc::new(TestApp::spawn_with(Backend::Postgres, &args).await);
+    let id = subscribe(&app, "http://127.0.0.1:9/hook", &[]).await["id"].as_str().unwrap().to_owned();
+    let (status, _) = app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let event = event_ids(&app).await[0];
+    delivery_reaching(&app, &id, event, "failed", Duration::from_secs(20)).await;
+
+    let mut outside = <sqlx::PgConnection as sqlx::Connection>::connect(&app.db.url).await.expect("connect");
+    sqlx::Executor::execute(&mut outside, "BEGIN").await.expect("begin");
+    let uuid: uuid::Uuid = id.parse().expect("a uuid");
+    sqlx::query("UPDATE webhook_deliveries SET updated_at = now() WHERE subscription_id = $1")
+        .bind(uuid)
+        .execute(&mut outside)
+        .await
+        .expect("lock the delivery");
+    let deleting = {
+        let (app, path) = (app.clone(), format!("/api/webhooks/{id}"));
+        tokio::spawn(async move { app.send(reqwest::Method::DELETE, &path, &admin("acme"), &[], None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outside_update = sqlx::query("UPDATE webhook_subscriptions SET updated_at = now() WHERE id = $1")
+        .bind(uuid)
+        .execute(&mut outside)
+        .await;
+    let (status, headers, body) = deleting.await.expect("the delete");
+    assert!(outside_update.is_ok(), "the request, waiting first, is the one rolled back");
+    assert_error(status, &body, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert_eq!(headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    sqlx::Executor::execute(&mut outside, "COMMIT").await.expect("commit");
+    let (status, _) = app.delete(&format!("/api/webhooks/{id}"), &admin("acme")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "the retry deletes it");
+}
