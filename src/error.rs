@@ -193,8 +193,8 @@ impl From<sqlx::Error> for ApiError {
 }
 
 /// Errors that say "not now" rather than "wrong": the database is unreachable, shutting
-/// down, out of connections, memory or disk, or over its statement or lock timeout
-/// (PostgreSQL), locked by another writer past the busy timeout, or unable to open its
+/// down, out of connections, memory or disk, over its statement or lock timeout, or
+/// rolled the transaction back to break a deadlock (PostgreSQL), locked by another writer past the busy timeout, or unable to open its
 /// file for want of descriptors or memory (SQLite). A client should retry them.
 pub fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
@@ -204,11 +204,14 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
             // PostgreSQL: connection exceptions (08…), insufficient resources (53…: disk,
             // memory, too many connections), shutdown and cannot-connect (57P01-57P03),
             // statement timeout (57014), a lock wait past the database's `lock_timeout`
-            // (55P03).
+            // (55P03), and a transaction rolled back to break a deadlock or a
+            // serialization conflict (40P01, 40001), which a retry completes: deleting a
+            // webhook subscription while its delivery is being recorded takes their rows'
+            // locks in opposite orders.
             let postgres = code.starts_with("08")
                 || code.starts_with("53")
                 || code.starts_with("57P")
-                || ["57014", "55P03"].contains(&code.as_ref());
+                || ["57014", "55P03", "40P01", "40001"].contains(&code.as_ref());
             // SQLite, with their extended codes: SQLITE_BUSY (5), SQLITE_LOCKED (6),
             // SQLITE_NOMEM (7), SQLITE_FULL (13) and SQLITE_CANTOPEN (14, "unable to open
             // database file": what a connection opened without a free descriptor gets).

@@ -31,6 +31,7 @@ on_both_backends!(
     the_panel_shows_what_the_model_cost_per_job_and_per_agent_and_the_budget,
     the_facts_page_quotes_the_words_each_fact_came_from,
     the_panel_sets_whose_facts_an_agent_reads,
+    a_panel_form_holding_nul_is_refused_and_stores_nothing,
 );
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -1220,4 +1221,24 @@ async fn the_panel_sets_whose_facts_an_agent_reads(backend: Backend) {
     assert_eq!(browser.text("#notice").await, "Settings saved.");
     assert!(!shared(&app.get(&context, &agent("acme")).await.1), "emptied: its own facts only");
     browser.close().await;
+}
+
+/// The panel's forms refuse NUL as the API's bodies do, raw or as `%00`, in any field,
+/// before anything is written: PostgreSQL could not store it and SQLite would.
+async fn a_panel_form_holding_nul_is_refused_and_stores_nothing(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.enable_memory("acme", "support-bot").await;
+    let facts_page = format!("/admin/people/{}/agents/support-bot", enc(USER));
+    let cookie = session_cookie(&app, &admin("acme")).await;
+    let csrf = csrf_of(&app, &cookie, &facts_page).await;
+    let action = format!("{facts_page}/facts");
+    for fields in [[("fact", "Owns a\u{0} dog"), ("tags", "")], [("fact", "Owns a dog"), ("tags", "pets\u{0}")]] {
+        let mut form = vec![("csrf", csrf.as_str()), ("score", "")];
+        form.extend(fields.iter().copied());
+        assert_eq!(post_form(&app, &cookie, &action, &form).await, StatusCode::BAD_REQUEST, "{fields:?}");
+    }
+    assert!(facts_of(&app, "support-bot", USER).await.is_empty(), "nothing was stored");
+    let form = [("csrf", csrf.as_str()), ("fact", "Owns a dog"), ("tags", ""), ("score", "")];
+    assert_eq!(post_form(&app, &cookie, &action, &form).await, StatusCode::SEE_OTHER, "the same form without NUL");
+    assert_eq!(texts(&Value::Array(facts_of(&app, "support-bot", USER).await)), ["Owns a dog"]);
 }

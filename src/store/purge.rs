@@ -9,8 +9,9 @@
 //!   on an older snapshot holds it back, and the purge is tried again later.
 //! - PostgreSQL: a `VACUUM` of the tables an erasure deletes from removes the dead row
 //!   versions from their pages and indexes, once no session holds a snapshot from
-//!   before the erasure committed (it could still see them, and VACUUM would keep them).
-//!   PostgreSQL does not zero the space they leave: docs/api.md says what remains.
+//!   before the erasure committed (it could still see them, and VACUUM would keep them);
+//!   then the word index, whose keys a vacuum keeps, is rebuilt. PostgreSQL does not
+//!   zero the space they leave: docs/api.md says what remains.
 
 use std::{sync::atomic::Ordering, time::Duration};
 
@@ -31,6 +32,13 @@ const RECEIPTS_PER_PURGE: i64 = 1000;
 /// The tables an erasure deletes from, directly or by cascade (`Store::erase_user`).
 const ERASED_TABLES: &str = "VACUUM user_consents, conversations, messages, idempotency_keys, facts, \
      fact_vectors, fact_versions, jobs, working_memories, events, webhook_deliveries, webhook_attempts, import_ids";
+
+/// The indexes a vacuum leaves holding erased words, rebuilt after it. A GIN index never
+/// drops a key, only its postings: once the erased facts are vacuumed, the word index
+/// (`facts_words`) still holds each of the person's terms (their owner's tag and a stem)
+/// as a key with no fact, in a live page. `CONCURRENTLY` builds the new index beside the
+/// old one without blocking writes, and the old file is dropped.
+const REBUILT_INDEXES: &str = "REINDEX INDEX CONCURRENTLY facts_words";
 
 /// How long the vacuum may run: its own connection is not held to the requests' statement
 /// timeout, as a vacuum of large tables reads their indexes whole.
@@ -153,7 +161,10 @@ async fn vacuum_after(pool: &sqlx::PgPool, horizon: i64) -> Result<bool> {
     let options =
         (*pool.connect_options()).clone().options([("statement_timeout", VACUUM_TIMEOUT.as_millis().to_string())]);
     let mut conn = sqlx::PgConnection::connect_with(&options).await?;
-    let vacuumed = sqlx::raw_sql(ERASED_TABLES).execute(&mut conn).await.map(drop);
+    let mut purged = sqlx::raw_sql(ERASED_TABLES).execute(&mut conn).await.map(drop);
+    if purged.is_ok() {
+        purged = sqlx::raw_sql(REBUILT_INDEXES).execute(&mut conn).await.map(drop);
+    }
     conn.close().await?;
-    vacuumed.map(|()| true)
+    purged.map(|()| true)
 }

@@ -2,7 +2,8 @@
 //! raw bytes of the main file, its WAL and its shared-memory index hold neither their
 //! words nor their identifier, also when a reader held the purge back until it ended.
 //! PostgreSQL: once the receipt is dated, no row version, live or dead, in the pages of
-//! the erased tables holds them (its sweep of every table is in `rgpd.rs`).
+//! the erased tables holds them, nor the word index's file (its sweep of every table is
+//! in `rgpd.rs`).
 
 use std::{path::Path, time::Duration};
 
@@ -243,6 +244,8 @@ async fn postgres_erasure_vacuums_every_version_out_of_the_pages() {
         let before = tuples(&mut conn, table).await;
         assert!(holding(&before, WORDS[0]), "{table} holds the person's words before");
     }
+    let word_index = [word_index_file(&mut conn).await];
+    assert!(holding(&word_index[..], WORDS[0]), "the word index holds the person's words before");
 
     let rgpd = token("acme", "rgpd");
     let (status, erased) = app.delete(&format!("/api/rgpd/users/{}/ai-data", enc(SUBJECT)), &rgpd).await;
@@ -263,4 +266,19 @@ async fn postgres_erasure_vacuums_every_version_out_of_the_pages() {
             assert!(holding(&after, "Kestrelmoor"), "the bystander's {table} are kept");
         }
     }
+    // A GIN index keeps a key whose postings are all gone: the word index is rebuilt.
+    let word_index = [word_index_file(&mut conn).await];
+    for word in &WORDS[..3] {
+        assert!(!holding(&word_index[..], word), "the word index's file still holds {word}");
+    }
+    assert!(holding(&word_index[..], "Kestrelmoor"), "the bystander's words are still indexed");
+}
+
+/// The bytes of the word index's file (`facts_words`), as written by a checkpoint.
+async fn word_index_file(conn: &mut sqlx::PgConnection) -> Vec<u8> {
+    sqlx::Executor::execute(&mut *conn, "CHECKPOINT").await.expect("checkpoint");
+    sqlx::query_scalar("SELECT pg_read_binary_file(pg_relation_filepath('facts_words'))")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("the word index's file")
 }

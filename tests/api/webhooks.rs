@@ -21,6 +21,7 @@ on_both_backends!(
     a_receivers_retry_after_is_honoured,
     a_slow_receiver_holds_no_request_path,
     hanging_receivers_of_one_tenant_hold_back_no_other_tenant,
+    a_hanging_receiver_holds_one_slot_and_a_tenant_its_share,
     a_redirect_is_not_followed,
     a_dead_delivery_is_redelivered_by_hand,
     a_subscription_failing_too_long_is_disabled_and_says_so,
@@ -215,6 +216,61 @@ async fn hanging_receivers_of_one_tenant_hold_back_no_other_tenant(backend: Back
         assert_eq!(delivery["attempt_log"], json!([]), "{delivery}");
     }
     assert_eq!(fast.received_requests().await.unwrap().len(), 1);
+}
+
+/// The two caps of the claim, at 8 deliveries in flight (a tenant's share: 2). A hanging
+/// receiver holds one slot: the same tenant's fast receiver gets all three events while
+/// the hanging one is still on its first. A tenant with eight hanging receivers holds its
+/// share, not every slot: another tenant's delivery arrives while they hang.
+async fn a_hanging_receiver_holds_one_slot_and_a_tenant_its_share(backend: Backend) {
+    let hanging = MockServer::start().await;
+    let sleeps = ResponseTemplate::new(200).set_delay(Duration::from_secs(120));
+    Mock::given(method("POST")).respond_with(sleeps).mount(&hanging).await;
+    let fast = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(204)).mount(&fast).await;
+    let args = ["--webhook-allow-private", "true", "--webhook-timeout-secs", "60", "--job-poll-ms", "100"];
+    let app = TestApp::spawn_with(backend, &[&args[..], &["--webhook-concurrency", "8"]].concat()).await;
+    let slow = subscribe(&app, &hanging.uri(), &[]).await["id"].as_str().unwrap().to_owned();
+    let quick = subscribe(&app, &fast.uri(), &[]).await["id"].as_str().unwrap().to_owned();
+    for fact in ["Likes tea", "Reads maps", "Grows basil"] {
+        let (status, body) = app.post(&facts_path("ann"), &agent("acme"), json!({"fact": fact})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let events = event_ids(&app).await;
+    for event in &events {
+        delivery_reaching(&app, &quick, *event, "delivered", Duration::from_secs(20)).await;
+    }
+    let running = |deliveries: &Value| {
+        deliveries["items"].as_array().unwrap().iter().filter(|d| d["status"] == "running").count()
+    };
+    let (_, deliveries) = app.get(&format!("/api/webhooks/{slow}/deliveries"), &admin("acme")).await;
+    assert_eq!(running(&deliveries), 1, "one of the hanging receiver's deliveries at a time: {deliveries}");
+
+    let mut slow_ones = vec![slow];
+    for _ in 0..7 {
+        slow_ones.push(subscribe(&app, &hanging.uri(), &[]).await["id"].as_str().unwrap().to_owned());
+    }
+    let (status, body) = app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Owns a canoe"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, b_subscription) = app.post("/api/webhooks", &admin("globex"), json!({"url": fast.uri()})).await;
+    assert_eq!(status, StatusCode::CREATED, "{b_subscription}");
+    let b_id = b_subscription["id"].as_str().unwrap();
+    let (status, _) = app.post(&facts_path("bob"), &agent("globex"), json!({"fact": "Likes coffee"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, b_events) = app.get("/api/events", &admin("globex")).await;
+    let path = format!("/api/webhooks/{b_id}/deliveries/{}", b_events["items"][0]["id"].as_i64().unwrap());
+    let delivered = eventually(Duration::from_secs(20), || async {
+        let (_, delivery) = app.get(&path, &admin("globex")).await;
+        (delivery["status"] == "delivered").then_some(())
+    })
+    .await;
+    assert!(delivered.is_some(), "B's delivery waited for A's receivers: {}", app.get(&path, &admin("globex")).await.1);
+    let mut a_running = 0;
+    for id in &slow_ones {
+        let (_, deliveries) = app.get(&format!("/api/webhooks/{id}/deliveries"), &admin("acme")).await;
+        a_running += running(&deliveries);
+    }
+    assert_eq!(a_running, 2, "A's hanging receivers hold its share of 8 in flight, a quarter");
 }
 
 async fn a_slow_receiver_holds_no_request_path(backend: Backend) {
@@ -413,4 +469,45 @@ async fn erasure_leaves_no_delivery_of_the_person(backend: Backend) {
     assert_eq!(events, [after[1], after[0]], "the erasure's own event and the bystander's are left: {page}");
     let (status, _) = app.get(&format!("/api/webhooks/{id}/deliveries/{}", before[0]), &admin("acme")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the person's delivery and its attempts are gone");
+}
+
+/// A delete of a subscription and the record of its delivery's attempt lock the same two
+/// rows in opposite orders; PostgreSQL breaks such a deadlock by rolling one back. Played
+/// here by hand: an outside transaction updates the delivery, the DELETE waits on it, and
+/// the outside transaction then updates the subscription. The request rolled back is a
+/// 503 to retry, not a 500, and the retry deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_delete_chosen_to_break_a_deadlock_is_a_503() {
+    let args = ["--webhook-allow-private", "true", "--webhook-retry-base-ms", "600000", "--job-poll-ms", "100"];
+    let app = std::sync::Arc::new(TestApp::spawn_with(Backend::Postgres, &args).await);
+    let id = subscribe(&app, "http://127.0.0.1:9/hook", &[]).await["id"].as_str().unwrap().to_owned();
+    let (status, _) = app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let event = event_ids(&app).await[0];
+    delivery_reaching(&app, &id, event, "failed", Duration::from_secs(20)).await;
+
+    let mut outside = <sqlx::PgConnection as sqlx::Connection>::connect(&app.db.url).await.expect("connect");
+    sqlx::Executor::execute(&mut outside, "BEGIN").await.expect("begin");
+    let uuid: uuid::Uuid = id.parse().expect("a uuid");
+    sqlx::query("UPDATE webhook_deliveries SET updated_at = now() WHERE subscription_id = $1")
+        .bind(uuid)
+        .execute(&mut outside)
+        .await
+        .expect("lock the delivery");
+    let deleting = {
+        let (app, path) = (app.clone(), format!("/api/webhooks/{id}"));
+        tokio::spawn(async move { app.send(reqwest::Method::DELETE, &path, &admin("acme"), &[], None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outside_update = sqlx::query("UPDATE webhook_subscriptions SET updated_at = now() WHERE id = $1")
+        .bind(uuid)
+        .execute(&mut outside)
+        .await;
+    let (status, headers, body) = deleting.await.expect("the delete");
+    assert!(outside_update.is_ok(), "the request, waiting first, is the one rolled back");
+    assert_error(status, &body, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert_eq!(headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    sqlx::Executor::execute(&mut outside, "COMMIT").await.expect("commit");
+    let (status, _) = app.delete(&format!("/api/webhooks/{id}"), &admin("acme")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "the retry deletes it");
 }
