@@ -26,6 +26,10 @@ are kept as generated.
 - `POST /api/tools/call` runs a tool only while the agent's memory is on and the user
   consents (else 409, documented), on facts that exist (else 404) and with opaque cursors:
   its answer to a schema-valid call depends on state, not on the body.
+- An agent's `reads_facts_of` (`PUT /api/agents-config/{agent_id}`) may name only other
+  agents configured in the tenant, each once (else 400, documented): which names are valid
+  depends on the tenant's state and the path, so positive cases (and examples) that name
+  any agent are dropped; the API tests cover sharing.
 
 Reads after a clear are not reads of a deleted resource. Three DELETE routes empty a
 collection and keep its owner (docs/api.md): `DELETE /api/conversations/{id}/messages`
@@ -85,6 +89,8 @@ def filter_case(context, case):
         return True
     if getattr(case, "path", None) == "/api/tools/call":
         return False
+    if _names_agents(case):
+        return False
     if any(len(ref.encode("utf-8", "surrogatepass")) > 256 for ref in _external_refs(case)):
         return False
     body = case.body if isinstance(case.body, dict) else {}
@@ -139,7 +145,13 @@ def _times_fit(case):
 
 @schemathesis.hook
 def before_add_examples(context, examples):
-    examples[:] = [case for case in examples if _times_fit(case)]
+    examples[:] = [case for case in examples if _times_fit(case) and not _names_agents(case)]
+
+
+def _names_agents(case):
+    """Whether a case sets an agent's `reads_facts_of` to a list naming any agent."""
+    body = case.body if isinstance(case.body, dict) else {}
+    return getattr(case, "path", None) == "/api/agents-config/{agent_id}" and bool(body.get("reads_facts_of"))
 
 
 # Receiver URLs a positive case keeps (see the module docs).

@@ -43,7 +43,22 @@ FACTS = "/api/agents/support-bot/users/%C3%82%C4%9D%F0%A5%B3%A0%C2%B2%C2%BF%60/f
 PERSON = "/api/rgpd/users/whatsapp%3A%2B33612345678/ai-data"
 
 
+class Body:
+    """What `_names_agents` reads of a test case: its path template and body."""
+
+    def __init__(self, path, body):
+        self.path = path
+        self.body = body
+
+
 def main():
+    # A case naming agents to read is dropped; an empty list, another field or another
+    # path is kept.
+    config = "/api/agents-config/{agent_id}"
+    assert hooks._names_agents(Body(config, {"reads_facts_of": ["support-bot"]}))
+    for case in [Body(config, {"reads_facts_of": []}), Body(config, {"memory_enabled": True}),
+                 Body("/api/webhooks", {"reads_facts_of": ["x"]}), Body(config, None)]:
+        assert not hooks._names_agents(case), (case.path, case.body)
     # The chains of the reports: a read after a clear is dropped.
     dropped = [
         (f"DELETE {CONVERSATION}/messages", f"GET {CONVERSATION}/messages"),
