@@ -172,15 +172,22 @@ async fn a_receivers_retry_after_is_honoured(backend: Backend) {
     assert!(waited >= chrono::TimeDelta::milliseconds(1900), "the retry waited {waited} (backoff base 100 ms)");
 }
 
-/// Tenant A's five subscriptions to a receiver that sleeps past the delivery timeout, at
-/// the default senders: B's delivery to a fast receiver is done while every one of A's is
-/// still in its first attempt (with senders shared by all, B's waited for A's to time out).
-async fn hanging_receivers_of_one_tenant_hold_back_no_other_tenant(backend: Backend) {
+/// A receiver that answers after two minutes (past any delivery timeout the tests set)
+/// and one that answers at once.
+async fn hanging_and_fast_receivers() -> (MockServer, MockServer) {
     let hanging = MockServer::start().await;
     let sleeps = ResponseTemplate::new(200).set_delay(Duration::from_secs(120));
     Mock::given(method("POST")).respond_with(sleeps).mount(&hanging).await;
     let fast = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(204)).mount(&fast).await;
+    (hanging, fast)
+}
+
+/// Tenant A's five subscriptions to a receiver that sleeps past the delivery timeout, at
+/// the default senders: B's delivery to a fast receiver is done while every one of A's is
+/// still in its first attempt (with senders shared by all, B's waited for A's to time out).
+async fn hanging_receivers_of_one_tenant_hold_back_no_other_tenant(backend: Backend) {
+    let (hanging, fast) = hanging_and_fast_receivers().await;
     let args = ["--webhook-allow-private", "true", "--webhook-timeout-secs", "60", "--job-poll-ms", "100"];
     let app = TestApp::spawn_with(backend, &args).await;
     let mut a_subscriptions = Vec::new();
@@ -223,11 +230,7 @@ async fn hanging_receivers_of_one_tenant_hold_back_no_other_tenant(backend: Back
 /// the hanging one is still on its first. A tenant with eight hanging receivers holds its
 /// share, not every slot: another tenant's delivery arrives while they hang.
 async fn a_hanging_receiver_holds_one_slot_and_a_tenant_its_share(backend: Backend) {
-    let hanging = MockServer::start().await;
-    let sleeps = ResponseTemplate::new(200).set_delay(Duration::from_secs(120));
-    Mock::given(method("POST")).respond_with(sleeps).mount(&hanging).await;
-    let fast = MockServer::start().await;
-    Mock::given(method("POST")).respond_with(ResponseTemplate::new(204)).mount(&fast).await;
+    let (hanging, fast) = hanging_and_fast_receivers().await;
     let args = ["--webhook-allow-private", "true", "--webhook-timeout-secs", "60", "--job-poll-ms", "100"];
     let app = TestApp::spawn_with(backend, &[&args[..], &["--webhook-concurrency", "8"]].concat()).await;
     let slow = subscribe(&app, &hanging.uri(), &[]).await["id"].as_str().unwrap().to_owned();
