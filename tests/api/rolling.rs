@@ -56,12 +56,23 @@ async fn open(app: &TestApp, agent_id: &str, user: &str, extra: Value) -> String
     conversation["id"].as_str().expect("id").to_owned()
 }
 
-/// Appends one user turn and the assistant's reply; returns the conversation.
+/// Appends one user turn and the assistant's reply; returns the conversation. A 503 is
+/// retried as a client is told to (it wrote nothing): on a busy PostgreSQL an append has
+/// been seen to meet one while a segment's job ran, at most a few times in a thread.
 async fn say(app: &TestApp, id: &str, text: &str) -> Value {
     let messages = json!({"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted!"}]});
-    let (status, body) = app.post(&format!("/api/conversations/{id}/messages"), &agent("acme"), messages).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body["conversation"].clone()
+    let path = format!("/api/conversations/{id}/messages");
+    let mut tries = 0;
+    loop {
+        let (status, body) = app.post(&path, &agent("acme"), messages.clone()).await;
+        tries += 1;
+        if status == StatusCode::SERVICE_UNAVAILABLE && tries < 5 {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        }
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        return body["conversation"].clone();
+    }
 }
 
 /// The conversation's extraction jobs, oldest first.
