@@ -17,18 +17,18 @@ WORKDIR /src
 # change, not on every source edit. Empty targets stand in for the crate's own code.
 COPY Cargo.toml Cargo.lock ./
 COPY crates/engram-domain/Cargo.toml ./crates/engram-domain/
+COPY crates/engram-store/Cargo.toml ./crates/engram-store/
 COPY crates/engram-bench/Cargo.toml ./crates/engram-bench/
 # Build settings of the dependencies (the bundled SQLite's flags).
 COPY .cargo ./.cargo
-RUN mkdir -p src crates/engram-domain/src crates/engram-bench/src crates/engram-bench/benches \
+RUN mkdir -p src crates/engram-domain/src crates/engram-store/src crates/engram-bench/src crates/engram-bench/benches \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs crates/engram-domain/src/lib.rs \
+ && touch src/lib.rs crates/engram-domain/src/lib.rs crates/engram-store/src/lib.rs \
  && echo 'fn main() {}' > crates/engram-bench/src/main.rs \
  && echo 'fn main() {}' > crates/engram-bench/benches/memory_context.rs \
  && cargo build --release --locked --bin engram \
  && rm -rf src crates
 COPY src ./src
-COPY migrations ./migrations
 COPY templates ./templates
 COPY crates ./crates
 # The stand-ins' build may look newer than the copied sources: forget it so cargo rebuilds

@@ -29,8 +29,8 @@ mod layers;
 pub mod remote_servers;
 /// What handlers and workers share: the app state and the operations both start.
 pub mod service;
-/// SQL, for PostgreSQL and SQLite.
-pub mod store;
+/// SQL, for PostgreSQL and SQLite: the `engram-store` crate.
+pub use engram_store as store;
 /// Logs and metrics.
 pub mod telemetry;
 /// Background jobs and sweepers.

@@ -12,7 +12,7 @@ use crate::{
         usage::{self, OverBudget},
     },
     service::{AppState, usage::over_budget},
-    store::job_queue::ClaimedJob,
+    store::jobs::queue::ClaimedJob,
 };
 
 /// What a job that would call the LLM does about the budget.

@@ -26,7 +26,11 @@ use crate::{
     },
     extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn, grounding::Sources},
     service::{AppState, recall},
-    store::{extraction_job::Found, facts::FactFilter, job_queue::ClaimedJob, usage::JobCost},
+    store::{
+        facts::FactFilter,
+        jobs::{extraction::Found, queue::ClaimedJob},
+        usage::JobCost,
+    },
 };
 
 /// How many of the user's facts an LLM is shown as known, twice: those that match the new

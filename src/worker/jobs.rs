@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::{extract::ExtractError, service::AppState, store::job_queue::ClaimedJob};
+use crate::{extract::ExtractError, service::AppState, store::jobs::queue::ClaimedJob};
 
 /// How a job of any kind ended one attempt.
 #[derive(Debug, PartialEq)]

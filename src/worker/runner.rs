@@ -12,7 +12,7 @@ use super::{
     jobs::{Failure, Outcome},
     summarize,
 };
-use crate::{domain::job::JobKind, extract::Extractor, service::AppState, store::job_queue::ClaimedJob};
+use crate::{domain::job::JobKind, extract::Extractor, service::AppState, store::jobs::queue::ClaimedJob};
 
 /// The longest a retry is pushed back.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);

@@ -12,7 +12,7 @@ use crate::{
     domain::usage::OverBudget,
     extract::{Extractor, SummaryRequest, Turn, Usage},
     service::AppState,
-    store::{job_queue::ClaimedJob, usage::JobCost},
+    store::{jobs::queue::ClaimedJob, usage::JobCost},
 };
 
 /// Messages folded per summarising step: one LLM request's transcript stays bounded

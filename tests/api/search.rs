@@ -165,11 +165,15 @@ async fn facts_stored_before_the_word_index_are_found_after_the_upgrade(backend:
     }
     match backend {
         Backend::Postgres => {
-            store_the_old_way!(sqlx::PgPool::connect(&db.url).await.unwrap(), "migrations/postgres", 19)
+            store_the_old_way!(
+                sqlx::PgPool::connect(&db.url).await.unwrap(),
+                "crates/engram-store/migrations/postgres",
+                19
+            )
         }
         Backend::Sqlite => store_the_old_way!(
             sqlx::SqlitePool::connect(&format!("{}?mode=rwc", db.url)).await.unwrap(),
-            "migrations/sqlite",
+            "crates/engram-store/migrations/sqlite",
             18
         ),
     }

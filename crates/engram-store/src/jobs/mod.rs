@@ -1,5 +1,9 @@
-//! Job rows as the API reads them, and the wake-up that tells workers a job is queued.
-//! Claiming, leases and retries live with the worker's queue code.
+//! Jobs: their rows as the API reads them and the wake-up that tells workers a job is
+//! queued; the queue's claims, leases and retries ([`queue`]); the extraction job's reads
+//! and fenced write ([`extraction`]).
+
+pub mod extraction;
+pub mod queue;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::{
     Result, Store,
     facts::BindOwner,
-    job_queue::ClaimedJob,
+    jobs::queue::ClaimedJob,
     messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
     usage::JobCost,

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::{Result, Store, Tx, job_queue::ClaimedJob, with_pool, with_tx};
+use super::{Result, Store, Tx, jobs::queue::ClaimedJob, with_pool, with_tx};
 use crate::domain::{
     ids::{AgentId, TenantId},
     usage::{AgentUsage, OverBudget},

@@ -18,12 +18,10 @@
 use uuid::Uuid;
 
 use super::Result;
-use crate::{
+use crate::domain::{
     crypto,
-    domain::{
-        owner::{Owner, OwnerSet},
-        search_query::stems,
-    },
+    owner::{Owner, OwnerSet},
+    search_query::stems,
 };
 
 /// Hex digits of an owner's tag: every term starts with exactly this many, so a term

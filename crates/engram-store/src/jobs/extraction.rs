@@ -3,15 +3,6 @@
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{
-    Result, Store, Tx,
-    facts::{BindOwner, FactRow, Remembered, fact_columns, sources},
-    job_queue::ClaimedJob,
-    messages::{MessageRow, message_columns},
-    policy::{POLICY_SQL, PolicyRow},
-    usage::JobCost,
-    with_pool, with_tx,
-};
 use crate::domain::{
     event::{Actor, EventData, EventType},
     extracted::{Candidate, Revision},
@@ -19,6 +10,15 @@ use crate::domain::{
     message::Message,
     owner::Owner,
     policy::Policy,
+};
+use crate::{
+    Result, Store, Tx,
+    facts::{BindOwner, FactRow, Remembered, fact_columns, sources},
+    jobs::queue::ClaimedJob,
+    messages::{MessageRow, message_columns},
+    policy::{POLICY_SQL, PolicyRow},
+    usage::JobCost,
+    with_pool, with_tx,
 };
 
 /// Everything the extraction needs, read when the job starts.
@@ -109,7 +109,7 @@ impl Store {
         found: &Found<'_>,
         max_facts: i64,
     ) -> Result<Option<Stored>> {
-        let now = super::now();
+        let now = crate::now();
         let owner = job.owner();
         let origin = match found.fallback {
             None => Origin::Extracted { conversation_id: job.conversation_id },

@@ -1,6 +1,6 @@
 //! The only place with SQL. One opaque [`Store`] over two backends: PostgreSQL
 //! (production, several replicas) and SQLite (the embedded default, one process).
-//! Nothing outside this module can tell which one it holds; callers see methods that
+//! Nothing outside this crate can tell which one it holds; callers see methods that
 //! take typed ids ([`TenantId`](crate::domain::ids::TenantId), `AgentId`, …) and
 //! return domain types.
 //!
@@ -21,6 +21,7 @@
 //! Transactions are opened only by [`Store::begin_write`] (SQLite: `BEGIN IMMEDIATE`, so a
 //! writer waits for the lock instead of failing) and [`Store::begin_snapshot`]; clippy
 //! refuses `Pool::begin` anywhere else (`clippy.toml`).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::{str::FromStr, sync::Arc, time::Duration};
 
@@ -36,12 +37,10 @@ pub mod consent;
 pub mod conversations;
 pub mod event_waiters;
 pub mod events;
-pub mod extraction_job;
 pub mod facts;
 pub mod forgetting;
 pub mod gdpr;
 pub mod import;
-pub mod job_queue;
 pub mod jobs;
 pub mod messages;
 mod pg_tx;
@@ -59,7 +58,9 @@ mod writer;
 use pg_tx::PgTx;
 use writer::SqliteTx;
 
-use crate::domain::owner::Owner;
+use domain::owner::Owner;
+/// The domain crate, under the name the server's layers know it by.
+use engram_domain as domain;
 
 /// One value per backend: a store's pool, or an open transaction. Private to `store/`,
 /// so nothing else can tell the backends apart.
@@ -84,8 +85,8 @@ impl<P, S> Backend<P, S> {
 macro_rules! with_pool {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.backend {
-            $crate::store::Backend::Postgres($pool) => $body,
-            $crate::store::Backend::Sqlite($pool) => $body,
+            $crate::Backend::Postgres($pool) => $body,
+            $crate::Backend::Sqlite($pool) => $body,
         }
     };
 }
@@ -101,10 +102,10 @@ pub(crate) use with_pool;
 macro_rules! with_writer {
     ($store:expr, $conn:ident => $body:expr) => {
         match &$store.backend {
-            $crate::store::Backend::Postgres($conn) => $body,
-            $crate::store::Backend::Sqlite(_) => {
+            $crate::Backend::Postgres($conn) => $body,
+            $crate::Backend::Sqlite(_) => {
                 let mut tx = $store.begin_write().await?;
-                let out = $crate::store::with_tx!(tx, open => {
+                let out = $crate::with_tx!(tx, open => {
                     let $conn = &mut **open;
                     $body
                 });
@@ -121,8 +122,8 @@ pub(crate) use with_writer;
 macro_rules! with_tx {
     ($open:expr, $tx:ident => $body:expr) => {
         match &mut $open.0 {
-            $crate::store::Backend::Postgres($tx) => $body,
-            $crate::store::Backend::Sqlite($tx) => $body,
+            $crate::Backend::Postgres($tx) => $body,
+            $crate::Backend::Sqlite($tx) => $body,
         }
     };
 }

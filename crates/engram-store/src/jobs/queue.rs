@@ -8,11 +8,11 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, with_pool, with_tx, with_writer};
 use crate::domain::event::{Actor, EventData, EventType};
 use crate::domain::ids::{AgentId, ExternalRef, TenantId};
 use crate::domain::job::JobKind;
 use crate::domain::owner::Owner;
+use crate::{Result, Store, with_pool, with_tx, with_writer};
 
 /// A job this worker holds, with what running it needs to know.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -71,7 +71,7 @@ impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "claim_job", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn claim_job(&self, lease_until: DateTime<Utc>) -> Result<Option<ClaimedJob>> {
         let token = Uuid::now_v7();
-        let now = super::now();
+        let now = crate::now();
         let sql = self.dialect(CLAIM_PG.as_str(), CLAIM_SQLITE.as_str());
         let mut tx = self.begin_write().await?;
         let job: Option<ClaimedJob> = with_tx!(tx, tx => {
@@ -116,7 +116,7 @@ impl Store {
                 .bind(error)
                 .bind(retry_at)
                 .bind(max_attempts)
-                .bind(super::now())
+                .bind(crate::now())
                 .fetch_optional(&mut **tx)
                 .await?
         });
@@ -140,7 +140,7 @@ impl Store {
         let sql = "UPDATE jobs SET status = 'cancelled', last_error = $3, lease_token = NULL, locked_until = NULL, \
                    updated_at = $4 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
         let done = with_writer!(self, conn => {
-            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(reason).bind(super::now()).execute(conn).await?.rows_affected()
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(reason).bind(crate::now()).execute(conn).await?.rows_affected()
         });
         Ok(done == 1)
     }
@@ -151,7 +151,7 @@ impl Store {
         let sql = "UPDATE jobs SET status = 'queued', attempts = attempts - 1, lease_token = NULL, locked_until = NULL, \
                    updated_at = $3 WHERE id = $1 AND lease_token = $2 AND status = 'running'";
         let done = with_writer!(self, conn => {
-            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(super::now()).execute(conn).await?.rows_affected()
+            sqlx::query(sql).bind(job.id).bind(job.lease_token).bind(crate::now()).execute(conn).await?.rows_affected()
         });
         Ok(done == 1)
     }
