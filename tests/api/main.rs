@@ -45,5 +45,6 @@ mod summaries;
 mod superseded;
 mod threads;
 mod token_usage;
+mod tool_nul;
 mod webhooks;
 mod working_memory;
