@@ -15,6 +15,7 @@ mod curated_facts;
 mod deploy;
 mod embed_openai;
 mod erasure_files;
+mod erasure_reader_process;
 mod events;
 mod extraction;
 mod facts;
