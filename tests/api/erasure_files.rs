@@ -11,16 +11,17 @@ use crate::common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const SUBJECT: &str = "subject-7f3kq9@example.test";
+pub(crate) const SUBJECT: &str = "subject-7f3kq9@example.test";
 
 /// Words only this person used, each its own stem, so that the full-text index stores
 /// them as written (lowercased, after the person's tag). The last two are only in working
 /// memory.
-const WORDS: [&str; 6] = ["Zorblax", "Quendrith", "Vimbleshaw", "Glimmerquaff", "Plumbustique", "Snarfwiddle"];
+pub(crate) const WORDS: [&str; 6] =
+    ["Zorblax", "Quendrith", "Vimbleshaw", "Glimmerquaff", "Plumbustique", "Snarfwiddle"];
 
 /// Which of `needles` occur, case-insensitively, in the raw bytes of the database files
 /// (`engram.db`, `-wal`, `-shm`), each with the file it is in.
-fn remnants(dir: &Path, needles: &[&str]) -> Vec<String> {
+pub(crate) fn remnants(dir: &Path, needles: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
     for suffix in ["", "-wal", "-shm"] {
         let path = dir.join(format!("engram.db{suffix}"));
@@ -38,7 +39,7 @@ fn remnants(dir: &Path, needles: &[&str]) -> Vec<String> {
 
 /// The scan's own check: before the erasure it finds each needle in one file or more (a
 /// word may sit in the WAL and in the main file at once, as checkpoints copy pages).
-fn assert_every_needle_found(dir: &Path, needles: &[&str]) {
+pub(crate) fn assert_every_needle_found(dir: &Path, needles: &[&str]) {
     let before = remnants(dir, needles);
     for needle in needles {
         let needle = needle.to_ascii_lowercase();

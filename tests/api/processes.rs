@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
 /// One `engram serve` process.
-struct Service {
+pub(crate) struct Service {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Service {
-    async fn start(db: &TestDb, extra: &[&str]) -> Service {
+    pub(crate) async fn start(db: &TestDb, extra: &[&str]) -> Service {
         let port = {
             let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             socket.local_addr().expect("addr").port()
@@ -62,7 +62,7 @@ impl Drop for Service {
     }
 }
 
-async fn call(
+pub(crate) async fn call(
     base: &str,
     method: reqwest::Method,
     path: &str,
