@@ -37,6 +37,16 @@ use crate::{
     store::Store,
 };
 
+/// The store's query and answer shapes that the doors name: a door reaches them here,
+/// never in the store, which it does not use.
+pub use crate::store::{
+    conversations::{ConversationFilter, EndTrigger},
+    facts::FactFilter,
+    gdpr::{ErasedCounts, Receipt},
+    jobs::JobFilter,
+    messages::Window,
+};
+
 /// Everything a handler or worker may need, behind one `Arc`: axum clones the state
 /// several times per request, and one count beats a dozen shared by every core
 /// (docs/decisions/request-overhead.md). Fields are read through `Deref`.
