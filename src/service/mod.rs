@@ -27,6 +27,7 @@ pub mod recall;
 pub mod recall_counts;
 pub mod tools;
 pub mod usage;
+pub mod vectors;
 pub mod webhooks;
 pub mod working_memory;
 
