@@ -14,8 +14,7 @@ use super::{
 use crate::{
     auth::{Admin, Scope},
     domain::job::{Job, JobStatus},
-    service::{AppState, jobs},
-    store::jobs::JobFilter,
+    service::{AppState, JobFilter, jobs},
 };
 
 const PAGE: i64 = 50;

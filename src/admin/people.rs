@@ -33,9 +33,9 @@ use crate::{
     },
     error::ApiError,
     service::{
-        AppState, agents, consent, conversations, erasure, events, facts, gdpr_export::export_body, working_memory,
+        AppState, ConversationFilter, ErasedCounts, FactFilter, Window, agents, consent, conversations, erasure,
+        events, facts, gdpr_export::export_body, working_memory,
     },
-    store::{conversations::ConversationFilter, facts::FactFilter, gdpr::ErasedCounts, messages::Window},
 };
 
 const FACTS_PAGE: i64 = 50;
@@ -639,7 +639,7 @@ pub async fn export(
     AdminPath(user): AdminPath<ExternalRef>,
 ) -> AdminResult {
     operator.require(Scope::Gdpr)?;
-    let body = export_body(&state.store, operator.tenant(), &user, state.config.default_ai_consent).await?;
+    let body = export_body(&state, operator.tenant(), &user).await?;
     Ok((
         [
             (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),

@@ -33,12 +33,8 @@ use crate::{
     },
     error::{ApiError, ErrorBody},
     service::{
-        AppState,
+        AppState, ConversationFilter, EndTrigger, Window,
         conversations::{self, message_error},
-    },
-    store::{
-        conversations::{ConversationFilter, EndTrigger},
-        messages::Window,
     },
 };
 

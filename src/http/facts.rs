@@ -24,10 +24,9 @@ use crate::{
     },
     error::{ApiError, ErrorBody},
     service::{
-        AppState, events,
+        AppState, FactFilter, events,
         facts::{self, SearchResults},
     },
-    store::facts::FactFilter,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -25,8 +25,7 @@ use crate::{
         working_memory::{AgentWorkingMemory, WorkingMemory},
     },
     error::ApiError,
-    service::{AppState, erasure, gdpr_export::export_body},
-    store::gdpr::{ErasedCounts, Receipt},
+    service::{AppState, ErasedCounts, Receipt, erasure, gdpr_export::export_body},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -116,7 +115,7 @@ async fn export_user(
     Ctx { state, caller }: Ctx<Gdpr>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Response, ApiError> {
-    let body = export_body(&state.store, &caller.tenant, &user, state.config.default_ai_consent).await?;
+    let body = export_body(&state, &caller.tenant, &user).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

@@ -53,7 +53,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/import", tag = "import",
     responses((status = 200, body = Vec<ImportJob>), CommonErrors))]
 async fn list_imports(Ctx { state, caller }: Ctx<Admin>) -> Result<Json<Vec<ImportJob>>, ApiError> {
-    Ok(Json(import::list(&state.store, &caller.tenant, 50).await?))
+    Ok(Json(import::list(&state, &caller.tenant, 50).await?))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -102,16 +102,13 @@ async fn import_records(
     ApiQuery(query): ApiQuery<ImportQuery>,
     body: Body,
 ) -> Result<Json<ImportJob>, ApiError> {
-    let limits = state.config.import;
-    let idle = state.config.request_timeout();
     let options = ImportOptions {
         actor: Actor::Api,
         extract: query.extract.unwrap_or(false),
         default_consent: state.config.default_ai_consent,
     };
-    let job = import::import(&state.store, &caller.tenant, body.into_data_stream(), limits, idle, options, |_| {})
-        .await
-        .map_err(|stop| match stop {
+    let job =
+        import::upload(&state, &caller.tenant, body.into_data_stream(), options).await.map_err(|stop| match stop {
             ImportStop::Input(why) => ApiError::InvalidRequest(format!("the import stopped: {why}")),
             ImportStop::Api(error) => error,
         })?;
@@ -127,7 +124,7 @@ async fn get_import(
     Ctx { state, caller }: Ctx<Admin>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<ImportJob>, ApiError> {
-    import::get(&state.store, &caller.tenant, id).await.map(Json)
+    import::get(&state, &caller.tenant, id).await.map(Json)
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -151,6 +148,6 @@ async fn list_import_errors(
 ) -> Result<Json<Page<LineReport>>, ApiError> {
     let limit = limit(query.limit, 100, 1000)?;
     let after: Option<u64> = decode_cursor(query.cursor.as_deref())?;
-    let rows = import::errors(&state.store, &caller.tenant, id, after, limit + 1).await?;
+    let rows = import::errors(&state, &caller.tenant, id, after, limit + 1).await?;
     Ok(Json(Page::from_rows(rows, limit, |report| report.line)))
 }

@@ -16,8 +16,7 @@ use crate::{
     auth::Admin,
     domain::job::{Job, JobStatus},
     error::{ApiError, ErrorBody},
-    service::{AppState, jobs},
-    store::jobs::JobFilter,
+    service::{AppState, JobFilter, jobs},
 };
 
 pub fn router() -> OpenApiRouter<AppState> {

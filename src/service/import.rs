@@ -12,6 +12,7 @@ use std::{future::poll_fn, pin::Pin, time::Duration};
 use axum::body::Bytes;
 use futures_core::Stream;
 
+use super::AppState;
 use crate::{
     config::ImportConfig,
     domain::{
@@ -175,6 +176,21 @@ async fn write_batch(
     Ok(())
 }
 
+/// [`import`] as `POST /api/import` runs it: into the state's store, with the configured
+/// limits, and the request timeout as the longest silence of the upload.
+pub async fn upload<S, E>(
+    state: &AppState,
+    tenant: &TenantId,
+    input: S,
+    options: ImportOptions,
+) -> Result<ImportJob, ImportStop>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    import(&state.store, tenant, input, state.config.import, state.config.request_timeout(), options, |_| {}).await
+}
+
 /// Marks `interrupted` every import whose process died while it ran: still `running`,
 /// and silent for longer than `limits.stale()` (a live one says it is alive four times
 /// as often). Called at each start of the server and of `engram import`.
@@ -279,24 +295,24 @@ where
 }
 
 /// The tenant's most recent imports, newest first, at most `limit`.
-pub async fn list(store: &Store, tenant: &TenantId, limit: i64) -> Result<Vec<ImportJob>, ApiError> {
-    Ok(store.list_imports(tenant, limit).await?)
+pub async fn list(state: &AppState, tenant: &TenantId, limit: i64) -> Result<Vec<ImportJob>, ApiError> {
+    Ok(state.store.list_imports(tenant, limit).await?)
 }
 
 /// One of the tenant's imports; `not_found` for another tenant's.
-pub async fn get(store: &Store, tenant: &TenantId, id: uuid::Uuid) -> Result<ImportJob, ApiError> {
-    store.get_import(tenant, id).await?.ok_or(ApiError::NotFound("import"))
+pub async fn get(state: &AppState, tenant: &TenantId, id: uuid::Uuid) -> Result<ImportJob, ApiError> {
+    state.store.get_import(tenant, id).await?.ok_or(ApiError::NotFound("import"))
 }
 
 /// One page of an import's bad-line reports after line `after`; `not_found` for an
 /// import the tenant does not have.
 pub async fn errors(
-    store: &Store,
+    state: &AppState,
     tenant: &TenantId,
     id: uuid::Uuid,
     after: Option<u64>,
     limit: i64,
 ) -> Result<Vec<LineReport>, ApiError> {
-    get(store, tenant, id).await?;
-    Ok(store.import_errors(tenant, id, after, limit).await?)
+    get(state, tenant, id).await?;
+    Ok(state.store.import_errors(tenant, id, after, limit).await?)
 }

@@ -27,6 +27,7 @@ pub mod recall;
 pub mod recall_counts;
 pub mod tools;
 pub mod usage;
+pub mod vectors;
 pub mod webhooks;
 pub mod working_memory;
 
@@ -35,6 +36,16 @@ use crate::{
     config::{Secret, ServeConfig},
     embed::Embedder,
     store::Store,
+};
+
+/// The store's query and answer shapes that the doors name: a door reaches them here,
+/// never in the store, which it does not use.
+pub use crate::store::{
+    conversations::{ConversationFilter, EndTrigger},
+    facts::FactFilter,
+    gdpr::{ErasedCounts, Receipt},
+    jobs::JobFilter,
+    messages::Window,
 };
 
 /// Everything a handler or worker may need, behind one `Arc`: axum clones the state

@@ -72,7 +72,7 @@ pub async fn search(
     let (hits, query_vector, vectors) = tokio::join!(
         state.store.search_facts(owners, query, filter, limit),
         query_vector(state, query),
-        state.store.fact_vectors(owners, &model, filter),
+        super::vectors::of_facts(state, owners, &model, filter),
     );
     let hits = hits?;
     let Some(query_vector) = query_vector else {
@@ -111,10 +111,10 @@ pub async fn for_context(
     limit: i64,
 ) -> Result<Vec<Fact>> {
     let Some(query) = query else {
-        return state.store.context_facts(owners, None, as_of, limit).await;
+        return by_full_text(state, owners, None, as_of, limit).await;
     };
     if state.embedder.ready_model().is_none() {
-        return state.store.context_facts(owners, Some(query), as_of, limit).await;
+        return by_full_text(state, owners, Some(query), as_of, limit).await;
     }
     let filter = FactFilter { as_of, ..FactFilter::CURRENT };
     // The newest facts do not depend on the matches: both are read at once.
@@ -123,4 +123,17 @@ pub async fn for_context(
         state.store.list_facts(owners, filter, None, None, limit),
     )?;
     Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
+}
+
+/// The store's own context candidates, ranked by full text alone: without `query` the
+/// `limit` newest; with it the `limit` best matches, then the `limit` newest. The memory
+/// context without vectors, and what an extractor is shown of the user's facts.
+pub async fn by_full_text<'o>(
+    state: &AppState,
+    owners: impl Into<OwnerSet<'o>>,
+    query: Option<&SearchQuery>,
+    as_of: Option<DateTime<Utc>>,
+    limit: i64,
+) -> Result<Vec<Fact>> {
+    state.store.context_facts(owners, query, as_of, limit).await
 }

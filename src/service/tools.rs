@@ -16,7 +16,10 @@
 //! said about themselves.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, de::DeserializeOwned};
+use schemars::{
+    JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings, json_schema, transform::RecursiveTransform,
+};
+use serde::{Deserialize, Deserializer, de, de::DeserializeOwned};
 use serde_json::{Map, Value, json};
 use utoipa::PartialSchema;
 use uuid::Uuid;
@@ -25,8 +28,9 @@ use super::{AppState, facts, memory_context, working_memory};
 use crate::{
     auth::{Caller, Scope},
     domain::{
+        agent_config::whole_number,
         event::Actor,
-        fact::{FactInput, FactPatch, FactString, MAX_TAGS, MAX_TTL_SECONDS, Origin, Tag},
+        fact::{FactInput, FactPatch, FactString, MAX_TAGS, MAX_TTL_SECONDS, Origin, Tag, present},
         ids::{AgentId, ExternalRef},
         memory_context::{ContextRequest, MAX_FACTS},
         nul,
@@ -118,146 +122,248 @@ impl Tool {
         }
     }
 
-    /// The JSON Schema of the tool's arguments. A user-bound caller's tools take no
-    /// `agent_id` and `external_ref` (the token names them); anyone else's require both.
-    /// The constraints are the REST routes' own: the leaf schemas come from the same
-    /// types the OpenAPI document uses.
+    /// The JSON Schema of the tool's arguments, derived from the struct they are read
+    /// into. A user-bound caller's tools take no `agent_id` and `external_ref` (the token
+    /// names them); anyone else's require both.
     pub fn input_schema(self, bound: bool) -> Map<String, Value> {
-        let limit = |default: i64| json!({"type": "integer", "minimum": 1, "maximum": 200, "default": default});
-        let tags = json!({"type": "array", "items": described(schema_of::<Tag>(), "A short label."), "maxItems": MAX_TAGS,
-            "description": "Short labels, e.g. \"diet\"; repeats are kept once."});
-        let score = json!({"type": "number", "minimum": 0.0, "maximum": 1.0,
-            "description": "How sure or important the fact is, 0-1."});
-        let id = json!({"type": "string", "format": "uuid", "description": "The fact's id."});
-        let as_of = json!({"type": "string", "format": "date-time",
-            "description": "Read the facts that were true at this time (RFC 3339) instead of now: said by then, not yet replaced, not expired."});
-        let (properties, required): (Value, &[&str]) = match self {
-            Tool::Remember => (
-                json!({"fact": described(schema_of::<FactString>(), "The fact, in one short sentence about the user."),
-                    "tags": tags, "score": score,
-                    "observed_at": {"type": "string", "format": "date-time",
-                        "description": "When the user said it (RFC 3339), if not now; never in the future."},
-                    "expires_at": {"type": "string", "format": "date-time",
-                        "description": "When the fact stops being worth knowing (RFC 3339, in the future), for something temporary; not with ttl_seconds."},
-                    "ttl_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_TTL_SECONDS,
-                        "description": "Forget the fact this many seconds from now, for something temporary; not with expires_at."}}),
-                &["fact"],
-            ),
-            Tool::Recall => (
-                json!({"query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
-                        "description": "What to look for, in the user's or your own words."},
-                    "limit": limit(10), "as_of": as_of}),
-                &["query"],
-            ),
-            Tool::ListMemories => (
-                json!({"tag": described(schema_of::<Tag>(), "Only facts carrying this tag."), "limit": limit(50),
-                    "cursor": {"type": "string", "minLength": 1, "pattern": "^[A-Za-z0-9_-]+$",
-                        "description": "The next_cursor of the previous page."}, "as_of": as_of}),
-                &[],
-            ),
-            Tool::UpdateMemory => (
-                json!({"id": id, "fact": described(schema_of::<FactString>(), "The corrected fact."),
-                    "tags": described(tags, "Replaces every tag."), "score": score}),
-                &["id"],
-            ),
-            Tool::Forget => (json!({"id": id}), &["id"]),
-            Tool::MemoryContext => (
-                json!({"query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
-                        "description": "What the conversation is about: matching facts come first."},
-                    "max_facts": {"type": "integer", "minimum": 1, "maximum": MAX_FACTS,
-                        "description": "Default: the agent's max_injected_facts."},
-                    "token_budget": {"type": "integer", "minimum": 1,
-                        "description": "Tokens (about characters / 4) the prompt block may take."},
-                    "working_memory": {"type": "boolean", "default": false,
-                        "description": "Also your working memory about the user, as a <working-memory> block."},
-                    "as_of": as_of}),
-                &[],
-            ),
-            Tool::ReadWorkingMemory => (json!({}), &[]),
-            Tool::WriteWorkingMemory => (
-                json!({"content": {"type": "string", "maxLength": document::MAX_CHARS,
-                        "description": "The whole new text (Markdown is fine); it replaces the old one. At most 32 768 characters."},
-                    "etag": {"type": "string", "minLength": 1,
-                        "description": "The etag read_working_memory gave: the write is refused if the text changed since. Omit only for the first write."}}),
-                &["content"],
-            ),
+        let mut schema = match self {
+            Tool::Remember => schema_for::<RememberArgs>(),
+            Tool::Recall => schema_for::<RecallArgs>(),
+            Tool::ListMemories => schema_for::<ListArgs>(),
+            Tool::UpdateMemory => schema_for::<UpdateArgs>(),
+            Tool::Forget => schema_for::<ForgetArgs>(),
+            Tool::MemoryContext => schema_for::<ContextArgs>(),
+            Tool::ReadWorkingMemory => schema_for::<NoArgs>(),
+            Tool::WriteWorkingMemory => schema_for::<WriteWorkingMemoryArgs>(),
         };
-        let mut properties = match properties {
-            Value::Object(properties) => properties,
-            _ => Map::new(),
-        };
-        let mut required: Vec<&str> = required.to_vec();
         if !bound {
-            properties.insert("agent_id".into(), described(schema_of::<AgentId>(), "The agent whose memory this is."));
-            properties.insert(
-                "external_ref".into(),
-                described(schema_of::<ExternalRef>(), "The end user's id on your channel."),
-            );
-            required.extend(["agent_id", "external_ref"]);
+            for (key, more) in schema_for::<OwnerArgs>() {
+                match (schema.get_mut(&key), more) {
+                    (Some(Value::Object(own)), Value::Object(more)) => own.extend(more),
+                    (Some(Value::Array(own)), Value::Array(more)) => own.extend(more),
+                    _ => {}
+                }
+            }
         }
-        let mut schema = Map::new();
-        schema.insert("type".into(), "object".into());
-        schema.insert("properties".into(), properties.into());
-        schema.insert("required".into(), required.into());
-        schema.insert("additionalProperties".into(), false.into());
         schema
     }
 }
 
+/// The schema of the arguments `T` reads, as a model is shown it: every schema inline (a
+/// model resolves no `$ref`), no `$schema`, `title` or `description` (the tool has its
+/// own, and `T`'s doc comment is for people), and `properties` and `required` always there.
+fn schema_for<T: JsonSchema>() -> Map<String, Value> {
+    let settings = SchemaSettings::draft2020_12().with(|settings| {
+        settings.meta_schema = None;
+        settings.inline_subschemas = true;
+    });
+    let schema = settings.with_transform(RecursiveTransform(for_models)).into_generator().into_root_schema_for::<T>();
+    let mut schema = match schema.to_value() {
+        Value::Object(schema) => schema,
+        _ => Map::new(),
+    };
+    schema.remove("title");
+    schema.remove("description");
+    schema.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    schema.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+    schema
+}
+
+/// Each argument with its one type: an optional argument also takes `null` (as if
+/// absent), which is not offered, nor a `null` default; number formats (`int64`,
+/// `double`) are OpenAPI's, no constraint of JSON Schema.
+fn for_models(schema: &mut Schema) {
+    if let Some(Value::Array(types)) = schema.get_mut("type") {
+        types.retain(|kind| kind != "null");
+        if let [kind] = types.as_slice() {
+            let kind = kind.clone();
+            schema.insert("type".into(), kind);
+        }
+    }
+    if schema.get("default").is_some_and(Value::is_null) {
+        schema.remove("default");
+    }
+    if matches!(schema.get("type").and_then(Value::as_str), Some("integer" | "number")) {
+        schema.remove("format");
+    }
+}
+
 /// A type's schema as the OpenAPI document states it (OpenAPI 3.1 schemas are JSON
-/// Schema), without what is there for people reading the document: its description (the
-/// tool gives its own) and OpenAPI's `example`, which is no JSON Schema keyword.
-fn schema_of<T: PartialSchema>() -> Value {
-    let mut schema = serde_json::to_value(T::schema()).unwrap_or_default();
-    if let Some(object) = schema.as_object_mut() {
-        object.remove("description");
-        object.remove("example");
-    }
-    schema
+/// Schema), so a constraint is written once for both, without what is there for people
+/// reading the document: its description (the argument gives its own) and OpenAPI's
+/// `example`, which is no JSON Schema keyword.
+fn openapi<T: PartialSchema>(_: &mut SchemaGenerator) -> Schema {
+    let mut schema = match serde_json::to_value(T::schema()) {
+        Ok(Value::Object(schema)) => schema,
+        _ => Map::new(),
+    };
+    schema.remove("description");
+    schema.remove("example");
+    Schema::from(schema)
 }
 
-/// `schema` with a `description` a model reads.
-fn described(mut schema: Value, description: &str) -> Value {
-    if let Some(object) = schema.as_object_mut() {
-        object.insert("description".into(), description.into());
-    }
-    schema
+/// A fact's tags: [`Tag`]s, at most [`MAX_TAGS`].
+fn tag_list(generator: &mut SchemaGenerator) -> Schema {
+    let mut tag = openapi::<Tag>(generator);
+    tag.insert("description".into(), "A short label.".into());
+    json_schema!({"type": "array", "items": tag, "maxItems": MAX_TAGS})
 }
 
-#[derive(Deserialize)]
+/// The owner of the memory a tool reaches, for a caller whose token names none. Read
+/// before the tool's own arguments (see [`run`]).
+#[derive(JsonSchema)]
+#[allow(dead_code)] // only its schema is used: the fields are taken from the map
+struct OwnerArgs {
+    /// The agent whose memory this is.
+    #[schemars(schema_with = "openapi::<AgentId>")]
+    agent_id: String,
+    /// The end user's id on your channel.
+    #[schemars(schema_with = "openapi::<ExternalRef>")]
+    external_ref: String,
+}
+
+const AS_OF: &str = "Read the facts that were true at this time (RFC 3339) instead of now: said by then, not yet replaced, not expired.";
+const SCORE: &str = "How sure or important the fact is, 0-1.";
+
+/// `remember`: the body of `POST …/facts` ([`FactInput`]), described for a model.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RememberArgs {
+    /// The fact, in one short sentence about the user.
+    #[schemars(schema_with = "openapi::<FactString>")]
+    fact: String,
+    /// Short labels, e.g. "diet"; repeats are kept once.
+    #[serde(default)]
+    #[schemars(schema_with = "tag_list")]
+    tags: Option<Vec<String>>,
+    #[schemars(description = SCORE, range(min = 0.0, max = 1.0))]
+    score: Option<f64>,
+    /// When the user said it (RFC 3339), if not now; never in the future.
+    observed_at: Option<DateTime<Utc>>,
+    /// When the fact stops being worth knowing (RFC 3339, in the future), for something temporary; not with ttl_seconds.
+    expires_at: Option<DateTime<Utc>>,
+    /// Forget the fact this many seconds from now, for something temporary; not with expires_at.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schemars(range(min = 1, max = MAX_TTL_SECONDS))]
+    ttl_seconds: Option<i64>,
+}
+
+impl From<RememberArgs> for FactInput {
+    fn from(args: RememberArgs) -> Self {
+        // Every field named: one added to the REST body is a build error here until the
+        // tool takes it too.
+        let RememberArgs { fact, tags, score, observed_at, expires_at, ttl_seconds } = args;
+        FactInput { fact, tags, score, observed_at, expires_at, ttl_seconds }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RecallArgs {
+    /// What to look for, in the user's or your own words.
+    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
     query: String,
+    #[schemars(range(min = 1, max = 200), extend("default" = 10))]
     limit: Option<i64>,
+    #[schemars(description = AS_OF)]
     as_of: Option<DateTime<Utc>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ListArgs {
+    /// Only facts carrying this tag.
+    #[serde(default)]
+    #[schemars(schema_with = "openapi::<Tag>")]
     tag: Option<String>,
+    #[schemars(range(min = 1, max = 200), extend("default" = 50))]
     limit: Option<i64>,
+    /// The next_cursor of the previous page.
+    #[schemars(length(min = 1), pattern("^[A-Za-z0-9_-]+$"))]
     cursor: Option<String>,
+    #[schemars(description = AS_OF)]
     as_of: Option<DateTime<Utc>>,
 }
 
-#[derive(Deserialize)]
+/// `update_memory`: the fact's id and the body of `PATCH …/facts/{fact_id}`
+/// ([`FactPatch`]), described for a model.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateArgs {
+    /// The fact's id.
+    #[serde(deserialize_with = "fact_id")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    id: Uuid,
+    /// The corrected fact.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(schema_with = "openapi::<FactString>")]
+    fact: Option<String>,
+    /// Replaces every tag.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(schema_with = "tag_list")]
+    tags: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(description = SCORE, range(min = 0.0, max = 1.0))]
+    score: Option<Option<f64>>,
+}
+
+impl From<UpdateArgs> for (Uuid, FactPatch) {
+    fn from(args: UpdateArgs) -> Self {
+        // As for `remember`: a field added to the REST body is a build error here.
+        let UpdateArgs { id, fact, tags, score } = args;
+        (id, FactPatch { fact, tags, score })
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ForgetArgs {
+    /// The fact's id.
+    #[serde(deserialize_with = "fact_id")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    id: Uuid,
+}
+
+/// A fact's id, refused with what it should be.
+fn fact_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uuid, D::Error> {
+    let id = String::deserialize(deserializer)?;
+    Uuid::parse_str(&id).map_err(|_| de::Error::custom("`id` must be a fact's id (a UUID)"))
+}
+
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ContextArgs {
+    /// What the conversation is about: matching facts come first.
+    #[schemars(length(max = MAX_QUERY_CHARS))]
     query: Option<String>,
+    /// Default: the agent's max_injected_facts.
+    #[schemars(range(min = 1, max = MAX_FACTS))]
     max_facts: Option<i64>,
+    /// Tokens (about characters / 4) the prompt block may take.
+    #[schemars(range(min = 1))]
     token_budget: Option<i64>,
+    /// Also your working memory about the user, as a <working-memory> block.
     #[serde(default)]
     working_memory: bool,
+    #[schemars(description = AS_OF)]
     as_of: Option<DateTime<Utc>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct WriteWorkingMemoryArgs {
+    /// The whole new text (Markdown is fine); it replaces the old one. At most 32 768 characters.
+    #[schemars(length(max = document::MAX_CHARS))]
     content: String,
+    /// The etag read_working_memory gave: the write is refused if the text changed since. Omit only for the first write.
+    #[schemars(length(min = 1))]
     etag: Option<String>,
 }
+
+/// No further arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
 
 /// Runs tool `name` with `arguments` for `caller`; its result is what the mirrored REST
 /// route answers (the tool's error is that route's error).
@@ -302,7 +408,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
     }
     let value = match tool {
         Tool::Remember => {
-            let input: FactInput = parse(args)?;
+            let input: FactInput = parse::<RememberArgs>(args)?.into();
             to_value(facts::remember(state, owner, input, Origin::Agent, Actor::Agent).await?.1)
         }
         Tool::Recall => {
@@ -324,13 +430,11 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
             to_value(page.await?)
         }
         Tool::UpdateMemory => {
-            let id = take_id(&mut args)?;
-            let patch: FactPatch = parse(args)?;
+            let (id, patch): (Uuid, FactPatch) = parse::<UpdateArgs>(args)?.into();
             to_value(facts::update(state, owner, id, patch, Actor::Agent).await?)
         }
         Tool::Forget => {
-            let id = take_id(&mut args)?;
-            parse::<Empty>(args)?;
+            let ForgetArgs { id } = parse(args)?;
             facts::forget(state, owner, id, Actor::Agent).await?;
             json!({"id": id, "deleted": true})
         }
@@ -343,7 +447,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
             to_value(memory_context::build(state, owner, &policy, request).await?)
         }
         Tool::ReadWorkingMemory => {
-            parse::<Empty>(args)?;
+            parse::<NoArgs>(args)?;
             to_value(working_memory::read(state, document::Scope::User(owner)).await?)
         }
         Tool::WriteWorkingMemory => {
@@ -359,11 +463,6 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
     };
     Ok(value)
 }
-
-/// No further arguments.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
 
 /// The arguments as `T`: unknown ones and wrong types are a 400, as in a REST body.
 fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ApiError> {
@@ -383,12 +482,6 @@ fn take_string(args: &mut Map<String, Value>, key: &str) -> Result<Option<String
     }
 }
 
-/// Removes the required `id` argument, a fact's UUID.
-fn take_id(args: &mut Map<String, Value>) -> Result<Uuid, ApiError> {
-    let id = take_string(args, "id")?.ok_or_else(|| ApiError::invalid("`id` is required"))?;
-    Uuid::parse_str(&id).map_err(|_| ApiError::invalid("`id` must be a fact's id (a UUID)"))
-}
-
 /// A NUL anywhere in the arguments, in a key or a value at any depth: the arguments are
 /// already parsed here, so the tree is walked rather than written out again as JSON for
 /// the edge's byte check (`domain::nul`).
@@ -406,6 +499,8 @@ fn holds_nul(args: &Map<String, Value>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     #[test]
@@ -423,6 +518,67 @@ mod tests {
             let required = open["required"].as_array().unwrap();
             assert!(required.contains(&json!("agent_id")) && required.contains(&json!("external_ref")));
             assert!(!Value::Object(open).to_string().contains("$ref"), "{}", tool.name());
+        }
+    }
+
+    /// The fields serde reads into `T` (a struct), in its order: what a `Deserializer`
+    /// is told when asked for the struct.
+    fn fields_read<T: DeserializeOwned>() -> &'static [&'static str] {
+        struct Fields<'a>(&'a mut &'static [&'static str]);
+        impl<'de> Deserializer<'de> for Fields<'_> {
+            type Error = de::value::Error;
+            fn deserialize_any<V: de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(de::Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                *self.0 = fields;
+                Err(de::Error::custom("fields read"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+                unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+            }
+        }
+        let mut fields: &'static [&'static str] = &[];
+        let _ = T::deserialize(Fields(&mut fields));
+        fields
+    }
+
+    /// A tool's schema names exactly the arguments it reads: a field added to an argument
+    /// struct is offered to models, and nothing is offered that the tool would refuse.
+    #[test]
+    fn schemas_name_every_argument_read() {
+        for tool in Tool::ALL {
+            let read = match tool {
+                Tool::Remember => fields_read::<RememberArgs>(),
+                Tool::Recall => fields_read::<RecallArgs>(),
+                Tool::ListMemories => fields_read::<ListArgs>(),
+                Tool::UpdateMemory => fields_read::<UpdateArgs>(),
+                Tool::Forget => fields_read::<ForgetArgs>(),
+                Tool::MemoryContext => fields_read::<ContextArgs>(),
+                Tool::ReadWorkingMemory => fields_read::<NoArgs>(),
+                Tool::WriteWorkingMemory => fields_read::<WriteWorkingMemoryArgs>(),
+            };
+            assert!(!read.is_empty() || tool == Tool::ReadWorkingMemory, "{}: no fields found", tool.name());
+            for (bound, owner) in [(true, &[][..]), (false, &["agent_id", "external_ref"][..])] {
+                let schema = tool.input_schema(bound);
+                let offered: BTreeSet<&str> =
+                    schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+                let expected: BTreeSet<&str> = read.iter().chain(owner).copied().collect();
+                assert_eq!(offered, expected, "{} (bound: {bound})", tool.name());
+                for name in schema["required"].as_array().unwrap() {
+                    assert!(
+                        offered.contains(name.as_str().unwrap()),
+                        "{}: required {name} is no property",
+                        tool.name()
+                    );
+                }
+            }
         }
     }
 

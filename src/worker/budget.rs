@@ -47,6 +47,7 @@ pub(super) async fn before_call(state: &AppState, job: &ClaimedJob) -> Result<Bu
         OverBudget::Waited => {
             let run_at = usage::next_day(Utc::now());
             let waits = format!("{reason}; waits for the next UTC day");
+            // Worker-only: only the worker runs jobs, so only it defers one to the next day.
             if state.store.defer_job_over_budget(job, run_at, &waits).await? {
                 counted();
                 Ok(Budgeted::Waited(Outcome::WaitingForBudget))

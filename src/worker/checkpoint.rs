@@ -25,6 +25,7 @@ pub async fn run(store: Store, mut stop: watch::Receiver<bool>) {
     let mut ticks = super::every(EVERY);
     let mut last = None;
     while super::tick(&mut ticks, &mut stop).await {
+        // Worker-only: checkpointing SQLite's WAL is background housekeeping, never a request's.
         match store.checkpoint_wal().await {
             Ok(Some(wal)) => {
                 if wal.unchanged_since(last) {

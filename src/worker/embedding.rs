@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::{embed::EmbedError, service::AppState};
+use crate::{
+    embed::EmbedError,
+    service::{AppState, vectors},
+};
 
 /// Facts embedded per call: large enough to amortise a round trip or a model call, small
 /// enough that a failure retries little and a stop is seen quickly.
@@ -48,6 +51,7 @@ async fn backfill(state: &AppState, model: &str, stop: &watch::Receiver<bool>) -
         if *stop.borrow() {
             return Ok(());
         }
+        // Worker-only: the backfill is the worker's; a request embeds only the fact it writes.
         let batch = state.store.facts_without_vectors(model, after, BATCH).await.map_err(|error| {
             tracing::warn!(%error, "embedding backfill cannot read facts; retrying");
             RETRY_DELAY
@@ -69,7 +73,7 @@ async fn backfill(state: &AppState, model: &str, stop: &watch::Receiver<bool>) -
             .zip(&vectors)
             .map(|(pending, values)| (pending.id, pending.fact.as_str(), &values[..]))
             .collect();
-        let stored = state.store.store_vectors(model, &made).await.map_err(|error| {
+        let stored = vectors::store(state, model, &made).await.map_err(|error| {
             tracing::warn!(%error, "vectors were not stored; retrying");
             RETRY_DELAY
         })?;

@@ -25,7 +25,7 @@ use crate::{
         usage::OverBudget,
     },
     extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn, grounding::Sources},
-    service::{AppState, recall},
+    service::{AppState, recall, vectors},
     store::{
         facts::FactFilter,
         jobs::{extraction::Found, queue::ClaimedJob},
@@ -44,6 +44,7 @@ const EMBEDDING_LIMIT: Duration = Duration::from_secs(30);
 
 pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> Result<Outcome, Failure> {
     let store = &state.store;
+    // Worker-only: only an extraction job reads its input, under its lease.
     let Some(input) = store.extraction_input(job).await? else {
         return cancel(state, job, "conversation deleted").await;
     };
@@ -101,6 +102,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
         fallback: fallback.as_deref(),
         cost,
     };
+    // Worker-only: only an extraction job writes what it found, fenced by its lease.
     match store.store_extracted_facts(job, &found, state.config.max_facts_per_user).await? {
         Some(stored) => {
             metrics::counter!("engram_facts_refreshed_total").increment(stored.refreshed);
@@ -208,7 +210,7 @@ async fn known_facts(
         .collect();
     let said: String = said.join(" ").chars().take(MAX_QUERY_CHARS).collect();
     let query = SearchQuery::parse(&said).ok();
-    let facts = state.store.context_facts(owner, query.as_ref(), None, KNOWN_FACTS).await?;
+    let facts = recall::by_full_text(state, owner, query.as_ref(), None, KNOWN_FACTS).await?;
     let mut known: Vec<KnownFact> = Vec::with_capacity(facts.len());
     for fact in facts {
         if !known.iter().any(|k| k.id == fact.id) {
@@ -233,7 +235,7 @@ async fn plan(
     let Some((model, vectors)) = embedded else {
         return Ok((facts.into_iter().map(Candidate::plain).collect(), None));
     };
-    let stored = state.store.fact_vectors(owner, &model, FactFilter::CURRENT).await?;
+    let stored = vectors::of_facts(state, owner, &model, FactFilter::CURRENT).await?;
     let known: Vec<Known<'_>> = stored.iter().map(|v| Known { id: v.id, text: &v.fact, vector: &v.values }).collect();
     let planned = near_duplicate::plan(facts.into_iter().zip(vectors.into_iter().map(Some)).collect(), &known);
     Ok((planned, Some(model)))

@@ -61,6 +61,7 @@ impl From<sqlx::Error> for Failure {
 
 /// Ends the job as `cancelled` for `reason`, unless it lost its lease meanwhile.
 pub(super) async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
+    // Worker-only: only the worker holding a job's lease ends it.
     if state.store.cancel_job(job, reason).await? { Ok(Outcome::Cancelled(reason)) } else { Ok(Outcome::Fenced) }
 }
 

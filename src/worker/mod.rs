@@ -34,6 +34,7 @@ pub fn spawn(state: AppState, extractor: Arc<Extractor>, stop: watch::Receiver<b
         tokio::spawn(recall_flush::run(state.clone(), stop.clone())),
         tokio::spawn(purge::run(state.store.clone(), stop.clone())),
     ];
+    // Worker-only: which backend runs picks the tasks to start: a property of the store, no data read.
     if state.store.is_embedded() {
         tasks.push(tokio::spawn(checkpoint::run(state.store.clone(), stop.clone())));
     } else {
@@ -69,6 +70,7 @@ async fn tick(ticks: &mut tokio::time::Interval, stop: &mut watch::Receiver<bool
 /// replica) into an in-memory wake-up. If the connection drops, workers still poll.
 async fn listen(store: Store, wakeup: Arc<tokio::sync::Notify>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
+        // Worker-only: only the worker listens for queued jobs.
         let mut notifications = match store.job_notifications().await {
             Ok(Some(notifications)) => notifications,
             Ok(None) => return,

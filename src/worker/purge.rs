@@ -18,6 +18,7 @@ const EVERY: Duration = Duration::from_secs(1);
 pub async fn run(store: Store, mut stop: watch::Receiver<bool>) {
     let mut ticks = super::every(EVERY);
     while super::tick(&mut ticks, &mut stop).await {
+        // Worker-only: erased rows are purged in the background, never on a request.
         if let Err(error) = store.purge_erasures().await {
             tracing::warn!(error = %error, "the purge after an erasure failed; retrying");
         }

@@ -26,6 +26,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
 async fn flush(state: &AppState) {
     let recalls = state.recall_counts.take();
     for batch in recalls.chunks(BATCH) {
+        // Worker-only: requests only buffer recall counts; they are written here, in batches.
         match state.store.add_recalls(batch).await {
             Ok(updated) => tracing::debug!(updated, "recall counts written"),
             Err(error) => {

@@ -31,6 +31,7 @@ pub async fn run_worker(state: AppState, extractor: Arc<Extractor>, mut stop: wa
         tokio::pin!(notified);
         notified.as_mut().enable();
         let lease_until = Utc::now() + state.config.job_lease();
+        // Worker-only: only the worker claims jobs.
         let wait = match state.store.claim_job(lease_until).await {
             Ok(Some(job)) => {
                 failed_claims = 0;
@@ -83,6 +84,7 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
                 Ok(joined) => Some(joined),
                 Err(_) => {
                     abort.abort();
+                    // Worker-only: only the worker holding a job's lease releases it.
                     if let Err(e) = state.store.release_job(&job).await {
                         tracing::warn!(job_id = %job.id, error = %e, "releasing a job at shutdown failed");
                     }
@@ -130,6 +132,7 @@ async fn run_claimed(state: &AppState, extractor: &Arc<Extractor>, job: ClaimedJ
             // the database answers (or, if this release cannot reach it either, when
             // its lease runs out).
             tracing::warn!(job_id = %job.id, error = failure.message, "database unavailable: job released");
+            // Worker-only: only the worker holding a job's lease releases it.
             if let Err(e) = state.store.release_job(&job).await {
                 tracing::warn!(job_id = %job.id, error = %e, "releasing the job failed; its lease will expire");
             }
@@ -160,6 +163,7 @@ async fn heartbeat(state: &AppState, job: &ClaimedJob) {
     let lease = state.config.job_lease();
     loop {
         tokio::time::sleep(lease / 3).await;
+        // Worker-only: only the worker holding a lease renews it.
         match state.store.renew_lease(job, Utc::now() + lease).await {
             Ok(true) => {}
             Ok(false) => return,
@@ -182,6 +186,7 @@ async fn record_failure(
     let outcome = if dead { "dead" } else { "failed" };
     metrics::counter!("engram_jobs_finished_total", "kind" => kind, "outcome" => outcome).increment(1);
     tracing::warn!(job_id = %job.id, kind, attempts = job.attempts, dead, error = message, "job failed");
+    // Worker-only: only the worker holding a job's lease records its failure.
     if let Err(e) = state.store.fail_job(job, message, retry_at, state.config.job_max_attempts).await {
         tracing::warn!(job_id = %job.id, error = %e, "recording a job failure failed; its lease will expire");
     }

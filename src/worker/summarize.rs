@@ -21,6 +21,7 @@ const CHUNK: i64 = 50;
 
 pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> Result<Outcome, Failure> {
     let store = &state.store;
+    // Worker-only: only a summary job reads its input, under its lease.
     let Some(input) = store.summary_input(job).await? else {
         return cancel(state, job, "conversation deleted").await;
     };
@@ -43,6 +44,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     let from_seq = input.summary_through_seq;
     let (mut summary, mut through_seq, mut folded) = (input.summary, from_seq, 0u64);
     loop {
+        // Worker-only: only a summary job pages through the messages it folds.
         let messages = store.summary_messages(job, through_seq, CHUNK).await?;
         let Some(last) = messages.last() else { break };
         through_seq = last.seq;
@@ -60,6 +62,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
     // far) is stored as none.
     let summary = summary.filter(|text| !text.is_empty());
     let cost = JobCost { input_tokens: spent.input_tokens, output_tokens: spent.output_tokens, over_budget };
+    // Worker-only: only a summary job writes its summary, fenced by its lease.
     match store.store_summary(job, from_seq, summary.as_deref(), through_seq, &cost).await? {
         Some(true) => Ok(Outcome::Summarized(folded)),
         // Another summary of this conversation committed first: this one is obsolete.

@@ -40,12 +40,14 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         if let Err(error) = end_idle_conversations(&state, &stop).await {
             tracing::warn!(error = format!("{error:#}"), "idle sweep failed; retrying at the next interval");
         }
+        // Worker-only: expired idempotency keys are swept in the background only.
         match state.store.delete_expired_idempotency_keys().await {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "expired idempotency keys deleted"),
             Err(error) => tracing::warn!(error = format!("{error:#}"), "idempotency key cleanup failed"),
         }
         let retention = TimeDelta::seconds(i64::try_from(state.config.job_retention_secs).unwrap_or(i64::MAX));
+        // Worker-only: finished jobs past their retention are swept here only.
         match state.store.delete_finished_jobs(crate::store::now() - retention).await {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "finished jobs deleted"),
@@ -69,11 +71,13 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             Err(error) => tracing::warn!(error = format!("{error:#}"), "forgetting and retention sweep failed"),
         }
         let retention = TimeDelta::from_std(state.config.event_retention).unwrap_or(TimeDelta::MAX);
+        // Worker-only: events past their retention are pruned here only.
         match state.store.prune_events(crate::store::now() - retention).await {
             Ok(0) => {}
             Ok(deleted) => tracing::info!(deleted, "events past their retention deleted"),
             Err(error) => tracing::warn!(error = format!("{error:#}"), "event cleanup failed"),
         }
+        // Worker-only: search-index maintenance runs in the background only.
         if let Err(error) = state.store.merge_search_index().await {
             tracing::warn!(error = format!("{error:#}"), "full-text index merge failed");
         }
@@ -86,6 +90,7 @@ async fn delete_expired_facts(state: &AppState, stop: &watch::Receiver<bool>) ->
     let now = crate::store::now();
     let mut total = 0;
     loop {
+        // Worker-only: expired facts are deleted in the background (reads already skip them).
         let deleted = state.store.delete_expired_facts(now, EXPIRED_BATCH).await?;
         metrics::counter!("engram_facts_expired_total").increment(deleted);
         total += deleted;
@@ -119,6 +124,7 @@ async fn apply_agent_policies(state: &AppState, stop: &watch::Receiver<bool>) ->
     let mut swept = Swept::default();
     let mut after = None;
     loop {
+        // Worker-only: only the sweep walks every agent's retention policy.
         let agents = state.store.policy_agents(after.as_ref().map(|(t, a)| (t, a)), BATCH).await?;
         for agent in &agents {
             if *stop.borrow() {
@@ -155,6 +161,7 @@ async fn forget_facts(state: &AppState, agent: &PolicyAgent, stop: &watch::Recei
     let mut total = 0;
     for policy in policies.into_iter().flatten() {
         loop {
+            // Worker-only: an agent's forgetting policy is applied by this sweep only.
             let deleted = state.store.forget_facts(agent, policy, now, EXPIRED_BATCH).await?;
             metrics::counter!("engram_facts_forgotten_total", "reason" => policy.reason()).increment(deleted);
             total += deleted;
@@ -178,12 +185,14 @@ async fn apply_retention(
         let max = i64::from(agent.retention.max_messages);
         let mut after = None;
         loop {
+            // Worker-only: only the message-cap sweep looks for conversations over the cap.
             let batch = state.store.long_conversations(agent, max, after, BATCH).await?;
             for id in &batch {
                 loop {
                     if *stop.borrow() {
                         return Ok((messages, conversations));
                     }
+                    // Worker-only: conversations over the message cap are trimmed by this sweep only.
                     let trimmed =
                         state.store.trim_conversation(&agent.tenant, *id, max, agent.summarizes, EXPIRED_BATCH).await?;
                     metrics::counter!("engram_messages_trimmed_total").increment(trimmed);
@@ -201,6 +210,7 @@ async fn apply_retention(
     }
     if let Some(before) = days_before(crate::store::now(), agent.retention.conversations_after_days) {
         loop {
+            // Worker-only: ended conversations past retention are deleted by this sweep only.
             let deleted = state.store.delete_ended_conversations(agent, before, BATCH).await?;
             metrics::counter!("engram_conversations_retention_deleted_total").increment(deleted);
             conversations += deleted;
@@ -216,6 +226,7 @@ async fn end_idle_conversations(state: &AppState, stop: &watch::Receiver<bool>) 
     let idle = TimeDelta::seconds(i64::try_from(state.config.idle_end_secs).unwrap_or(i64::MAX));
     let idle_before = crate::store::now() - idle;
     loop {
+        // Worker-only: only the idle sweep looks for conversations to end (ending them is the service's).
         let batch = state.store.idle_conversations(idle_before, BATCH).await?;
         for (tenant, id) in &batch {
             if *stop.borrow() {

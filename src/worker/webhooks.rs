@@ -53,12 +53,15 @@ pub async fn run(state: AppState, client: reqwest::Client, mut stop: watch::Rece
         // Woken by every commit that queued deliveries, by a manual redelivery and by a
         // send ending; deliveries another replica queued, or retries that became due, are
         // polled for (by a read: the claim's write transaction only when one is due).
+        // Worker-only: only the sender waits for queued deliveries.
         let woken = state.store.deliveries_queued().notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
         while sending.try_join_next().is_some() {}
         if sending.len() < state.config.webhook_concurrency {
+            // Worker-only: only the sender checks for due deliveries.
             let claimed = match state.store.delivery_due(Utc::now()).await {
+                // Worker-only: only the sender claims deliveries.
                 Ok(true) => state.store.claim_delivery(Utc::now() + lease, per_tenant).await,
                 Ok(false) => Ok(None),
                 Err(e) => Err(e),
@@ -115,6 +118,7 @@ async fn deliver(state: &AppState, client: &reqwest::Client, claim: &ClaimedDeli
     let Some(error) = &error else {
         metrics::counter!("engram_webhook_deliveries_total", "outcome" => "delivered").increment(1);
         tracing::debug!(%subscription_id, event_id, event_type, "webhook delivered");
+        // Worker-only: only the sender records a delivery's outcome.
         if let Err(e) = state.store.delivered(claim, &outcome).await {
             tracing::warn!(%subscription_id, event_id, error = %e, "recording a delivery failed; it will be sent again");
         }
@@ -123,6 +127,7 @@ async fn deliver(state: &AppState, client: &reqwest::Client, claim: &ClaimedDeli
     let delay =
         super::runner::backoff(state.config.webhook_retry_base_ms, claim.attempts).max(retry_after.unwrap_or_default());
     let disable_after = TimeDelta::seconds(i64::try_from(state.config.webhook_disable_after_secs).unwrap_or(i64::MAX));
+    // Worker-only: only the sender records a failed attempt and its retry.
     let recorded = state
         .store
         .delivery_failed(claim, &outcome, Utc::now() + delay, state.config.webhook_max_attempts, disable_after)

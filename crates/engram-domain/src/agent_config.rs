@@ -201,7 +201,7 @@ pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 /// An optional integer that also takes a number with a zero fraction (`3.0`): JSON
 /// Schema's `integer`, which the spec promises, counts `3.0` as an integer, and a
 /// client's JSON library may write one so (up to [`MAX_SAFE_INTEGER`]).
-pub(crate) fn whole_number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+pub fn whole_number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: TryFrom<i64>,

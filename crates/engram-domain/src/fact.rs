@@ -396,7 +396,7 @@ impl FactPatch {
 
 /// A field that is there, even as `null` (which then reaches `T`'s own deserializer:
 /// an `Option` takes it, a `String` refuses it).
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }
 
