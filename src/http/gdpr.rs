@@ -116,7 +116,7 @@ async fn export_user(
     Ctx { state, caller }: Ctx<Gdpr>,
     ApiPath(user): ApiPath<ExternalRef>,
 ) -> Result<Response, ApiError> {
-    let body = export_body(&state.store, &caller.tenant, &user, state.config.default_ai_consent).await?;
+    let body = export_body(&state, &caller.tenant, &user).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
@@ -125,5 +125,5 @@ async fn export_user(
 #[utoipa::path(get, path = "/api/rgpd/receipts/{receipt_id}", tag = "rgpd", params(("receipt_id" = Uuid, Path)),
     responses((status = 200, body = Receipt), CommonErrors, NotFound))]
 async fn get_receipt(Ctx { state, caller }: Ctx<Gdpr>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Receipt>, ApiError> {
-    erasure::receipt(&state, &caller.tenant, id).await.map(Json)
+    Ok(Json(erasure::receipt(&state, &caller.tenant, id).await?))
 }

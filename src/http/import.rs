@@ -34,7 +34,7 @@ use crate::{
     },
     error::ApiError,
     service::{
-        AppState,
+        AppState, facts_changed,
         import::{self, ImportStop},
     },
 };
@@ -53,7 +53,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/import", tag = "import",
     responses((status = 200, body = Vec<ImportJob>), CommonErrors))]
 async fn list_imports(Ctx { state, caller }: Ctx<Admin>) -> Result<Json<Vec<ImportJob>>, ApiError> {
-    Ok(Json(import::list(&state.store, &caller.tenant, 50).await?))
+    Ok(Json(import::list(&state, &caller.tenant, 50).await?))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -113,9 +113,9 @@ async fn import_records(
         .await
         .map_err(|stop| match stop {
             ImportStop::Input(why) => ApiError::InvalidRequest(format!("the import stopped: {why}")),
-            ImportStop::Api(error) => error,
+            ImportStop::Service(error) => error.into(),
         })?;
-    state.facts_changed();
+    facts_changed(&state);
     Ok(Json(job))
 }
 
@@ -127,7 +127,7 @@ async fn get_import(
     Ctx { state, caller }: Ctx<Admin>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<ImportJob>, ApiError> {
-    import::get(&state.store, &caller.tenant, id).await.map(Json)
+    Ok(Json(import::get(&state, &caller.tenant, id).await?))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -151,6 +151,6 @@ async fn list_import_errors(
 ) -> Result<Json<Page<LineReport>>, ApiError> {
     let limit = limit(query.limit, 100, 1000)?;
     let after: Option<u64> = decode_cursor(query.cursor.as_deref())?;
-    let rows = import::errors(&state.store, &caller.tenant, id, after, limit + 1).await?;
+    let rows = import::errors(&state, &caller.tenant, id, after, limit + 1).await?;
     Ok(Json(Page::from_rows(rows, limit, |report| report.line)))
 }

@@ -15,12 +15,14 @@ use axum::body::{Body, Bytes};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use super::AppState;
 use crate::{
     domain::{
         ids::{ExternalRef, TenantId},
         policy::Consent,
     },
-    store::{Store, gdpr::ExportReader},
+    service::error::ServiceError,
+    store::gdpr::ExportReader,
 };
 
 /// Rows read per query; the chunks sent are flushed at about [`CHUNK_BYTES`].
@@ -29,14 +31,9 @@ const CHUNK_BYTES: usize = 64 * 1024;
 
 /// Opens the snapshot (so that an unreachable database is still an error response) and
 /// returns the body that streams the export.
-pub async fn export_body(
-    store: &Store,
-    tenant: &TenantId,
-    user: &ExternalRef,
-    default_consent: bool,
-) -> crate::store::Result<Body> {
-    let mut reader = store.export_reader(tenant, user).await?;
-    let consent = Consent::view(user, reader.consent().await?, default_consent);
+pub async fn export_body(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Body, ServiceError> {
+    let mut reader = state.store.export_reader(tenant, user).await?;
+    let consent = Consent::view(user, reader.consent().await?, state.config.default_ai_consent);
     let (sender, receiver) = mpsc::channel(4);
     let mut out = Out { sender, buffer: Vec::with_capacity(CHUNK_BYTES) };
     tokio::spawn(async move {
