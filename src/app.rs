@@ -16,7 +16,7 @@ use crate::{
     embed::Embedder,
     extract::Extractor,
     http,
-    service::{AppState, Shared, recall_counts::RecallCounts},
+    service::{AppState, Shared, facts_changed, recall_counts::RecallCounts},
     store::Store,
     telemetry,
 };
@@ -132,7 +132,7 @@ impl App {
             let index_url = state.config.model_files.embedding_index_url.clone();
             tokio::spawn(async move {
                 state.embedder.prepare(index_url.as_deref()).await;
-                state.facts_changed();
+                facts_changed(&state);
             })
         };
         tracing::info!(address = %listener.local_addr()?, "engram listening");

@@ -1,4 +1,5 @@
-//! One error type for the whole API, rendered as the JSON body of the error table in docs/api.md.
+//! The REST API's error, rendered as the JSON body of the error table in docs/api.md; the
+//! service's failures become one in `http` (its layer is below `service`, which never uses it).
 //! Internal causes are logged here, inside the request span, and never sent to clients.
 
 use axum::{
@@ -183,68 +184,6 @@ impl From<InvalidPage> for ApiError {
     }
 }
 
-impl From<sqlx::Error> for ApiError {
-    fn from(error: sqlx::Error) -> Self {
-        if is_unavailable(&error) {
-            return ApiError::Unavailable("the database is unavailable or busy");
-        }
-        ApiError::Internal(anyhow::Error::new(error).context("database query failed"))
-    }
-}
-
-/// Errors that say "not now" rather than "wrong": the database is unreachable, shutting
-/// down, out of connections, memory or disk, over its statement or lock timeout, or
-/// rolled the transaction back to break a deadlock (PostgreSQL), locked by another writer past the busy timeout, or unable to open its
-/// file for want of descriptors or memory (SQLite). A client should retry them.
-pub fn is_unavailable(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => {
-            let code = db.code().unwrap_or_default();
-            // PostgreSQL: connection exceptions (08…), insufficient resources (53…: disk,
-            // memory, too many connections), shutdown and cannot-connect (57P01-57P03),
-            // statement timeout (57014), a lock wait past the database's `lock_timeout`
-            // (55P03), and a transaction rolled back to break a deadlock or a
-            // serialization conflict (40P01, 40001), which a retry completes: deleting a
-            // webhook subscription while its delivery is being recorded takes their rows'
-            // locks in opposite orders.
-            let postgres = code.starts_with("08")
-                || code.starts_with("53")
-                || code.starts_with("57P")
-                || ["57014", "55P03", "40P01", "40001"].contains(&code.as_ref());
-            // SQLite, with their extended codes: SQLITE_BUSY (5), SQLITE_LOCKED (6),
-            // SQLITE_NOMEM (7), SQLITE_FULL (13) and SQLITE_CANTOPEN (14, "unable to open
-            // database file": what a connection opened without a free descriptor gets).
-            let sqlite = code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6 | 7 | 13 | 14));
-            postgres || sqlite
-        }
-        _ => false,
-    }
-}
-
-impl From<anyhow::Error> for ApiError {
-    fn from(error: anyhow::Error) -> Self {
-        match error.downcast::<sqlx::Error>() {
-            Ok(sql) => sql.into(),
-            Err(other) if out_of_descriptors(&other) => ApiError::Unavailable("the server is out of file descriptors"),
-            Err(other) => ApiError::Internal(other),
-        }
-    }
-}
-
-/// Whether a failure comes from the process or the system running out of open files
-/// (EMFILE, ENFILE): resource exhaustion, a 503 to retry, not a bug.
-fn out_of_descriptors(error: &anyhow::Error) -> bool {
-    const ENFILE: i32 = 23;
-    const EMFILE: i32 = 24;
-    error.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::raw_os_error)
-            .is_some_and(|code| code == EMFILE || code == ENFILE)
-    })
-}
-
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         match rejection.status() {
@@ -264,30 +203,5 @@ impl From<PathRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         ApiError::InvalidRequest(rejection.body_text())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A database file that cannot be opened (here: its directory is missing; under load:
-    /// no descriptor left) is "unable to open database file", SQLITE_CANTOPEN.
-    #[tokio::test]
-    async fn a_database_file_that_cannot_be_opened_is_unavailable() {
-        let options = sqlx::sqlite::SqliteConnectOptions::new().filename("/nonexistent-engram-dir/engram.db");
-        let error = sqlx::ConnectOptions::connect(&options).await.expect_err("cannot open");
-        assert!(is_unavailable(&error), "{error}");
-        assert_eq!(ApiError::from(error).status(), StatusCode::SERVICE_UNAVAILABLE);
-    }
-
-    #[test]
-    fn running_out_of_descriptors_is_unavailable() {
-        for code in [23, 24] {
-            let error = anyhow::Error::new(std::io::Error::from_raw_os_error(code)).context("opening a file");
-            assert_eq!(ApiError::from(error).status(), StatusCode::SERVICE_UNAVAILABLE, "errno {code}");
-        }
-        let other = anyhow::Error::new(std::io::Error::from_raw_os_error(2)).context("opening a file");
-        assert_eq!(ApiError::from(other).status(), StatusCode::INTERNAL_SERVER_ERROR, "ENOENT is a bug here");
     }
 }

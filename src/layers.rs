@@ -22,8 +22,10 @@
 //! tools, and `admin`) never name the store: what they read or write goes through a
 //! `service` function, so that a rule added there holds for every door. The worker may
 //! call the store for what only it does (claiming jobs, sweeping), saying why at each
-//! call. The tests read the source, so adding an import of the request handlers from
-//! under `worker/` (or any arrow up, or sideways) fails them.
+//! call. Nor does `service` use `error`, the REST API's error: it names its failures by
+//! meaning (`service::error::ServiceError`) and each door renders them. The tests read
+//! the source, so adding an import of the request handlers from under `worker/` (or any
+//! arrow up, or sideways) fails them.
 
 #[cfg(test)]
 mod tests {
@@ -173,6 +175,22 @@ mod tests {
             }
         }
         assert!(violations.is_empty(), "handler files using each other:\n{}", violations.join("\n"));
+    }
+
+    /// The service speaks no protocol: its failures are its own type, which REST, MCP and
+    /// the panel each render, so it never names the API's error (`crate::error`).
+    #[test]
+    fn service_uses_no_api_error() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src.join("service"), &mut files);
+        assert!(files.len() > 5, "service: found {files:?}");
+        let violations: Vec<String> = files
+            .iter()
+            .filter(|file| crate_uses(&fs::read_to_string(file).expect("read source")).contains("error"))
+            .map(|file| file.strip_prefix(&src).unwrap_or(file).display().to_string())
+            .collect();
+        assert!(violations.is_empty(), "service files using the API's error:\n{}", violations.join("\n"));
     }
 
     /// `source` without its comment lines, with the white space around each `.` removed,

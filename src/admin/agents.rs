@@ -20,8 +20,7 @@ use crate::{
         event::Actor,
         ids::AgentId,
     },
-    error::ApiError,
-    service::{AppState, agents},
+    service::{AppState, agents, error::ServiceError},
 };
 
 const PAGE: i64 = 50;
@@ -443,7 +442,7 @@ pub async fn save(
             Ok(_) => return see_other(&format!("/admin/agents/{}?done=saved", encode_segment(agent.as_str()))),
             // Every other field was checked by `patch_of`: what the service refuses is the
             // list of agents read (itself, twice, or not configured in this tenant).
-            Err(ApiError::InvalidRequest(message)) => {
+            Err(ServiceError::Invalid(message)) => {
                 let mut errors = FieldErrors::default();
                 errors.add("reads_facts_of", message);
                 errors

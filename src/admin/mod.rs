@@ -20,7 +20,10 @@ use axum::{
 
 use serde::de::DeserializeOwned;
 
-use crate::{error::ApiError, service::AppState};
+use crate::{
+    auth::Refused,
+    service::{AppState, error::ServiceError},
+};
 
 mod agents;
 mod assets;
@@ -116,26 +119,33 @@ pub enum AdminError {
     Internal(anyhow::Error),
 }
 
-impl From<ApiError> for AdminError {
-    fn from(error: ApiError) -> Self {
+/// A service failure as the panel shows it: a page with the same status the API answers.
+impl From<ServiceError> for AdminError {
+    fn from(error: ServiceError) -> Self {
         match error {
-            ApiError::InvalidRequest(m) | ApiError::PayloadTooLarge(m) => AdminError::BadRequest(m),
-            ApiError::UnsupportedMediaType => AdminError::BadRequest(error.to_string()),
-            ApiError::Unauthorized(_) => AdminError::SignIn,
-            ApiError::Forbidden(m) => AdminError::Forbidden(m),
-            ApiError::NotFound(what) => AdminError::NotFound(what),
-            ApiError::Conflict(m) | ApiError::PreconditionFailed(m) | ApiError::Gone(m) => AdminError::Conflict(m),
-            ApiError::StaleSeq(_) => AdminError::Conflict(error.to_string()),
-            ApiError::RateLimited(_) | ApiError::TooMany(_) => AdminError::RateLimited,
-            ApiError::Unavailable(_) => AdminError::Unavailable,
-            ApiError::Internal(cause) => AdminError::Internal(cause),
+            ServiceError::Invalid(m) | ServiceError::TooLarge(m) => AdminError::BadRequest(m),
+            ServiceError::Forbidden(m) => AdminError::Forbidden(m),
+            ServiceError::NotFound(what) => AdminError::NotFound(what),
+            ServiceError::Conflict(m) | ServiceError::PreconditionFailed(m) | ServiceError::Gone(m) => {
+                AdminError::Conflict(m)
+            }
+            ServiceError::StaleSeq(_) => AdminError::Conflict(error.to_string()),
+            ServiceError::TooMany(_) => AdminError::RateLimited,
+            ServiceError::Unavailable(_) => AdminError::Unavailable,
+            ServiceError::Internal(cause) => AdminError::Internal(cause),
         }
+    }
+}
+
+impl From<Refused> for AdminError {
+    fn from(refused: Refused) -> Self {
+        ServiceError::from(refused).into()
     }
 }
 
 impl From<sqlx::Error> for AdminError {
     fn from(error: sqlx::Error) -> Self {
-        ApiError::from(error).into()
+        ServiceError::from(error).into()
     }
 }
 

@@ -31,10 +31,9 @@ use crate::{
         policy::Consent,
         working_memory::{Condition, Scope as DocumentScope},
     },
-    error::ApiError,
     service::{
         AppState, ConversationFilter, ErasedCounts, FactFilter, Window, agents, consent, conversations, erasure,
-        events, facts, gdpr_export::export_body, working_memory,
+        error::ServiceError, events, facts, gdpr_export::export_body, working_memory,
     },
 };
 
@@ -443,7 +442,7 @@ async fn facts_page(
                     .map(|hit| FactView::of(hit.fact, Some(hit.relevance), user, &words))
                     .collect()
             }
-            Err(ApiError::InvalidRequest(message)) => query_error = Some(message),
+            Err(ServiceError::Invalid(message)) => query_error = Some(message),
             Err(other) => return Err(other.into()),
         }
     }
@@ -553,7 +552,7 @@ pub async fn add_fact(
     {
         Ok((true, _)) => "fact-added",
         Ok((false, _)) => "fact-existing",
-        Err(ApiError::Conflict(message)) => {
+        Err(ServiceError::Conflict(message)) => {
             return refused_fact(&state, &operator, &user, &agent, form, message, refuse).await;
         }
         Err(other) => return Err(other.into()),
@@ -578,7 +577,9 @@ pub async fn edit_fact(
     let patch = FactPatch { fact: Some(text), tags: Some(tags), score: Some(score) };
     match facts::update(&state, operator.caller.owner(&agent, &user), id, patch, Actor::Admin).await {
         Ok(_) => see_other(&format!("{}?done=fact-saved", facts_path(&user, &agent))),
-        Err(ApiError::Conflict(message)) => refused_fact(&state, &operator, &user, &agent, form, message, refuse).await,
+        Err(ServiceError::Conflict(message)) => {
+            refused_fact(&state, &operator, &user, &agent, form, message, refuse).await
+        }
         Err(other) => Err(other.into()),
     }
 }

@@ -77,28 +77,28 @@ impl Caller {
         Owner::new(&self.tenant, agent, user)
     }
 
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+    pub fn require(&self, scope: Scope) -> Result<(), Refused> {
         if self.scopes.contains("admin") || self.scopes.contains(scope.as_str()) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!("this route needs the `{}` scope", scope.as_str())))
+            Err(Refused::Forbidden(format!("this route needs the `{}` scope", scope.as_str())))
         }
     }
 
     /// The agent and user a call is about, from what it names (a tool's arguments, a
     /// route's path). A bound caller gets its own when the call names none, and a 403
     /// when it names another; an unbound caller must name both.
-    pub fn whose(&self, agent: Option<&str>, user: Option<&str>) -> Result<(AgentId, ExternalRef), ApiError> {
+    pub fn whose(&self, agent: Option<&str>, user: Option<&str>) -> Result<(AgentId, ExternalRef), Refused> {
         match &self.bound {
             Some(bound) => {
                 self.confine(agent, user)?;
                 Ok((bound.agent.clone(), bound.user.clone()))
             }
             None => {
-                let agent = agent.ok_or_else(|| ApiError::invalid("`agent_id` is required"))?;
-                let user = user.ok_or_else(|| ApiError::invalid("`external_ref` is required"))?;
-                let agent = AgentId::parse(agent.to_owned()).map_err(ApiError::InvalidRequest)?;
-                let user = ExternalRef::parse(user.to_owned()).map_err(ApiError::InvalidRequest)?;
+                let agent = agent.ok_or_else(|| Refused::Invalid("`agent_id` is required".into()))?;
+                let user = user.ok_or_else(|| Refused::Invalid("`external_ref` is required".into()))?;
+                let agent = AgentId::parse(agent.to_owned()).map_err(Refused::Invalid)?;
+                let user = ExternalRef::parse(user.to_owned()).map_err(Refused::Invalid)?;
                 Ok((agent, user))
             }
         }
@@ -106,11 +106,32 @@ impl Caller {
 
     /// Refuses (403) a bound caller whose call names an agent or user other than its own;
     /// an unbound caller, or one naming only its own, passes.
-    pub fn confine(&self, agent: Option<&str>, user: Option<&str>) -> Result<(), ApiError> {
+    pub fn confine(&self, agent: Option<&str>, user: Option<&str>) -> Result<(), Refused> {
         let Some(bound) = &self.bound else { return Ok(()) };
         let other_agent = agent.is_some_and(|a| a != bound.agent.as_str());
         let other_user = user.is_some_and(|u| u != bound.user.as_str());
-        if other_agent || other_user { Err(ApiError::Forbidden(OUTSIDE_BINDING.into())) } else { Ok(()) }
+        if other_agent || other_user { Err(Refused::Forbidden(OUTSIDE_BINDING.into())) } else { Ok(()) }
+    }
+}
+
+/// Why a verified caller may not make a call, whichever door it came through: each door
+/// renders it (the service's error, the API's, the panel's page).
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// A scope it lacks, or an agent or user its token is not bound to (403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// It did not name, or misnamed, the agent and user the call is about (400).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Forbidden(why) => ApiError::Forbidden(why),
+            Refused::Invalid(why) => ApiError::InvalidRequest(why),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use axum::{
     http::request::Parts,
 };
 
-use super::{Caller, Guard, OUTSIDE_BINDING, Scope};
+use super::{Caller, Guard, OUTSIDE_BINDING, Refused, Scope};
 use crate::error::ApiError;
 
 /// A scope a route needs, as a type.
@@ -79,13 +79,13 @@ where
 }
 
 /// Lets a bound caller through only to a route whose path names its own agent and user.
-async fn confine_path(caller: &Caller, parts: &mut Parts) -> Result<(), ApiError> {
+async fn confine_path(caller: &Caller, parts: &mut Parts) -> Result<(), Refused> {
     // No parameters at all (or one that is not UTF-8, which cannot be the caller's own)
     // names nobody: refused like any route that does not name both.
     let params = RawPathParams::from_request_parts(parts, &()).await.ok();
     let named = |key: &str| params.iter().flatten().find(|(k, _)| *k == key).map(|(_, v)| v);
     match (named("agent_id"), named("external_ref")) {
         (Some(agent), Some(user)) => caller.confine(Some(agent), Some(user)),
-        _ => Err(ApiError::Forbidden(OUTSIDE_BINDING.into())),
+        _ => Err(Refused::Forbidden(OUTSIDE_BINDING.into())),
     }
 }

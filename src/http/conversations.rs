@@ -35,6 +35,7 @@ use crate::{
     service::{
         AppState, ConversationFilter, EndTrigger, Window,
         conversations::{self, message_error},
+        error::ServiceError,
     },
 };
 
@@ -139,7 +140,7 @@ async fn get_conversation(
     Ctx { state, caller }: Ctx<MemoryRead>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Conversation>, ApiError> {
-    conversations::get(&state, &caller.tenant, id).await.map(Json)
+    Ok(Json(conversations::get(&state, &caller.tenant, id).await?))
 }
 
 /// Change a conversation's title (`null` clears it), replace its metadata, or opt it out
@@ -153,7 +154,7 @@ async fn update_conversation(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(patch): ApiJson<ConversationPatch>,
 ) -> Result<Json<Conversation>, ApiError> {
-    conversations::update(&state, &caller.tenant, id, patch).await.map(Json)
+    Ok(Json(conversations::update(&state, &caller.tenant, id, patch).await?))
 }
 
 /// Delete a conversation and its messages. Facts extracted from it are kept.
@@ -365,7 +366,9 @@ async fn end_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Ended>, ApiError> {
-    let ended =
-        conversations::end(&state, &caller.tenant, id, EndTrigger::Request, Actor::Api).await?.ok_or(NOT_FOUND)?;
+    let ended = conversations::end(&state, &caller.tenant, id, EndTrigger::Request, Actor::Api)
+        .await
+        .map_err(ServiceError::from)?
+        .ok_or(NOT_FOUND)?;
     Ok(Json(ended))
 }

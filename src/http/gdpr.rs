@@ -124,5 +124,5 @@ async fn export_user(
 #[utoipa::path(get, path = "/api/rgpd/receipts/{receipt_id}", tag = "rgpd", params(("receipt_id" = Uuid, Path)),
     responses((status = 200, body = Receipt), CommonErrors, NotFound))]
 async fn get_receipt(Ctx { state, caller }: Ctx<Gdpr>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Receipt>, ApiError> {
-    erasure::receipt(&state, &caller.tenant, id).await.map(Json)
+    Ok(Json(erasure::receipt(&state, &caller.tenant, id).await?))
 }

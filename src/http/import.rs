@@ -34,7 +34,7 @@ use crate::{
     },
     error::ApiError,
     service::{
-        AppState,
+        AppState, facts_changed,
         import::{self, ImportStop},
     },
 };
@@ -110,9 +110,9 @@ async fn import_records(
     let job =
         import::upload(&state, &caller.tenant, body.into_data_stream(), options).await.map_err(|stop| match stop {
             ImportStop::Input(why) => ApiError::InvalidRequest(format!("the import stopped: {why}")),
-            ImportStop::Api(error) => error,
+            ImportStop::Service(error) => error.into(),
         })?;
-    state.facts_changed();
+    facts_changed(&state);
     Ok(Json(job))
 }
 
@@ -124,7 +124,7 @@ async fn get_import(
     Ctx { state, caller }: Ctx<Admin>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<ImportJob>, ApiError> {
-    import::get(&state, &caller.tenant, id).await.map(Json)
+    Ok(Json(import::get(&state, &caller.tenant, id).await?))
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -54,7 +54,7 @@ async fn list_jobs(
 #[utoipa::path(get, path = "/api/jobs/{id}", tag = "jobs", params(("id" = Uuid, Path)),
     responses((status = 200, body = Job), CommonErrors, NotFound))]
 async fn get_job(Ctx { state, caller }: Ctx<Admin>, ApiPath(id): ApiPath<Uuid>) -> Result<Json<Job>, ApiError> {
-    jobs::get(&state, &caller.tenant, id).await.map(Json)
+    Ok(Json(jobs::get(&state, &caller.tenant, id).await?))
 }
 
 /// Run a `dead` or `failed` job again, with fresh attempts. Any other state is a 409.

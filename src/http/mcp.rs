@@ -39,6 +39,7 @@ use crate::{
     error::{ApiError, REQUEST_ID},
     service::{
         AppState,
+        error::ServiceError,
         tools::{self as catalog, Tool},
     },
 };
@@ -151,7 +152,8 @@ impl ServerHandler for MemoryServer {
     }
 }
 
-/// The API's error body as a tool error's content.
-fn error_value(error: ApiError) -> serde_json::Value {
-    serde_json::to_value(error.into_body()).unwrap_or_default()
+/// The API's error body as a tool error's content (`isError`): the service's error
+/// mapped as the tool's REST route maps it, so both doors answer alike.
+fn error_value(error: ServiceError) -> serde_json::Value {
+    serde_json::to_value(ApiError::from(error).into_body()).unwrap_or_default()
 }

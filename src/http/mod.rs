@@ -21,7 +21,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::{
     error::{ApiError, REQUEST_ID, error_response},
-    service::AppState,
+    service::{AppState, error::ServiceError},
 };
 
 pub mod agents_config;
@@ -174,6 +174,26 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         }))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
+}
+
+/// A service failure as the API answers it (docs/api.md's error table): every REST route
+/// and, through the same body, every MCP tool error. Each meaning has its one status.
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
+        match error {
+            ServiceError::Invalid(why) => ApiError::InvalidRequest(why),
+            ServiceError::TooLarge(why) => ApiError::PayloadTooLarge(why),
+            ServiceError::Forbidden(why) => ApiError::Forbidden(why),
+            ServiceError::NotFound(what) => ApiError::NotFound(what),
+            ServiceError::Conflict(why) => ApiError::Conflict(why),
+            ServiceError::StaleSeq(last_seq) => ApiError::StaleSeq(last_seq),
+            ServiceError::PreconditionFailed(why) => ApiError::PreconditionFailed(why),
+            ServiceError::Gone(why) => ApiError::Gone(why),
+            ServiceError::TooMany(why) => ApiError::TooMany(why),
+            ServiceError::Unavailable(why) => ApiError::Unavailable(why),
+            ServiceError::Internal(cause) => ApiError::Internal(cause),
+        }
+    }
 }
 
 /// The method as a metrics and log label, from a closed set: any token is a valid HTTP

@@ -8,7 +8,7 @@ use crate::{
         event::Actor,
         ids::{AgentId, ExternalRef, TenantId},
     },
-    error::ApiError,
+    service::error::ServiceError,
 };
 
 /// Applies a partial update (absent fields keep their value, or their default for an
@@ -21,13 +21,13 @@ pub async fn configure(
     agent: &AgentId,
     patch: &ConfigPatch,
     actor: Actor,
-) -> Result<AgentConfig, ApiError> {
-    patch.validate_for(agent).map_err(ApiError::InvalidRequest)?;
+) -> Result<AgentConfig, ServiceError> {
+    patch.validate_for(agent).map_err(ServiceError::Invalid)?;
     if let Some(shared) = patch.reads_facts_of.as_deref().filter(|shared| !shared.is_empty()) {
         let configured = state.store.configured_agents(tenant, shared).await?;
         let unknown: Vec<&str> = shared.iter().filter(|a| !configured.contains(a)).map(AgentId::as_str).collect();
         if !unknown.is_empty() {
-            return Err(ApiError::InvalidRequest(format!(
+            return Err(ServiceError::Invalid(format!(
                 "reads_facts_of names agents not configured in this tenant: {}",
                 unknown.join(", ")
             )));
@@ -37,12 +37,12 @@ pub async fn configure(
 }
 
 /// Resets an agent's settings to the defaults; `false` when it had none stored.
-pub async fn reset(state: &AppState, tenant: &TenantId, agent: &AgentId, actor: Actor) -> Result<bool, ApiError> {
+pub async fn reset(state: &AppState, tenant: &TenantId, agent: &AgentId, actor: Actor) -> Result<bool, ServiceError> {
     Ok(state.store.delete_agent_config(tenant, agent, actor).await?)
 }
 
 /// An agent's stored settings; `None` for an agent never configured (the defaults apply).
-pub async fn get(state: &AppState, tenant: &TenantId, agent: &AgentId) -> Result<Option<AgentConfig>, ApiError> {
+pub async fn get(state: &AppState, tenant: &TenantId, agent: &AgentId) -> Result<Option<AgentConfig>, ServiceError> {
     Ok(state.store.get_agent_config(tenant, agent).await?)
 }
 
@@ -52,11 +52,11 @@ pub async fn list(
     tenant: &TenantId,
     after: Option<&str>,
     limit: i64,
-) -> Result<Vec<AgentConfig>, ApiError> {
+) -> Result<Vec<AgentConfig>, ServiceError> {
     Ok(state.store.list_agent_configs(tenant, after, limit).await?)
 }
 
 /// The agents holding facts or conversations of the person.
-pub async fn of_user(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Vec<AgentId>, ApiError> {
+pub async fn of_user(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Vec<AgentId>, ServiceError> {
     Ok(state.store.agents_of_user(tenant, user).await?)
 }

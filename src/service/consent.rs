@@ -8,11 +8,11 @@ use crate::{
         ids::{ExternalRef, TenantId},
         policy::Consent,
     },
-    error::ApiError,
+    service::error::ServiceError,
 };
 
 /// The user's consent, or the configured default (with a null `updated_at`) when never set.
-pub async fn get(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Consent, ApiError> {
+pub async fn get(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Consent, ServiceError> {
     let stored = state.store.get_consent(tenant, user).await?;
     Ok(Consent::view(user, stored, state.config.default_ai_consent))
 }
@@ -24,7 +24,7 @@ pub async fn set(
     user: &ExternalRef,
     consent: bool,
     actor: Actor,
-) -> Result<Consent, ApiError> {
+) -> Result<Consent, ServiceError> {
     let updated_at = state.store.set_consent(tenant, user, consent, actor).await?;
     Ok(Consent { external_ref: user.clone(), ai_consent: consent, updated_at: Some(updated_at) })
 }

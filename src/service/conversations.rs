@@ -15,7 +15,7 @@ use crate::{
         ids::TenantId,
         message::{Message, MessageError, RoleSet, validate_batch},
     },
-    error::ApiError,
+    service::error::ServiceError,
     store::{
         self,
         conversations::{ConversationFilter, Created, EndTrigger},
@@ -23,7 +23,7 @@ use crate::{
     },
 };
 
-const NOT_FOUND: ApiError = ApiError::NotFound("conversation");
+const NOT_FOUND: ServiceError = ServiceError::NotFound("conversation");
 
 /// Creates a conversation, or with a key the agent already uses returns that one
 /// (`false`) when the request agrees with it; a `conflict` when it does not.
@@ -32,13 +32,13 @@ pub async fn create(
     tenant: &TenantId,
     new: &NewConversation,
     actor: Actor,
-) -> Result<(bool, Conversation), ApiError> {
-    new.validate().map_err(ApiError::InvalidRequest)?;
+) -> Result<(bool, Conversation), ServiceError> {
+    new.validate().map_err(ServiceError::Invalid)?;
     match state.store.create_conversation(tenant, new, actor).await? {
         Created::New(conversation) => Ok((true, conversation)),
         Created::Existing(conversation) if new.agrees_with(&conversation) => Ok((false, conversation)),
         Created::Existing(_) => {
-            Err(ApiError::Conflict("this key already names a conversation of the agent with other fields".into()))
+            Err(ServiceError::Conflict("this key already names a conversation of the agent with other fields".into()))
         }
     }
 }
@@ -52,9 +52,9 @@ pub async fn append(
     id: Uuid,
     request: &AppendRequest,
     key: Option<&IdempotencyKey>,
-) -> Result<Appended, ApiError> {
+) -> Result<Appended, ServiceError> {
     if request.expected_last_seq.is_some_and(|seq| seq < 0) {
-        return Err(ApiError::invalid("expected_last_seq must be 0 or more"));
+        return Err(ServiceError::invalid("expected_last_seq must be 0 or more"));
     }
     validate_batch(&request.messages).map_err(message_error)?;
     match state.store.append_messages(tenant, id, request, key, state.config.default_ai_consent).await? {
@@ -66,10 +66,10 @@ pub async fn append(
         }
         AppendOutcome::Replayed(appended) => Ok(appended),
         AppendOutcome::KeyReused => {
-            Err(ApiError::Conflict("this Idempotency-Key was already used with a different request body".into()))
+            Err(ServiceError::Conflict("this Idempotency-Key was already used with a different request body".into()))
         }
-        AppendOutcome::StaleSeq(last_seq) => Err(ApiError::StaleSeq(last_seq)),
-        AppendOutcome::NotFound => Err(ApiError::NotFound("conversation")),
+        AppendOutcome::StaleSeq(last_seq) => Err(ServiceError::StaleSeq(last_seq)),
+        AppendOutcome::NotFound => Err(ServiceError::NotFound("conversation")),
     }
 }
 
@@ -90,10 +90,10 @@ pub async fn end(
 }
 
 /// A message refused: 400, or 413 for one too large.
-pub fn message_error(error: MessageError) -> ApiError {
+pub fn message_error(error: MessageError) -> ServiceError {
     match error {
-        MessageError::Invalid(why) => ApiError::InvalidRequest(why),
-        MessageError::TooLarge(why) => ApiError::PayloadTooLarge(why),
+        MessageError::Invalid(why) => ServiceError::Invalid(why),
+        MessageError::TooLarge(why) => ServiceError::TooLarge(why),
     }
 }
 
@@ -105,12 +105,12 @@ pub async fn list(
     filter: &ConversationFilter<'_>,
     after: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
-) -> Result<Vec<Conversation>, ApiError> {
+) -> Result<Vec<Conversation>, ServiceError> {
     Ok(state.store.list_conversations(tenant, filter, after, limit).await?)
 }
 
 /// One of the tenant's conversations; `not_found` for another tenant's.
-pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Conversation, ApiError> {
+pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Conversation, ServiceError> {
     state.store.get_conversation(tenant, id).await?.ok_or(NOT_FOUND)
 }
 
@@ -120,18 +120,18 @@ pub async fn update(
     tenant: &TenantId,
     id: Uuid,
     patch: ConversationPatch,
-) -> Result<Conversation, ApiError> {
-    patch.validate().map_err(ApiError::InvalidRequest)?;
+) -> Result<Conversation, ServiceError> {
+    patch.validate().map_err(ServiceError::Invalid)?;
     state.store.update_conversation(tenant, id, patch).await?.ok_or(NOT_FOUND)
 }
 
 /// Deletes a conversation and its messages; its facts stay.
-pub async fn delete(state: &AppState, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<(), ApiError> {
+pub async fn delete(state: &AppState, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<(), ServiceError> {
     if state.store.delete_conversation(tenant, id, actor).await? { Ok(()) } else { Err(NOT_FOUND) }
 }
 
 /// Deletes every message of a conversation, keeping the conversation; how many went.
-pub async fn clear_messages(state: &AppState, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<u64, ApiError> {
+pub async fn clear_messages(state: &AppState, tenant: &TenantId, id: Uuid, actor: Actor) -> Result<u64, ServiceError> {
     state.store.clear_messages(tenant, id, actor).await?.ok_or(NOT_FOUND)
 }
 
@@ -144,11 +144,11 @@ pub async fn messages(
     after_seq: i64,
     roles: RoleSet,
     window: Window,
-) -> Result<Vec<Message>, ApiError> {
+) -> Result<Vec<Message>, ServiceError> {
     state.store.list_messages(tenant, id, after_seq, roles, window).await?.ok_or(NOT_FOUND)
 }
 
 /// The conversation's rolling summary (none yet: `None`) and the seq it covers (0).
-pub async fn summary(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<(Option<String>, i64), ApiError> {
+pub async fn summary(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<(Option<String>, i64), ServiceError> {
     state.store.conversation_summary(tenant, id).await?.ok_or(NOT_FOUND)
 }

@@ -10,12 +10,17 @@ use crate::{
         event::Actor,
         ids::{AgentId, ExternalRef, TenantId},
     },
-    error::ApiError,
+    service::error::ServiceError,
     store::gdpr::Receipt,
 };
 
 /// Erases the person (see [`crate::store::Store::erase_user`]) and writes the receipt.
-pub async fn erase(state: &AppState, tenant: &TenantId, user: &ExternalRef, actor: Actor) -> Result<Receipt, ApiError> {
+pub async fn erase(
+    state: &AppState,
+    tenant: &TenantId,
+    user: &ExternalRef,
+    actor: Actor,
+) -> Result<Receipt, ServiceError> {
     // Tenant and identifier are joined with a NUL, which neither can contain, so two
     // different pairs never hash the same input.
     let input = format!("{tenant}\u{0}{}", user.as_str());
@@ -24,8 +29,8 @@ pub async fn erase(state: &AppState, tenant: &TenantId, user: &ExternalRef, acto
 }
 
 /// One of the tenant's erasure receipts; `not_found` for another tenant's.
-pub async fn receipt(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Receipt, ApiError> {
-    state.store.get_receipt(tenant, id).await?.ok_or(ApiError::NotFound("receipt"))
+pub async fn receipt(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Receipt, ServiceError> {
+    state.store.get_receipt(tenant, id).await?.ok_or(ServiceError::NotFound("receipt"))
 }
 
 /// What an erasure of the person would delete, for the panel to say before it does.
@@ -42,7 +47,7 @@ pub struct Footprint {
 }
 
 /// Counts what [`erase`] would delete of the person, and whether their refusal stays.
-pub async fn footprint(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Footprint, ApiError> {
+pub async fn footprint(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Footprint, ServiceError> {
     let (facts, conversations, messages, working_memories) = state.store.person_footprint(tenant, user).await?;
     let agents = super::agents::of_user(state, tenant, user).await?;
     let consent = state.store.get_consent(tenant, user).await?;

@@ -17,7 +17,7 @@ use crate::{
         owner::Owner,
         page::limit,
     },
-    error::ApiError,
+    service::error::ServiceError,
     store::{
         event_waiters::Waiting,
         events::{EventFilter, Feed},
@@ -75,15 +75,15 @@ pub struct FeedQuery<'a> {
 /// The tenant's events after the cursor (`limit` 1–1000, default 100); with `wait`, waits
 /// up to that many seconds (at most 30, and less than the request time limit) for the
 /// first one. A `gone` when events after the cursor were deleted by the retention.
-pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> Result<EventPage, ApiError> {
+pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> Result<EventPage, ServiceError> {
     if query.after.is_some_and(|after| !(0..=MAX_ID).contains(&after)) {
-        return Err(ApiError::invalid(format!("after must be 0-{MAX_ID}")));
+        return Err(ServiceError::invalid(format!("after must be 0-{MAX_ID}")));
     }
-    let types = types_key(&parse_types(query.types.unwrap_or_default()).map_err(ApiError::InvalidRequest)?);
+    let types = types_key(&parse_types(query.types.unwrap_or_default()).map_err(ServiceError::Invalid)?);
     let limit = limit(query.limit, 100, 1000)?;
     let wait = query.wait.unwrap_or(0);
     if wait > MAX_WAIT_SECS {
-        return Err(ApiError::invalid(format!("wait must be 0-{MAX_WAIT_SECS} seconds")));
+        return Err(ServiceError::invalid(format!("wait must be 0-{MAX_WAIT_SECS} seconds")));
     }
     // A wait ends a second before the request's own time limit would cut it off.
     let most = state.config.request_timeout().saturating_sub(Duration::from_secs(1));
@@ -97,7 +97,9 @@ pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> 
     let waiting = match wait {
         0 => None,
         _ => Some(state.store.event_waiters().join(tenant.as_str(), state.config.event_waiters_per_tenant).ok_or(
-            ApiError::TooMany("too many reads of this tenant are waiting for events (ENGRAM_EVENT_WAITERS_PER_TENANT)"),
+            ServiceError::TooMany(
+                "too many reads of this tenant are waiting for events (ENGRAM_EVENT_WAITERS_PER_TENANT)",
+            ),
         )?),
     };
     let never = Notify::new();
@@ -109,7 +111,7 @@ pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> 
         let (items, held_back) = match state.store.list_events(tenant, filter, limit).await? {
             Feed::Expired(pruned) => {
                 let after = query.after.unwrap_or_default();
-                return Err(ApiError::Gone(format!(
+                return Err(ServiceError::Gone(format!(
                     "events after {after} up to {pruned} were deleted by the retention \
                      (ENGRAM_EVENT_RETENTION); start again from after={pruned}"
                 )));
@@ -134,18 +136,18 @@ pub async fn feed(state: &AppState, tenant: &TenantId, query: FeedQuery<'_>) -> 
 
 /// Every version of the owner's fact, oldest first; a fact stored before history was
 /// kept has one version, as it is now, by an `unrecorded` actor.
-pub async fn fact_history(state: &AppState, owner: Owner<'_>, id: Uuid) -> Result<Vec<FactVersion>, ApiError> {
+pub async fn fact_history(state: &AppState, owner: Owner<'_>, id: Uuid) -> Result<Vec<FactVersion>, ServiceError> {
     let versions = state.store.fact_history(owner, id).await?;
     if !versions.is_empty() {
         return Ok(versions);
     }
-    let fact = state.store.facts_by_id(owner, &[id]).await?.pop().ok_or(ApiError::NotFound("fact"))?;
+    let fact = state.store.facts_by_id(owner, &[id]).await?.pop().ok_or(ServiceError::NotFound("fact"))?;
     Ok(vec![FactVersion {
         version: 1,
         change: "fact.added".into(),
         created_at: fact.created_at,
         actor: ActorView { kind: "unrecorded".into(), job_id: None },
-        fact: serde_json::to_value(&fact).map_err(|e| ApiError::Internal(e.into()))?,
+        fact: serde_json::to_value(&fact).map_err(|e| ServiceError::Internal(e.into()))?,
     }])
 }
 

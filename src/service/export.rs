@@ -13,7 +13,8 @@ const PAGE: i64 = 500;
 /// Writes every record of `tenant` as NDJSON to `out`, one line each, in the order an
 /// import needs (consents, conversations with their messages, facts); calls `progress`
 /// with the records written so far after each page. Memory: one page, and one
-/// conversation's line at a time.
+/// conversation's line at a time. It takes the store, not the `AppState`: `engram
+/// export` runs it with no server.
 pub async fn export<W: std::io::Write>(
     store: &Store,
     tenant: &TenantId,

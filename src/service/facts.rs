@@ -21,7 +21,7 @@ use crate::{
         search_query::SearchQuery,
     },
     embed::Embedder,
-    error::ApiError,
+    service::error::ServiceError,
     store::facts::{FactFilter, Remembered, UpdateError},
 };
 
@@ -69,14 +69,14 @@ impl WriteJson for SearchResults {
 /// the years a time is stored in ([`storable`]), and that
 /// `include_superseded` is not asked with `as_of` (which reads the facts current at a
 /// time, superseded since or not: the two would contradict each other).
-fn checked(filter: FactFilter<'_>) -> Result<FactFilter<'_>, ApiError> {
+fn checked(filter: FactFilter<'_>) -> Result<FactFilter<'_>, ServiceError> {
     if filter.as_of.is_some() && filter.superseded {
-        return Err(ApiError::invalid(
+        return Err(ServiceError::invalid(
             "as_of reads the facts current at that time, superseded since or not: it does not combine with include_superseded",
         ));
     }
-    filter.tag.map(validate_tag).transpose().map_err(ApiError::InvalidRequest)?;
-    filter.as_of.map(|t| storable("as_of", t)).transpose().map_err(ApiError::InvalidRequest)?;
+    filter.tag.map(validate_tag).transpose().map_err(ServiceError::Invalid)?;
+    filter.as_of.map(|t| storable("as_of", t)).transpose().map_err(ServiceError::Invalid)?;
     Ok(filter)
 }
 
@@ -87,7 +87,7 @@ pub async fn source_words<'a>(
     state: &AppState,
     tenant: &TenantId,
     facts: impl IntoIterator<Item = &'a Fact>,
-) -> Result<HashMap<SourceMessage, String>, ApiError> {
+) -> Result<HashMap<SourceMessage, String>, ServiceError> {
     let mut wanted: BTreeMap<Uuid, Vec<i64>> = BTreeMap::new();
     for source in facts.into_iter().flat_map(|fact| &fact.source_messages) {
         let seqs = wanted.entry(source.conversation_id).or_default();
@@ -113,7 +113,7 @@ pub async fn list(
     source_conversation: Option<Uuid>,
     limit: Option<i64>,
     cursor: Option<&str>,
-) -> Result<Page<Fact>, ApiError> {
+) -> Result<Page<Fact>, ServiceError> {
     let limit = self::limit(limit, 50, 200)?;
     let before: Option<Uuid> = decode_cursor(cursor)?;
     let filter = checked(filter)?;
@@ -129,18 +129,18 @@ pub async fn remember(
     input: FactInput,
     origin: Origin,
     actor: Actor,
-) -> Result<(bool, Fact), ApiError> {
-    let fact = input.validate(crate::store::now()).map_err(ApiError::InvalidRequest)?;
+) -> Result<(bool, Fact), ServiceError> {
+    let fact = input.validate(crate::store::now()).map_err(ServiceError::Invalid)?;
     let cap = state.config.max_facts_per_user;
     match state.store.remember_fact(owner, &fact, origin, cap, actor).await? {
         Remembered::Created(fact) => {
             embed_now(state, &fact).await;
-            state.facts_changed();
+            super::facts_changed(state);
             Ok((true, fact))
         }
         Remembered::Existing(fact) => Ok((false, fact)),
         Remembered::Full => {
-            Err(ApiError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
+            Err(ServiceError::Conflict(format!("this user already has the maximum of {cap} facts for this agent")))
         }
     }
 }
@@ -169,7 +169,7 @@ pub async fn search_as_agent(
     q: &str,
     limit: Option<i64>,
     filter: FactFilter<'_>,
-) -> Result<SearchResults, ApiError> {
+) -> Result<SearchResults, ServiceError> {
     let policy = state.store.policy(owner).await?;
     let shared = policy.shared_agents(state.config.default_ai_consent);
     search(state, OwnerSet::new(owner, shared), q, limit, filter).await
@@ -183,8 +183,8 @@ pub async fn search(
     q: &str,
     limit: Option<i64>,
     filter: FactFilter<'_>,
-) -> Result<SearchResults, ApiError> {
-    let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
+) -> Result<SearchResults, ServiceError> {
+    let query = SearchQuery::parse(q).map_err(ServiceError::Invalid)?;
     let limit = self::limit(limit, 10, 200)?;
     let filter = checked(filter)?;
     let hits = super::recall::search(state, owners, &query, filter, limit).await?;
@@ -201,28 +201,28 @@ pub async fn update(
     id: Uuid,
     patch: FactPatch,
     actor: Actor,
-) -> Result<Fact, ApiError> {
-    let changes = patch.validate().map_err(ApiError::InvalidRequest)?;
+) -> Result<Fact, ServiceError> {
+    let changes = patch.validate().map_err(ServiceError::Invalid)?;
     match state.store.update_fact(owner, id, &changes, actor).await? {
         Ok(fact) => {
             embed_now(state, &fact).await;
-            state.facts_changed();
+            super::facts_changed(state);
             Ok(fact)
         }
-        Err(UpdateError::NotFound) => Err(ApiError::NotFound("fact")),
+        Err(UpdateError::NotFound) => Err(ServiceError::NotFound("fact")),
         Err(UpdateError::Duplicate) => {
-            Err(ApiError::Conflict("another stored fact of this user is the same fact".into()))
+            Err(ServiceError::Conflict("another stored fact of this user is the same fact".into()))
         }
     }
 }
 
 /// Deletes one fact.
-pub async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid, actor: Actor) -> Result<(), ApiError> {
-    if state.store.delete_fact(owner, id, actor).await? { Ok(()) } else { Err(ApiError::NotFound("fact")) }
+pub async fn forget(state: &AppState, owner: Owner<'_>, id: Uuid, actor: Actor) -> Result<(), ServiceError> {
+    if state.store.delete_fact(owner, id, actor).await? { Ok(()) } else { Err(ServiceError::NotFound("fact")) }
 }
 
 /// Deletes every fact the agent holds about the user; how many there were.
-pub async fn forget_all(state: &AppState, owner: Owner<'_>, actor: Actor) -> Result<u64, ApiError> {
+pub async fn forget_all(state: &AppState, owner: Owner<'_>, actor: Actor) -> Result<u64, ServiceError> {
     Ok(state.store.delete_facts(owner, actor).await?)
 }
 

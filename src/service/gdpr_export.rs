@@ -21,6 +21,7 @@ use crate::{
         ids::{ExternalRef, TenantId},
         policy::Consent,
     },
+    service::error::ServiceError,
     store::gdpr::ExportReader,
 };
 
@@ -30,7 +31,7 @@ const CHUNK_BYTES: usize = 64 * 1024;
 
 /// Opens the snapshot (so that an unreachable database is still an error response) and
 /// returns the body that streams the export.
-pub async fn export_body(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> crate::store::Result<Body> {
+pub async fn export_body(state: &AppState, tenant: &TenantId, user: &ExternalRef) -> Result<Body, ServiceError> {
     let mut reader = state.store.export_reader(tenant, user).await?;
     let consent = Consent::view(user, reader.consent().await?, state.config.default_ai_consent);
     let (sender, receiver) = mpsc::channel(4);

@@ -20,7 +20,7 @@ use crate::{
         import::{ImportJob, ImportOptions, LineError, LineReport, ValidRecord, parse_line},
         nul,
     },
-    error::ApiError,
+    service::error::ServiceError,
     store::{Store, import::Outcome},
 };
 
@@ -35,7 +35,7 @@ pub enum ImportStop {
     #[error("reading the input: {0}")]
     Input(String),
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Service(#[from] ServiceError),
 }
 
 /// Imports `input`, NDJSON, into `tenant`: every good line written once, every bad line
@@ -44,7 +44,8 @@ pub enum ImportStop {
 /// `progress` too. A read waits at most `idle` for the next chunk. On a stop, the
 /// batches committed before it stay and the row says `failed`: a re-run completes it.
 /// `options.extract` queues the imported conversations that meet the extraction rules
-/// (see `Store::import_batch`).
+/// (see `Store::import_batch`). It takes the store, not the `AppState`, as `engram
+/// import` runs it with no server.
 pub async fn import<S, E>(
     store: &Store,
     tenant: &TenantId,
@@ -64,7 +65,7 @@ where
     if lines.is_empty().await? {
         return Err(ImportStop::Input("the input is empty: send one record a line (NDJSON)".into()));
     }
-    let mut job = store.create_import(tenant).await.map_err(ApiError::from)?;
+    let mut job = store.create_import(tenant).await.map_err(ServiceError::from)?;
     let id = job.id;
     // Both polled together: a beat waiting for SQLite's writer while the batch holds it
     // does not stop the batch.
@@ -77,9 +78,9 @@ where
     let saved = store.update_import(tenant, job.id, &job.status, &job.progress).await;
     job.progress.unsaved.clear();
     outcome?;
-    saved.map_err(ApiError::from)?;
+    saved.map_err(ServiceError::from)?;
     // As saved, with its finishing time.
-    let job = store.get_import(tenant, job.id).await.map_err(ApiError::from)?.unwrap_or(job);
+    let job = store.get_import(tenant, job.id).await.map_err(ServiceError::from)?.unwrap_or(job);
     progress(&job);
     Ok(job)
 }
@@ -153,7 +154,7 @@ async fn write_batch(
     batch: &mut Vec<(u64, ValidRecord)>,
     options: ImportOptions,
     job: &mut ImportJob,
-) -> Result<(), ApiError> {
+) -> Result<(), ServiceError> {
     if batch.is_empty() && job.progress.unsaved.is_empty() {
         return Ok(());
     }
@@ -193,8 +194,9 @@ where
 
 /// Marks `interrupted` every import whose process died while it ran: still `running`,
 /// and silent for longer than `limits.stale()` (a live one says it is alive four times
-/// as often). Called at each start of the server and of `engram import`.
-pub async fn interrupt_stale(store: &Store, limits: ImportConfig) -> Result<u64, ApiError> {
+/// as often). Called at each start of the server and of `engram import` (no `AppState`
+/// there: it takes the store).
+pub async fn interrupt_stale(store: &Store, limits: ImportConfig) -> Result<u64, ServiceError> {
     let stale = chrono::TimeDelta::from_std(limits.stale()).unwrap_or(chrono::TimeDelta::MAX);
     Ok(store.interrupt_stale_imports(crate::store::now() - stale).await?)
 }
@@ -295,13 +297,13 @@ where
 }
 
 /// The tenant's most recent imports, newest first, at most `limit`.
-pub async fn list(state: &AppState, tenant: &TenantId, limit: i64) -> Result<Vec<ImportJob>, ApiError> {
+pub async fn list(state: &AppState, tenant: &TenantId, limit: i64) -> Result<Vec<ImportJob>, ServiceError> {
     Ok(state.store.list_imports(tenant, limit).await?)
 }
 
 /// One of the tenant's imports; `not_found` for another tenant's.
-pub async fn get(state: &AppState, tenant: &TenantId, id: uuid::Uuid) -> Result<ImportJob, ApiError> {
-    state.store.get_import(tenant, id).await?.ok_or(ApiError::NotFound("import"))
+pub async fn get(state: &AppState, tenant: &TenantId, id: uuid::Uuid) -> Result<ImportJob, ServiceError> {
+    state.store.get_import(tenant, id).await?.ok_or(ServiceError::NotFound("import"))
 }
 
 /// One page of an import's bad-line reports after line `after`; `not_found` for an
@@ -312,7 +314,7 @@ pub async fn errors(
     id: uuid::Uuid,
     after: Option<u64>,
     limit: i64,
-) -> Result<Vec<LineReport>, ApiError> {
+) -> Result<Vec<LineReport>, ServiceError> {
     get(state, tenant, id).await?;
     Ok(state.store.import_errors(tenant, id, after, limit).await?)
 }

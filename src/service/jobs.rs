@@ -8,13 +8,13 @@ use crate::{
         ids::TenantId,
         job::{Job, JobStatus},
     },
-    error::ApiError,
+    service::error::ServiceError,
     store::jobs::{JobFilter, Retry},
 };
 
 /// The tenant's jobs by status, every status with its count (0 included), in the order
 /// of [`JobStatus::ALL`]: the admin panel's overview and jobs pages.
-pub async fn counts(state: &AppState, tenant: &TenantId) -> Result<Vec<(&'static str, i64)>, ApiError> {
+pub async fn counts(state: &AppState, tenant: &TenantId) -> Result<Vec<(&'static str, i64)>, ServiceError> {
     let counted = state.store.tenant_job_counts(tenant).await?;
     Ok(JobStatus::ALL
         .iter()
@@ -27,14 +27,14 @@ pub async fn counts(state: &AppState, tenant: &TenantId) -> Result<Vec<(&'static
 
 /// Queues a dead or failed job again with fresh attempts and wakes a worker; a
 /// `conflict` for a job in any other state.
-pub async fn retry(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Job, ApiError> {
+pub async fn retry(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Job, ServiceError> {
     match state.store.retry_job(tenant, id).await? {
         Retry::Requeued(job) => {
             state.job_wakeup.notify_one();
             Ok(job)
         }
-        Retry::NotFound => Err(ApiError::NotFound("job")),
-        Retry::NotRetryable(status) => Err(ApiError::Conflict(format!(
+        Retry::NotFound => Err(ServiceError::NotFound("job")),
+        Retry::NotRetryable(status) => Err(ServiceError::Conflict(format!(
             "only a dead or failed job can be retried; this one is {}",
             status.as_str()
         ))),
@@ -48,16 +48,16 @@ pub async fn list(
     filter: &JobFilter,
     after: Option<Uuid>,
     limit: i64,
-) -> Result<Vec<Job>, ApiError> {
+) -> Result<Vec<Job>, ServiceError> {
     Ok(state.store.list_jobs(tenant, filter, after, limit).await?)
 }
 
 /// One of the tenant's jobs; `not_found` for another tenant's.
-pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Job, ApiError> {
-    state.store.get_job(tenant, id).await?.ok_or(ApiError::NotFound("job"))
+pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Job, ServiceError> {
+    state.store.get_job(tenant, id).await?.ok_or(ServiceError::NotFound("job"))
 }
 
 /// Every tenant's jobs counted by status, for the metrics.
-pub async fn counts_by_status(state: &AppState) -> Result<Vec<(String, i64)>, ApiError> {
+pub async fn counts_by_status(state: &AppState) -> Result<Vec<(String, i64)>, ServiceError> {
     Ok(state.store.count_jobs_by_status().await?)
 }

@@ -12,11 +12,11 @@ use crate::{
         owner::{Owner, OwnerSet},
         policy::Policy,
     },
-    error::ApiError,
+    service::error::ServiceError,
 };
 
 /// Reads the owner's policy, then builds the context under it.
-pub async fn read(state: &AppState, owner: Owner<'_>, request: ContextRequest) -> Result<MemoryContext, ApiError> {
+pub async fn read(state: &AppState, owner: Owner<'_>, request: ContextRequest) -> Result<MemoryContext, ServiceError> {
     let policy = state.store.policy(owner).await?;
     build(state, owner, &policy, request).await
 }
@@ -28,8 +28,8 @@ pub async fn build(
     owner: Owner<'_>,
     policy: &Policy,
     request: ContextRequest,
-) -> Result<MemoryContext, ApiError> {
-    request.as_of.map(|t| storable("as_of", t)).transpose().map_err(ApiError::InvalidRequest)?;
+) -> Result<MemoryContext, ServiceError> {
+    request.as_of.map(|t| storable("as_of", t)).transpose().map_err(ServiceError::Invalid)?;
     let Some(default_max) = default_max_facts(policy, state.config.default_ai_consent) else {
         return Ok(MemoryContext::disabled());
     };
@@ -38,7 +38,7 @@ pub async fn build(
     // Shared memory: the facts of the agents it reads too, in the same reads.
     let owners = OwnerSet::new(owner, policy.shared_agents(state.config.default_ai_consent));
     let recalled = async {
-        Ok::<_, ApiError>(
+        Ok::<_, ServiceError>(
             super::recall::for_context(state, owners, request.query.as_ref(), request.as_of, limit).await?,
         )
     };

@@ -15,6 +15,7 @@ pub mod agents;
 pub mod consent;
 pub mod conversations;
 pub mod erasure;
+pub mod error;
 pub mod events;
 pub mod export;
 pub mod facts;
@@ -96,12 +97,10 @@ impl FromRef<AppState> for Guard {
     }
 }
 
-impl AppState {
-    /// Tells the embedding worker that facts were stored or changed, so their vectors
-    /// follow within moments (the write itself never waits for, nor fails on, an embedding).
-    pub fn facts_changed(&self) {
-        self.embedding_wakeup.notify_one();
-    }
+/// Tells the embedding worker that facts were stored or changed, so their vectors
+/// follow within moments (the write itself never waits for, nor fails on, an embedding).
+pub fn facts_changed(state: &AppState) {
+    state.embedding_wakeup.notify_one();
 }
 
 /// Whether a page read with a limit of `size` rows came back full: there may be more

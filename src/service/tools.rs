@@ -38,7 +38,7 @@ use crate::{
         search_query::MAX_QUERY_CHARS,
         working_memory::{self as document, Condition},
     },
-    error::ApiError,
+    service::error::ServiceError,
     store::facts::FactFilter,
 };
 
@@ -372,24 +372,29 @@ pub async fn call(
     caller: &Caller,
     name: &str,
     arguments: Map<String, Value>,
-) -> Result<Value, ApiError> {
+) -> Result<Value, ServiceError> {
     let Some(tool) = Tool::parse(name) else {
         tracing::info!(tool = "unknown", "tool call refused");
         let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-        return Err(ApiError::invalid(format!("unknown tool; the tools are {}", names.join(", "))));
+        return Err(ServiceError::invalid(format!("unknown tool; the tools are {}", names.join(", "))));
     };
     let outcome = run(state, caller, tool, arguments).await;
     match &outcome {
         Ok(_) => tracing::info!(tool = tool.name(), "tool called"),
-        Err(error) => tracing::info!(tool = tool.name(), code = error.code(), "tool call refused"),
+        Err(error) => tracing::info!(tool = tool.name(), error = error.kind(), "tool call refused"),
     }
     outcome
 }
 
-async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String, Value>) -> Result<Value, ApiError> {
+async fn run(
+    state: &AppState,
+    caller: &Caller,
+    tool: Tool,
+    mut args: Map<String, Value>,
+) -> Result<Value, ServiceError> {
     // As at the REST edge: PostgreSQL cannot store NUL, so both backends refuse it alike.
     if holds_nul(&args) {
-        return Err(ApiError::invalid(nul::REFUSED));
+        return Err(ServiceError::invalid(nul::REFUSED));
     }
     caller.require(tool.scope())?;
     let agent = take_string(&mut args, "agent_id")?;
@@ -404,7 +409,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
         } else {
             "this user refused AI processing"
         };
-        return Err(ApiError::Conflict(format!("{why}: nothing was read or stored")));
+        return Err(ServiceError::Conflict(format!("{why}: nothing was read or stored")));
     }
     let value = match tool {
         Tool::Remember => {
@@ -442,7 +447,7 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
             let args: ContextArgs = parse(args)?;
             let request =
                 ContextRequest::parse(args.query.as_deref(), args.max_facts, args.token_budget, args.working_memory)
-                    .map_err(ApiError::InvalidRequest)?;
+                    .map_err(ServiceError::Invalid)?;
             let request = ContextRequest { as_of: args.as_of, ..request };
             to_value(memory_context::build(state, owner, &policy, request).await?)
         }
@@ -465,8 +470,8 @@ async fn run(state: &AppState, caller: &Caller, tool: Tool, mut args: Map<String
 }
 
 /// The arguments as `T`: unknown ones and wrong types are a 400, as in a REST body.
-fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ApiError> {
-    serde_json::from_value(Value::Object(args)).map_err(|e| ApiError::invalid(format!("invalid arguments: {e}")))
+fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ServiceError> {
+    serde_json::from_value(Value::Object(args)).map_err(|e| ServiceError::invalid(format!("invalid arguments: {e}")))
 }
 
 fn to_value(value: impl serde::Serialize) -> Value {
@@ -474,11 +479,11 @@ fn to_value(value: impl serde::Serialize) -> Value {
 }
 
 /// Removes the string argument `key`; a non-string one is a 400.
-fn take_string(args: &mut Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+fn take_string(args: &mut Map<String, Value>, key: &str) -> Result<Option<String>, ServiceError> {
     match args.remove(key) {
         None => Ok(None),
         Some(Value::String(value)) => Ok(Some(value)),
-        Some(_) => Err(ApiError::invalid(format!("`{key}` must be a string"))),
+        Some(_) => Err(ServiceError::invalid(format!("`{key}` must be a string"))),
     }
 }
 

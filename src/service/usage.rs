@@ -10,7 +10,7 @@ use crate::{
         ids::TenantId,
         usage::{self, Budget, OverBudget, TokenUsage},
     },
-    error::ApiError,
+    service::error::ServiceError,
 };
 
 /// The most agents a usage read lists (those that spent most): one answer stays bounded
@@ -19,7 +19,7 @@ pub const MAX_AGENTS: i64 = 1000;
 
 /// The tenant's tokens per agent over the last `days` UTC days, today included, and its
 /// budget today.
-pub async fn report(state: &AppState, tenant: &TenantId, days: u32) -> Result<TokenUsage, ApiError> {
+pub async fn report(state: &AppState, tenant: &TenantId, days: u32) -> Result<TokenUsage, ServiceError> {
     let since = usage::since(Utc::now(), days);
     let agents = state.store.usage_by_agent(tenant, since, MAX_AGENTS).await?;
     Ok(TokenUsage { days, since, agents, budget: budget(state, tenant).await? })

@@ -19,7 +19,7 @@ use crate::{
             parse_url,
         },
     },
-    error::ApiError,
+    service::error::ServiceError,
 };
 
 /// How long a receiver's host name may take to resolve when a subscription is saved.
@@ -52,36 +52,38 @@ pub struct DeliveryPage {
     pub next_before: Option<i64>,
 }
 
-const NOT_FOUND: ApiError = ApiError::NotFound("webhook subscription");
+const NOT_FOUND: ServiceError = ServiceError::NotFound("webhook subscription");
 
 /// Checks a receiver URL: its form, then (unless `ENGRAM_WEBHOOK_ALLOW_PRIVATE`) that its
 /// host is, or resolves to, public addresses only.
-async fn destination(state: &AppState, raw: &str) -> Result<String, ApiError> {
-    let url = parse_url(raw).map_err(ApiError::InvalidRequest)?;
+async fn destination(state: &AppState, raw: &str) -> Result<String, ServiceError> {
+    let url = parse_url(raw).map_err(ServiceError::Invalid)?;
     if !state.config.webhook_allow_private {
-        crate::remote_servers::check_public(&url, RESOLVE_TIMEOUT)
-            .await
-            .map_err(|why| ApiError::invalid(format!("url refused: {why} (ENGRAM_WEBHOOK_ALLOW_PRIVATE is off)")))?;
+        crate::remote_servers::check_public(&url, RESOLVE_TIMEOUT).await.map_err(|why| {
+            ServiceError::invalid(format!("url refused: {why} (ENGRAM_WEBHOOK_ALLOW_PRIVATE is off)"))
+        })?;
     }
     Ok(url.to_string())
 }
 
-pub async fn create(state: &AppState, tenant: &TenantId, input: SubscriptionInput) -> Result<WithSecret, ApiError> {
+pub async fn create(state: &AppState, tenant: &TenantId, input: SubscriptionInput) -> Result<WithSecret, ServiceError> {
     let types = types_key(&input.event_types);
     let url = destination(state, &input.url).await?;
     let secret = new_secret();
     let enabled = input.enabled.unwrap_or(true);
     match state.store.create_subscription(tenant, &url, &types, enabled, &secret).await? {
         Some(subscription) => Ok(WithSecret { subscription, secret }),
-        None => Err(ApiError::Conflict(format!("a tenant may hold at most {MAX_SUBSCRIPTIONS} webhook subscriptions"))),
+        None => {
+            Err(ServiceError::Conflict(format!("a tenant may hold at most {MAX_SUBSCRIPTIONS} webhook subscriptions")))
+        }
     }
 }
 
-pub async fn list(state: &AppState, tenant: &TenantId) -> Result<Vec<Subscription>, ApiError> {
+pub async fn list(state: &AppState, tenant: &TenantId) -> Result<Vec<Subscription>, ServiceError> {
     Ok(state.store.list_subscriptions(tenant).await?)
 }
 
-pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Subscription, ApiError> {
+pub async fn get(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<Subscription, ServiceError> {
     state.store.get_subscription(tenant, id).await?.ok_or(NOT_FOUND)
 }
 
@@ -90,7 +92,7 @@ pub async fn update(
     tenant: &TenantId,
     id: Uuid,
     patch: SubscriptionPatch,
-) -> Result<Subscription, ApiError> {
+) -> Result<Subscription, ServiceError> {
     let types = patch.event_types.as_deref().map(types_key);
     let url = match &patch.url {
         Some(raw) => Some(destination(state, raw).await?),
@@ -100,12 +102,12 @@ pub async fn update(
     updated.await?.ok_or(NOT_FOUND)
 }
 
-pub async fn delete(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<(), ApiError> {
+pub async fn delete(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<(), ServiceError> {
     if state.store.delete_subscription(tenant, id).await? { Ok(()) } else { Err(NOT_FOUND) }
 }
 
 /// A new secret; the old one stops signing at once.
-pub async fn rotate(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<WithSecret, ApiError> {
+pub async fn rotate(state: &AppState, tenant: &TenantId, id: Uuid) -> Result<WithSecret, ServiceError> {
     let secret = new_secret();
     if !state.store.rotate_secret(tenant, id, &secret).await? {
         return Err(NOT_FOUND);
@@ -122,11 +124,11 @@ pub async fn deliveries(
     status: Option<&str>,
     before: Option<i64>,
     limit: Option<i64>,
-) -> Result<DeliveryPage, ApiError> {
+) -> Result<DeliveryPage, ServiceError> {
     if let Some(status) = status
         && !["queued", "running", "failed", "delivered", "dead"].contains(&status)
     {
-        return Err(ApiError::invalid("status must be queued, running, failed, delivered or dead"));
+        return Err(ServiceError::invalid("status must be queued, running, failed, delivered or dead"));
     }
     let limit = self::limit(limit, 50, 200)?;
     get(state, tenant, id).await?;
@@ -142,21 +144,21 @@ pub async fn delivery(
     tenant: &TenantId,
     id: Uuid,
     event_id: i64,
-) -> Result<DeliveryDetail, ApiError> {
+) -> Result<DeliveryDetail, ServiceError> {
     let (delivery, attempts) =
-        state.store.delivery(tenant, id, event_id).await?.ok_or(ApiError::NotFound("delivery"))?;
+        state.store.delivery(tenant, id, event_id).await?.ok_or(ServiceError::NotFound("delivery"))?;
     Ok(DeliveryDetail { delivery, attempt_log: attempts })
 }
 
 /// Queues a delivery again now (one more attempt); 404 when there is none, 409 while it
 /// is being sent.
-pub async fn redeliver(state: &AppState, tenant: &TenantId, id: Uuid, event_id: i64) -> Result<Delivery, ApiError> {
+pub async fn redeliver(state: &AppState, tenant: &TenantId, id: Uuid, event_id: i64) -> Result<Delivery, ServiceError> {
     if let Some(delivery) = state.store.redeliver(tenant, id, event_id).await? {
         state.store.wake_senders();
         return Ok(delivery);
     }
     match state.store.delivery(tenant, id, event_id).await? {
-        Some(_) => Err(ApiError::Conflict("the delivery is being sent; try again when it is done".into())),
-        None => Err(ApiError::NotFound("delivery")),
+        Some(_) => Err(ServiceError::Conflict("the delivery is being sent; try again when it is done".into())),
+        None => Err(ServiceError::NotFound("delivery")),
     }
 }

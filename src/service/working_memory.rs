@@ -14,16 +14,16 @@ use crate::{
         owner::Owner,
         working_memory::{self, AgentWorkingMemory, Condition, ContentError, Scope, WorkingMemory},
     },
-    error::ApiError,
+    service::error::ServiceError,
     store::working_memory::{Deleted, Lookup, Written},
 };
 
-const NO_DOCUMENT: ApiError = ApiError::NotFound("working memory");
-const NO_CONVERSATION: ApiError = ApiError::NotFound("conversation");
-const CONTENDED: ApiError = ApiError::Unavailable("the working memory is being rewritten by other writers");
+const NO_DOCUMENT: ServiceError = ServiceError::NotFound("working memory");
+const NO_CONVERSATION: ServiceError = ServiceError::NotFound("conversation");
+const CONTENDED: ServiceError = ServiceError::Unavailable("the working memory is being rewritten by other writers");
 
 /// The scope's document (404 when there is none, or no such conversation).
-pub async fn read(state: &AppState, scope: Scope<'_>) -> Result<WorkingMemory, ApiError> {
+pub async fn read(state: &AppState, scope: Scope<'_>) -> Result<WorkingMemory, ServiceError> {
     match state.store.working_memory(scope).await? {
         Lookup::Found(document) => Ok(document),
         Lookup::Absent => Err(NO_DOCUMENT),
@@ -32,7 +32,7 @@ pub async fn read(state: &AppState, scope: Scope<'_>) -> Result<WorkingMemory, A
 }
 
 /// The agent's document about the user, or `None` when it has none (memory context).
-pub async fn read_optional(state: &AppState, owner: Owner<'_>) -> Result<Option<WorkingMemory>, ApiError> {
+pub async fn read_optional(state: &AppState, owner: Owner<'_>) -> Result<Option<WorkingMemory>, ServiceError> {
     match state.store.working_memory(Scope::User(owner)).await? {
         Lookup::Found(document) => Ok(Some(document)),
         Lookup::Absent | Lookup::NoConversation => Ok(None),
@@ -47,10 +47,10 @@ pub async fn write(
     content: &str,
     condition: &Condition,
     actor: Actor,
-) -> Result<(bool, WorkingMemory), ApiError> {
+) -> Result<(bool, WorkingMemory), ServiceError> {
     working_memory::validate(content).map_err(|error| match error {
-        ContentError::Nul => ApiError::invalid(error.to_string()),
-        ContentError::TooLarge(_) => ApiError::PayloadTooLarge(error.to_string()),
+        ContentError::Nul => ServiceError::invalid(error.to_string()),
+        ContentError::TooLarge(_) => ServiceError::TooLarge(error.to_string()),
     })?;
     match state.store.put_working_memory(scope, content, condition, actor).await? {
         Written::Created(document) => Ok((true, document)),
@@ -62,7 +62,12 @@ pub async fn write(
 }
 
 /// Deletes the scope's document if `condition` holds.
-pub async fn delete(state: &AppState, scope: Scope<'_>, condition: &Condition, actor: Actor) -> Result<(), ApiError> {
+pub async fn delete(
+    state: &AppState,
+    scope: Scope<'_>,
+    condition: &Condition,
+    actor: Actor,
+) -> Result<(), ServiceError> {
     match state.store.delete_working_memory(scope, condition, actor).await? {
         Deleted::Deleted => Ok(()),
         Deleted::Absent => Err(NO_DOCUMENT),
@@ -73,8 +78,8 @@ pub async fn delete(state: &AppState, scope: Scope<'_>, condition: &Condition, a
 }
 
 /// The 412 of a condition that did not hold, saying which.
-fn refused(condition: &Condition) -> ApiError {
-    ApiError::PreconditionFailed(condition.refusal().into())
+fn refused(condition: &Condition) -> ServiceError {
+    ServiceError::PreconditionFailed(condition.refusal().into())
 }
 
 /// The first `limit` of a person's own documents across agents, by agent id.
@@ -83,6 +88,6 @@ pub async fn of_person(
     tenant: &TenantId,
     user: &ExternalRef,
     limit: i64,
-) -> Result<Vec<AgentWorkingMemory>, ApiError> {
+) -> Result<Vec<AgentWorkingMemory>, ServiceError> {
     Ok(state.store.person_working_memories(tenant, user, limit).await?)
 }

@@ -25,7 +25,7 @@ use crate::{
         usage::OverBudget,
     },
     extract::{Extraction, ExtractionRequest, Extractor, KnownFact, Turn, grounding::Sources},
-    service::{AppState, recall, vectors},
+    service::{AppState, facts_changed, recall, vectors},
     store::{
         facts::FactFilter,
         jobs::{extraction::Found, queue::ClaimedJob},
@@ -109,7 +109,7 @@ pub async fn run(state: &AppState, extractor: &Extractor, job: &ClaimedJob) -> R
             metrics::counter!("engram_facts_replaced_total").increment(stored.replaced);
             metrics::counter!("engram_facts_deleted_by_extraction_total").increment(stored.deleted);
             if stored != Default::default() {
-                state.facts_changed();
+                facts_changed(state);
             }
             Ok(match fallback {
                 None => Outcome::Stored(stored.added),

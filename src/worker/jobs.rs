@@ -54,7 +54,7 @@ impl From<ExtractError> for Failure {
 impl From<sqlx::Error> for Failure {
     fn from(error: sqlx::Error) -> Failure {
         // sqlx errors name tables and constraints, never bound values.
-        let database_unavailable = crate::error::is_unavailable(&error);
+        let database_unavailable = crate::service::error::is_unavailable(&error);
         Failure { message: format!("database error: {error}"), retry_after: None, database_unavailable }
     }
 }
