@@ -628,19 +628,13 @@ async fn dead_job_is_retried_from_the_panel(backend: Backend) {
     let llm_base = format!("http://127.0.0.1:{llm_port}/v1");
     let flags = ["--extractor", "openai", "--llm-base-url", &llm_base, "--llm-model", "m", "--job-max-attempts", "1"];
     let flags = [&flags[..], &["--llm-fallback", "none"]].concat();
-    let app = TestApp::spawn_with(backend, &[&flags[..], &["--job-poll-ms", "50"]].concat()).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[&flags[..], &["--job-poll-ms", "50"]].concat()).await;
     let (_, ended) =
         converse(&app, "concierge", USER, &["My name is Zorblax.", "I live in Oslo.", "I like tea."]).await;
-    assert_eq!(ended["extraction"]["queued"], true, "{ended}");
-    let job_id = ended["extraction"]["job_id"].as_str().expect("job id").to_owned();
+    let job_id = job_id(&ended);
     let admin = admin("acme");
-    let dead = eventually(Duration::from_secs(30), || async {
-        let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &admin).await;
-        (job["status"] == "dead").then_some(job)
-    })
-    .await
-    .expect("the job dies on the unreachable LLM");
+    // The job dies on the unreachable LLM.
+    let dead = job_reaching(&app, &job_id, &["dead"], Duration::from_secs(30)).await;
 
     let browser = Browser::start(&app, backend, "jobs").await;
     browser.sign_in(&admin).await;
@@ -665,12 +659,7 @@ async fn dead_job_is_retried_from_the_panel(backend: Backend) {
     tokio::spawn(async move { axum::serve(listener, router).await });
     browser.click(&format!("{row} button.retry")).await;
     assert_eq!(browser.text("#notice").await, "Job queued again.");
-    let done = eventually(Duration::from_secs(30), || async {
-        let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &admin).await;
-        (job["status"] == "succeeded").then_some(job)
-    })
-    .await
-    .expect("the retried job succeeds");
+    let done = job_reaching(&app, &job_id, &["succeeded"], Duration::from_secs(30)).await;
     assert_eq!(done["facts_added"], 1, "{done}");
     browser.goto("/admin/jobs?status=succeeded").await;
     assert_eq!(browser.text(&format!("{row} .badge")).await, "succeeded");
@@ -776,12 +765,8 @@ async fn a_dead_delivery_is_redelivered_and_a_facts_history_read_in_the_panel(ba
     let (_, paris) = app.post(&facts, &agent("acme"), json!({"fact": "Lives in Paris"})).await;
     let (_, feed) = app.get("/api/events", &admin).await;
     let first = feed["items"][0]["id"].as_i64().expect("the first event");
-    let dead = eventually(Duration::from_secs(30), || async {
-        let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/{first}"), &admin).await;
-        (delivery["status"] == "dead").then_some(delivery)
-    })
-    .await
-    .expect("the delivery dies: nobody listens");
+    // The delivery dies: nobody listens.
+    let dead = delivery_reaching(&app, &id, first, "dead", Duration::from_secs(30)).await;
 
     let browser = Browser::start(&app, backend, "webhooks").await;
     browser.sign_in(&admin).await;
@@ -1034,8 +1019,7 @@ async fn panel_logs_hold_no_personal_data() {
     engram::telemetry::init_logs_to(engram::config::LogFormat::Json, move || writer.clone());
 
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let app = TestApp::spawn(backend).await;
-        app.enable_memory("acme", "concierge").await;
+        let app = TestApp::spawn_with_memory(backend, &[]).await;
         converse(&app, "concierge", REF, &[&format!("My name is {WORDS}.")]).await;
         let cookie = session_cookie(&app, &admin("acme")).await;
         let person = format!("/admin/people/{}", enc(REF));

@@ -6,13 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::{
     common::*,
     erasure_files::{SUBJECT, WORDS, assert_every_needle_found, remnants},
-    processes::{Service, call},
+    processes::Service,
 };
 
 /// How long the reader holds its snapshot: several of the purge's one-second retries.
@@ -25,21 +25,19 @@ const PURGED_WITHIN: Duration = Duration::from_secs(10);
 async fn sqlite_erasure_waits_for_a_reader_in_another_process_and_then_leaves_nothing() {
     let db = TestDb::fresh(Backend::Sqlite).await;
     let server = Service::start(&db, &[]).await;
-    let base = server.base.as_str();
     let writer = agent("acme");
     let user = enc(SUBJECT);
     let facts = format!("/api/agents/concierge/users/{user}/facts");
     for word in &WORDS[..3] {
-        let (status, body) =
-            call(base, Method::POST, &facts, &writer, Some(json!({"fact": format!("Likes {word}")}))).await;
+        let (status, body) = server.post(&facts, &writer, json!({"fact": format!("Likes {word}")})).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
     }
     let conversation = json!({"agent_id": "concierge", "external_ref": SUBJECT, "title": WORDS[3]});
-    let (status, conversation) = call(base, Method::POST, "/api/conversations", &writer, Some(conversation)).await;
+    let (status, conversation) = server.post("/api/conversations", &writer, conversation).await;
     assert_eq!(status, StatusCode::CREATED, "{conversation}");
     let messages = format!("/api/conversations/{}/messages", conversation["id"].as_str().expect("id"));
     let said = json!({"messages": [{"role": "user", "content": format!("I live in {}", WORDS[4])}]});
-    let (status, body) = call(base, Method::POST, &messages, &writer, Some(said)).await;
+    let (status, body) = server.post(&messages, &writer, said).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let needles = [WORDS[0], WORDS[1], WORDS[2], WORDS[3], WORDS[4], SUBJECT];
     assert_every_needle_found(&db.data_dir, &needles);
@@ -47,13 +45,13 @@ async fn sqlite_erasure_waits_for_a_reader_in_another_process_and_then_leaves_no
     // Another person's writes go on throughout, as on a live server.
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let load = tokio::spawn({
-        let (base, writer) = (base.to_owned(), writer.clone());
+        let (api, writer) = (Api::clone(&server), writer.clone());
         async move {
             let mut written = 0u32;
             while !*stopped.borrow_and_update() {
                 let fact = json!({"fact": format!("Bystander note {written}")});
                 let path = "/api/agents/concierge/users/bystander/facts";
-                let (status, body) = call(&base, Method::POST, path, &writer, Some(fact)).await;
+                let (status, body) = api.post(path, &writer, fact).await;
                 assert_eq!(status, StatusCode::CREATED, "{body}");
                 written += 1;
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -74,12 +72,12 @@ async fn sqlite_erasure_waits_for_a_reader_in_another_process_and_then_leaves_no
     assert_eq!(held, 3);
 
     let rgpd = token("acme", "rgpd");
-    let (status, erased) = call(base, Method::DELETE, &format!("/api/rgpd/users/{user}/ai-data"), &rgpd, None).await;
+    let (status, erased) = server.delete(&format!("/api/rgpd/users/{user}/ai-data"), &rgpd).await;
     assert_eq!(status, StatusCode::OK, "{erased}");
     assert_eq!(erased["deleted"]["facts"], 3, "{erased}");
     assert_eq!(erased["purged_at"], Value::Null, "the reader holds the purge back: {erased}");
     let receipt = format!("/api/rgpd/receipts/{}", erased["receipt_id"].as_str().expect("receipt id"));
-    let read_receipt = || async { call(base, Method::GET, &receipt, &rgpd, None).await };
+    let read_receipt = || async { server.get(&receipt, &rgpd).await };
     let holding = Instant::now();
     while holding.elapsed() < HELD {
         let (status, body) = read_receipt().await;

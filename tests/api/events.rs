@@ -416,8 +416,7 @@ async fn a_cursor_older_than_the_retention_is_gone(backend: Backend) {
 }
 
 async fn history_shows_lyon_superseded_by_paris_with_the_job(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50"]).await;
     let (_, ended) =
         converse(&app, "concierge", "ann", &["I live in Lyon.", "I like tea.", "I work as a nurse."]).await;
     let first_job = job_id(&ended);
@@ -595,8 +594,7 @@ async fn a_dead_job_is_one_event(backend: Backend) {
         "--job-poll-ms",
         "50",
     ];
-    let app = TestApp::spawn_with(backend, &flags).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &flags).await;
     let (_, ended) = converse(&app, "concierge", "ann", &["I live in Oslo.", "I like tea.", "I carve spoons."]).await;
     let job = job_id(&ended);
     job_reaching(&app, &job, &["dead"], Duration::from_secs(20)).await;

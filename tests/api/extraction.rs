@@ -43,8 +43,7 @@ fn texts(facts: &[Value]) -> Vec<String> {
 }
 
 async fn ended_conversation_yields_facts_with_provenance_and_memory_context(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50"]).await;
     let (conversation_id, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let job = job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(20)).await;
     assert_eq!(job["attempts"], 1);
@@ -72,15 +71,12 @@ async fn ended_conversation_yields_facts_with_provenance_and_memory_context(back
         assert!(prompt.lines().any(|l| l == expected), "{expected:?} not in {prompt}");
     }
 
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    let metrics = metrics.as_str().unwrap_or_default();
-    for series in [
+    app.assert_metrics(&[
         "engram_jobs{status=\"succeeded\"}",
         "engram_facts_added_total{extractor=\"builtin\"}",
         "engram_job_duration_seconds_count{kind=\"extract_facts\",extractor=\"builtin\"}",
-    ] {
-        assert!(metrics.contains(series), "{series} missing from /metrics");
-    }
+    ])
+    .await;
 
     // Ending again finds nothing new, and a second extraction would add no duplicates.
     let (_, again) = app.post(&format!("/api/conversations/{conversation_id}/end"), &agent("acme"), json!({})).await;
@@ -160,8 +156,7 @@ async fn anthropic_request_shape(backend: Backend) {
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let job = job_reaching(&app, &job_id(&ended), &["succeeded"], Duration::from_secs(20)).await;
     assert_eq!(job["facts_added"], 2);
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    let metrics = metrics.as_str().unwrap_or_default();
+    let metrics = app.metrics().await;
     assert!(metrics.contains("engram_llm_calls_total{provider=\"anthropic\",outcome=\"ok\"}"), "{metrics}");
     assert!(!metrics.contains("sk-test-secret-key"));
 }
@@ -254,8 +249,7 @@ async fn refused_user_is_never_sent_to_the_llm(backend: Backend) {
 
 async fn consent_refusal_cancels_queued_jobs(backend: Backend) {
     // No workers: the job stays queued until consent is refused.
-    let app = TestApp::spawn_with(backend, &["--workers", "0"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--workers", "0"]).await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let id = job_id(&ended);
     let (_, job) = app.get(&format!("/api/jobs/{id}"), &admin("acme")).await;
@@ -266,8 +260,7 @@ async fn consent_refusal_cancels_queued_jobs(backend: Backend) {
 }
 
 async fn extraction_fills_only_the_room_manual_facts_leave(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50", "--max-facts-per-user", "3"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50", "--max-facts-per-user", "3"]).await;
     let path = "/api/agents/concierge/users/alice/facts";
     let (status, _) = app.post(path, &agent("acme"), json!({"fact": "Owns a bicycle"})).await;
     assert_eq!(status, StatusCode::CREATED);
@@ -286,12 +279,11 @@ async fn extraction_fills_only_the_room_manual_facts_leave(backend: Backend) {
 }
 
 async fn finished_jobs_are_deleted_after_their_retention(backend: Backend) {
-    let app = TestApp::spawn_with(
+    let app = TestApp::spawn_with_memory(
         backend,
         &["--job-poll-ms", "50", "--job-retention-secs", "1", "--sweep-interval-secs", "1"],
     )
     .await;
-    app.enable_memory("acme", "concierge").await;
     let (_, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
     let id = job_id(&ended);
     job_reaching(&app, &id, &["succeeded"], Duration::from_secs(20)).await;

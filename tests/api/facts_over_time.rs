@@ -61,8 +61,7 @@ async fn count(app: &TestApp, sql: &'static str) -> i64 {
 }
 
 async fn as_of_returns_lyon_before_the_move_and_paris_after(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     let lyon = remember(&app, json!({"fact": "Lives in Lyon", "observed_at": "2025-01-10T09:00:00Z"})).await;
     remember(&app, json!({"fact": "Sharpens knives for the market", "observed_at": "2025-02-01T09:00:00+01:00"})).await;
     let paris = remember(&app, json!({"fact": "Moved to Paris", "observed_at": "2025-06-01T18:30:00Z"})).await;
@@ -132,8 +131,7 @@ async fn an_older_observed_at_does_not_displace_a_newer_slot_fact(backend: Backe
 }
 
 async fn extracted_facts_are_observed_when_their_message_was_written(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50"]).await;
     let (first, ended) = converse(
         &app,
         "concierge",
@@ -182,8 +180,7 @@ async fn extracted_facts_are_observed_when_their_message_was_written(backend: Ba
 
 async fn an_expired_fact_leaves_every_read_at_once(backend: Backend) {
     // No sweep runs during the test: the reads alone leave the fact out.
-    let app = TestApp::spawn_with(backend, &["--sweep-interval-secs", "3600"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--sweep-interval-secs", "3600"]).await;
     remember(&app, json!({"fact": "Sharpens knives for the market"})).await;
     let brief = remember(&app, json!({"fact": "Is waiting at the ferry terminal", "ttl_seconds": 1})).await;
     assert!(brief["expires_at"].is_string(), "{brief}");
@@ -248,13 +245,11 @@ async fn the_sweeper_deletes_an_expired_fact_with_its_vector_and_history(backend
     assert_eq!(deleted["data"]["fact_id"], brief["id"]);
     assert_eq!(deleted["data"]["reason"], "expired");
     assert_eq!((deleted["actor"]["kind"].clone(), deleted["external_ref"].clone()), (json!("sweeper"), json!("ann")));
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    assert!(metrics.as_str().is_some_and(|m| m.contains("engram_facts_expired_total")), "{metrics}");
+    app.assert_metrics(&["engram_facts_expired_total"]).await;
 }
 
 async fn invalid_times_are_refused_and_change_nothing(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     for body in [
         json!({"fact": "Sharpens knives for the market", "expires_at": "2099-01-01T00:00:00Z", "ttl_seconds": 60}),
         json!({"fact": "Sharpens knives for the market", "expires_at": "2020-01-01T00:00:00Z"}),
@@ -298,8 +293,7 @@ async fn invalid_times_are_refused_and_change_nothing(backend: Backend) {
 }
 
 async fn tools_remember_with_an_expiry(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     let body = json!({"fact": "Is waiting at the ferry terminal", "ttl_seconds": 600.0, "observed_at": "2026-01-05T10:00:00Z"});
     let (status, fact) = call_tool(&app, "remember", body).await;
     assert_eq!(status, StatusCode::OK, "{fact}");

@@ -108,11 +108,6 @@ async fn deletions(app: &TestApp) -> Vec<(String, String, String)> {
     found
 }
 
-async fn metrics(app: &TestApp) -> String {
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    metrics.as_str().unwrap_or_default().to_owned()
-}
-
 fn owned(texts: &[&str]) -> Vec<String> {
     texts.iter().map(|t| (*t).to_owned()).collect()
 }
@@ -142,8 +137,7 @@ async fn bad_settings_are_refused_and_change_nothing(backend: Backend) {
 }
 
 async fn max_age_forgets_old_extracted_facts_and_curated_ones_only_when_told(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50", "--sweep-interval-secs", "1"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50", "--sweep-interval-secs", "1"]).await;
     extract(&app, "ann", &["I live in Lyon.", "I play the oboe.", "I grow tomatoes on my balcony."]).await;
     let extracted = fact_texts(&app, "ann").await;
     assert!(extracted.len() >= 2, "{extracted:?}");
@@ -174,16 +168,15 @@ async fn max_age_forgets_old_extracted_facts_and_curated_ones_only_when_told(bac
     let mut expected = vec![sweeper("Collects tram tickets"), sweeper("Lives in Lyon"), sweeper("Restores old clocks")];
     expected.sort();
     assert_eq!(deletions(&app).await, expected);
-    assert!(metrics(&app).await.contains("engram_facts_forgotten_total{reason=\"max_age\"}"));
+    assert!(app.metrics().await.contains("engram_facts_forgotten_total{reason=\"max_age\"}"));
 }
 
 async fn unrecalled_facts_are_forgotten_and_recalled_ones_kept(backend: Backend) {
-    let app = TestApp::spawn_with(
+    let app = TestApp::spawn_with_memory(
         backend,
         &["--job-poll-ms", "50", "--sweep-interval-secs", "1", "--recall-flush-secs", "1"],
     )
     .await;
-    app.enable_memory("acme", "concierge").await;
     extract(&app, "ann", &["Good morning.", "I live in Lyon.", "I play the oboe."]).await;
     assert_eq!(fact_texts(&app, "ann").await, ["Lives in Lyon", "Plays the oboe"]);
     remember(&app, "ann", json!({"fact": "Restores old clocks"})).await;
@@ -207,8 +200,7 @@ async fn unrecalled_facts_are_forgotten_and_recalled_ones_kept(backend: Backend)
 }
 
 async fn keep_best_keeps_the_best_extracted_facts_per_user(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50", "--sweep-interval-secs", "1"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50", "--sweep-interval-secs", "1"]).await;
     extract(&app, "ann", &["I live in Lyon.", "I play the oboe.", "I grow tomatoes on my balcony."]).await;
     extract(&app, "bob", &["Good evening.", "I live in Nantes.", "I play the cello."]).await;
     let (_, page) = app.get(FACTS, &agent("acme")).await;
@@ -241,8 +233,7 @@ async fn keep_best_keeps_the_best_extracted_facts_per_user(backend: Backend) {
 }
 
 async fn recall_counts_are_flushed_on_a_timer_and_at_shutdown(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--recall-flush-secs", "1"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--recall-flush-secs", "1"]).await;
     let clocks = remember(&app, "ann", json!({"fact": "Restores old clocks"})).await;
     remember(&app, "ann", json!({"fact": "Swims on Sundays"})).await;
     assert_eq!((clocks["recall_count"].clone(), clocks["last_recalled_at"].clone()), (json!(0), Value::Null));
@@ -285,8 +276,8 @@ async fn recall_counts_are_flushed_on_a_timer_and_at_shutdown(backend: Backend) 
 }
 
 async fn recall_tracking_off_counts_nothing(backend: Backend) {
-    let mut app = TestApp::spawn_with(backend, &["--recall-flush-secs", "1", "--recall-tracking", "false"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let mut app =
+        TestApp::spawn_with_memory(backend, &["--recall-flush-secs", "1", "--recall-tracking", "false"]).await;
     remember(&app, "ann", json!({"fact": "Restores old clocks"})).await;
     let (status, _) = app.get(&format!("{FACTS}/search?q=clocks"), &agent("acme")).await;
     assert_eq!(status, StatusCode::OK);
@@ -355,7 +346,7 @@ async fn retention_trims_long_conversations_to_their_newest_messages(backend: Ba
     assert_eq!(counts.iter().sum::<u64>(), 6, "{events}");
     assert!(items.iter().all(|e| e["data"]["reason"] == "retention" && e["actor"]["kind"] == "sweeper"), "{events}");
     assert!(!events.to_string().contains("Line number"), "counts, never contents: {events}");
-    assert!(metrics(&app).await.contains("engram_messages_trimmed_total"));
+    assert!(app.metrics().await.contains("engram_messages_trimmed_total"));
 }
 
 async fn retention_trims_only_summarised_messages_when_the_agent_summarises(backend: Backend) {
@@ -412,12 +403,11 @@ async fn retention_deletes_conversations_long_ended(backend: Backend) {
         ),
         (Some(old.as_str()), json!("retention"), json!("sweeper"))
     );
-    assert!(metrics(&app).await.contains("engram_conversations_retention_deleted_total"));
+    assert!(app.metrics().await.contains("engram_conversations_retention_deleted_total"));
 }
 
 async fn tools_read_as_of(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     remember(&app, "ann", json!({"fact": "Lives in Lyon", "observed_at": "2021-05-01T09:00:00Z"})).await;
     remember(&app, "ann", json!({"fact": "Lives in Paris", "observed_at": "2024-05-01T09:00:00Z"})).await;
     let then = "2022-01-01T00:00:00Z";
@@ -451,8 +441,7 @@ async fn tools_read_as_of(backend: Backend) {
 }
 
 async fn erasure_and_export_cover_recall_counts(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--recall-flush-secs", "1"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--recall-flush-secs", "1"]).await;
     remember(&app, "ann", json!({"fact": "Restores old clocks"})).await;
     remember(&app, "bob", json!({"fact": "Swims on Sundays"})).await;
     let (status, _) = app.get(&format!("{FACTS}/search?q=clocks"), &agent("acme")).await;

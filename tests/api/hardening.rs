@@ -205,24 +205,11 @@ async fn a_refused_remember_leaves_its_connection_clean(backend: Backend) {
 
 /// A connection holding the lock of one owner's writers until dropped.
 async fn hold_owner_lock(url: &str, tenant: &str, agent_id: &str, user: &str) -> Lock {
-    if url.starts_with("postgres") {
-        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-        sqlx::query(
-            "SELECT pg_advisory_lock(('x' || encode(substring(sha256( \
-               int4send(octet_length($1)) || convert_to($1, 'UTF8') || \
-               int4send(octet_length($2)) || convert_to($2, 'UTF8') || \
-               int4send(octet_length($3)) || convert_to($3, 'UTF8')) FROM 1 FOR 8), 'hex'))::bit(64)::bigint)",
-        )
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(user)
-        .execute(&mut conn)
-        .await
-        .expect("lock");
-        Lock::Postgres { _held: conn }
-    } else {
-        hold_sqlite_file(url).await
-    }
+    let lock = "SELECT pg_advisory_lock(('x' || encode(substring(sha256( \
+                  int4send(octet_length($1)) || convert_to($1, 'UTF8') || \
+                  int4send(octet_length($2)) || convert_to($2, 'UTF8') || \
+                  int4send(octet_length($3)) || convert_to($3, 'UTF8')) FROM 1 FOR 8), 'hex'))::bit(64)::bigint)";
+    hold(url, lock, &[tenant, agent_id, user]).await
 }
 
 /// Appends one message, returning the raw response (its headers are checked).
@@ -243,18 +230,20 @@ enum Lock {
 }
 
 async fn hold_write_lock(url: &str, conversation: &str) -> Lock {
-    if url.starts_with("postgres") {
-        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-        sqlx::query("BEGIN").execute(&mut conn).await.expect("begin");
-        sqlx::query("SELECT id FROM conversations WHERE id = $1::uuid FOR UPDATE")
-            .bind(conversation)
-            .execute(&mut conn)
-            .await
-            .expect("lock");
-        Lock::Postgres { _held: conn }
-    } else {
-        hold_sqlite_file(url).await
+    hold(url, "SELECT id FROM conversations WHERE id = $1::uuid FOR UPDATE", &[conversation]).await
+}
+
+/// On PostgreSQL, a connection in a transaction that has run `lock` with `binds`; on
+/// SQLite, one holding the file's write lock. Either holds it until dropped.
+async fn hold(url: &str, lock: &'static str, binds: &[&str]) -> Lock {
+    if !url.starts_with("postgres") {
+        return hold_sqlite_file(url).await;
     }
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    sqlx::query("BEGIN").execute(&mut conn).await.expect("begin");
+    let query = binds.iter().fold(sqlx::query(lock), |query, value| query.bind(*value));
+    query.execute(&mut conn).await.expect("lock");
+    Lock::Postgres { _held: conn }
 }
 
 /// SQLite busy past its timeout is a 503 to retry, not a 500.

@@ -465,8 +465,7 @@ fn import_schema_is_committed_and_current() {
 /// open one is extracted whole when it ends; without the flag, imported messages count
 /// as extracted.
 async fn extract_queues_the_imported_conversations_the_agents_rules_allow(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     let talk = |id: &str, user: &str, ended: bool, turns: &[&str]| {
         let mut messages = Vec::new();
         for (i, turn) in turns.iter().enumerate() {

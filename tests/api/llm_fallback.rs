@@ -54,50 +54,43 @@ fn assert_fell_back(job: &Value, facts: &[Value], conversation_id: &str, why: &s
     assert!(!error.contains("Alice") && !error.contains("Paris"), "personal data in last_error: {error}");
 }
 
-async fn an_llm_that_always_times_out_ends_with_the_builtin_facts_after_waiting_between_attempts(backend: Backend) {
+/// Alice's turns against an LLM slower than the 1 s timeout `spawn_extracting` sets, as a
+/// small model still generating (`extra` adds flags): the job falls back to the builtin's
+/// facts after asking the LLM `attempts` times. The app, and how long the job took.
+async fn alice_falls_back_from_a_slow_llm(backend: Backend, extra: &[&str], attempts: usize) -> (TestApp, Duration) {
     let server = MockServer::start().await;
-    // Slower than the 1 s timeout `spawn_extracting` sets, as a small model still generating.
     Mock::given(method("POST")).respond_with(openai_reply("{}").set_delay(Duration::from_secs(3))).mount(&server).await;
-    let app = spawn_extracting(backend, "openai", &server, &[]).await;
+    let app = spawn_extracting(backend, "openai", &server, extra).await;
     let started = Instant::now();
     let (conversation_id, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
-
     let job = job_reaching(&app, &job_id(&ended), &["succeeded", "dead"], Duration::from_secs(40)).await;
-
+    let took = started.elapsed();
     assert_fell_back(&job, &facts_of(&app, "alice").await, &conversation_id, "timed out");
-    // Every attempt asked the LLM (the last one falls back when it fails too)…
-    assert_eq!(job["attempts"], 3, "{job}");
-    assert_eq!(server.received_requests().await.unwrap_or_default().len(), 3);
+    assert_eq!(job["attempts"], attempts, "{job}");
+    assert_eq!(server.received_requests().await.unwrap_or_default().len(), attempts);
+    (app, took)
+}
+
+async fn an_llm_that_always_times_out_ends_with_the_builtin_facts_after_waiting_between_attempts(backend: Backend) {
+    // Every attempt asks the LLM (the last one falls back when it fails too)…
+    let (app, took) = alice_falls_back_from_a_slow_llm(backend, &[], 3).await;
     // …and none right after a timeout: three timeouts of 1 s, each of the two retries a
     // further 1 s later (the 50 ms backoff alone would add a tenth of that).
-    assert!(started.elapsed() >= Duration::from_millis(4800), "retried at once: {:?}", started.elapsed());
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    let metrics = metrics.as_str().unwrap_or_default();
-    for series in [
+    assert!(took >= Duration::from_millis(4800), "retried at once: {took:?}");
+    app.assert_metrics(&[
         "engram_jobs_finished_total{kind=\"extract_facts\",outcome=\"fallback\"}",
         "engram_llm_calls_total{provider=\"openai\",outcome=\"timed_out\"}",
-    ] {
-        assert!(metrics.contains(series), "{series} missing from /metrics");
-    }
+    ])
+    .await;
 }
 
 /// With a budget of 2 s and 1 s calls, a retry (a wait and a call) begun after the first
 /// timeout would end past it: the job falls back after one attempt, though two more were
 /// allowed, and ends within its budget.
 async fn a_job_falls_back_when_another_try_would_overrun_its_budget(backend: Backend) {
-    let server = MockServer::start().await;
-    Mock::given(method("POST")).respond_with(openai_reply("{}").set_delay(Duration::from_secs(3))).mount(&server).await;
-    let app = spawn_extracting(backend, "openai", &server, &["--llm-job-budget-secs", "2"]).await;
-    let started = Instant::now();
-    let (conversation_id, ended) = converse(&app, "concierge", "alice", &ALICE_TURNS).await;
-
-    let job = job_reaching(&app, &job_id(&ended), &["succeeded", "dead"], Duration::from_secs(20)).await;
-
-    assert_fell_back(&job, &facts_of(&app, "alice").await, &conversation_id, "timed out");
-    assert_eq!(job["attempts"], 1, "{job}");
-    assert_eq!(server.received_requests().await.unwrap_or_default().len(), 1);
+    let (_, took) = alice_falls_back_from_a_slow_llm(backend, &["--llm-job-budget-secs", "2"], 1).await;
     // The budget, plus the moments to notice the job is done.
-    assert!(started.elapsed() < Duration::from_millis(2900), "took {:?}", started.elapsed());
+    assert!(took < Duration::from_millis(2900), "took {took:?}");
 }
 
 /// Answers of a weak model that nothing can be kept of: asking again would get them again.
@@ -170,10 +163,11 @@ async fn a_partly_wrong_and_cut_answer_stores_its_usable_operations(backend: Bac
     let facts = facts_of(&app, "alice").await;
     assert_eq!(sorted_texts(&facts), ["Name is Alice", "Prefers tea over coffee"], "{facts:?}");
     assert!(facts.iter().all(|f| f["source"] == "extracted"), "{facts:?}");
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    let metrics = metrics.as_str().unwrap_or_default();
-    assert!(metrics.contains("engram_llm_calls_total{provider=\"openai\",outcome=\"truncated\"}"), "{metrics}");
-    assert!(metrics.contains("engram_llm_operations_dropped_total{reason=\"shape\"}"), "{metrics}");
+    app.assert_metrics(&[
+        "engram_llm_calls_total{provider=\"openai\",outcome=\"truncated\"}",
+        "engram_llm_operations_dropped_total{reason=\"shape\"}",
+    ])
+    .await;
 }
 
 async fn fallen_back_facts_are_evicted_like_extracted_ones(backend: Backend) {

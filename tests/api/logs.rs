@@ -61,8 +61,7 @@ async fn scenario() {
     telemetry::init_logs_to(LogFormat::Json, move || writer.clone());
 
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
-        app.enable_memory("acme", "concierge").await;
+        let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50"]).await;
         // Three messages make a long thread here: a summary job folds the first two.
         let summaries = json!({"summarize_after_messages": 2, "summary_window": 1});
         app.put("/api/agents-config/concierge", &admin("acme"), summaries).await;

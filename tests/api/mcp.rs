@@ -160,8 +160,7 @@ async fn an_mcp_client_remembers_recalls_by_meaning_updates_and_forgets(backend:
 }
 
 async fn a_user_bound_token_reaches_only_its_own_user(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     app.enable_memory("acme", "sales").await;
     let (_, bobs) =
         app.post("/api/agents/concierge/users/bob/facts", &agent("acme"), json!({"fact": "Bob likes jazz"})).await;
@@ -244,8 +243,7 @@ async fn a_user_bound_token_reaches_only_its_own_user(backend: Backend) {
 }
 
 async fn memory_off_or_consent_refused_stores_nothing(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     let token = agent("acme");
     let (status, _) = app.put("/api/users/ann/consent", &token, json!({"ai_consent": false})).await;
     assert_eq!(status, StatusCode::OK);
@@ -281,8 +279,7 @@ async fn memory_off_or_consent_refused_stores_nothing(backend: Backend) {
 }
 
 async fn scopes_apply_to_tools(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     ok(call(
         &connect(&app, &agent("acme")).await,
         "remember",
@@ -331,8 +328,7 @@ async fn scopes_apply_to_tools(backend: Backend) {
 }
 
 async fn mcp_needs_a_valid_token_and_keeps_the_api_limits(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--max-body-bytes", "4096"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--max-body-bytes", "4096"]).await;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
     let expired = token_with(json!({"exp": now() - 3600}));
@@ -473,8 +469,7 @@ async fn tool_definitions_have_the_openai_and_anthropic_shapes(backend: Backend)
 }
 
 async fn tools_call_answers_what_mcp_answers(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     let client = connect(&app, &agent("acme")).await;
     let rest = |name: &str, arguments: Value| {
         let body = json!({"name": name, "arguments": owner("concierge", "ann", arguments)});
@@ -524,8 +519,7 @@ async fn tools_call_answers_what_mcp_answers(backend: Backend) {
 /// `/api/tools/call` and MCP each answer it with the same code and the same words, and
 /// store nothing past it. (The admin panel's door is in tests/admin.rs.)
 async fn the_fact_cap_answers_alike_through_rest_tools_and_mcp(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--max-facts-per-user", "2"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--max-facts-per-user", "2"]).await;
     let token = agent("acme");
     let path = "/api/agents/concierge/users/ann/facts";
     for fact in ["Likes jazz", "Lives in Lyon"] {

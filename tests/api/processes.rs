@@ -11,10 +11,10 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
-/// One `engram serve` process.
+/// One `engram serve` process; it derefs to the API it serves.
 pub(crate) struct Service {
     child: Child,
-    pub(crate) base: String,
+    api: Api,
 }
 
 impl Service {
@@ -38,15 +38,14 @@ impl Service {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("engram starts");
-        let base = format!("http://127.0.0.1:{port}");
-        let client = reqwest::Client::new();
-        let up = eventually(Duration::from_secs(30), || {
-            let (client, url) = (client.clone(), format!("{base}/readyz"));
-            async move { client.get(url).send().await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
+        let api = Api::at(format!("http://127.0.0.1:{port}"));
+        let up = eventually(Duration::from_secs(30), || async {
+            let ready = api.client.get(format!("{}/readyz", api.base)).send().await;
+            ready.ok().filter(|r| r.status().is_success()).map(|_| ())
         })
         .await;
         assert!(up.is_some(), "engram serve did not become ready");
-        Service { child, base }
+        Service { child, api }
     }
 
     fn kill(&mut self) {
@@ -56,73 +55,28 @@ impl Service {
     }
 }
 
+impl std::ops::Deref for Service {
+    type Target = Api;
+
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
 impl Drop for Service {
     fn drop(&mut self) {
         self.kill();
     }
 }
 
-pub(crate) async fn call(
-    base: &str,
-    method: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut request = reqwest::Client::new().request(method, format!("{base}{path}")).bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("request");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+/// Ends a conversation of three facts about `user` through `api`; the extraction job's id.
+async fn end_conversation(api: &Api, user: &str) -> String {
+    let turns = ["My name is Alice.", "I live in Paris.", "I prefer tea over coffee."];
+    job_id(&converse(api, "concierge", user, &turns).await.1)
 }
 
-/// Creates, fills and ends a conversation through `base`; returns the job id.
-async fn end_conversation(base: &str, user: &str) -> String {
-    let token = agent("acme");
-    let post = reqwest::Method::POST;
-    let (_, conversation) = call(
-        base,
-        post.clone(),
-        "/api/conversations",
-        &token,
-        Some(json!({"agent_id": "concierge", "external_ref": user})),
-    )
-    .await;
-    let id = conversation["id"].as_str().expect("conversation").to_string();
-    let messages: Vec<Value> = ["My name is Alice.", "I live in Paris.", "I prefer tea over coffee."]
-        .iter()
-        .map(|t| json!({"role": "user", "content": t}))
-        .collect();
-    let (status, _) = call(
-        base,
-        post.clone(),
-        &format!("/api/conversations/{id}/messages"),
-        &token,
-        Some(json!({"messages": messages})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED);
-    let (_, ended) = call(base, post, &format!("/api/conversations/{id}/end"), &token, Some(json!({}))).await;
-    ended["extraction"]["job_id"].as_str().unwrap_or_else(|| panic!("no job queued: {ended}")).to_string()
-}
-
-async fn job(base: &str, id: &str) -> Value {
-    call(base, reqwest::Method::GET, &format!("/api/jobs/{id}"), &admin("acme"), None).await.1
-}
-
-async fn enable_memory(base: &str) {
-    let (status, _) = call(
-        base,
-        reqwest::Method::PUT,
-        "/api/agents-config/concierge",
-        &admin("acme"),
-        // Extraction at the end only: each conversation is one job.
-        Some(json!({"memory_enabled": true, "extract_every_user_turns": null})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+async fn job(api: &Api, id: &str) -> Value {
+    api.get(&format!("/api/jobs/{id}"), &admin("acme")).await.1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,27 +111,19 @@ async fn killed_worker_job_completes_after_lease_expiry_without_duplicates() {
             "2",
         ];
         let mut first = Service::start(&db, &args).await;
-        enable_memory(&first.base).await;
-        let id = end_conversation(&first.base, "alice").await;
-        let running = eventually(Duration::from_secs(10), || {
-            let (base, id) = (first.base.clone(), id.clone());
-            async move { (job(&base, &id).await["status"] == "running").then_some(()) }
+        first.enable_memory("acme", "concierge").await;
+        let id = end_conversation(&first, "alice").await;
+        let running = eventually(Duration::from_secs(10), || async {
+            (job(&first, &id).await["status"] == "running").then_some(())
         })
         .await;
         assert!(running.is_some(), "{backend:?}: the job never started");
         first.kill();
 
         let second = Service::start(&db, &args).await;
-        let done = eventually(Duration::from_secs(30), || {
-            let (base, id) = (second.base.clone(), id.clone());
-            async move { Some(job(&base, &id).await).filter(|j| j["status"] == "succeeded") }
-        })
-        .await
-        .unwrap_or_else(|| panic!("{backend:?}: the job was not picked up again"));
+        let done = job_reaching(&second, &id, &["succeeded"], Duration::from_secs(30)).await;
         assert_eq!(done["attempts"], 2, "{backend:?}: {done}");
-        let (_, facts) =
-            call(&second.base, reqwest::Method::GET, "/api/agents/concierge/users/alice/facts", &agent("acme"), None)
-                .await;
+        let (_, facts) = second.get("/api/agents/concierge/users/alice/facts", &agent("acme")).await;
         let mut texts: Vec<&str> =
             facts["items"].as_array().expect("items").iter().filter_map(|f| f["fact"].as_str()).collect();
         texts.sort();
@@ -192,36 +138,24 @@ async fn three_replicas_run_each_job_exactly_once() {
     for _ in 0..3 {
         replicas.push(Service::start(&db, &["--workers", "2"]).await);
     }
-    enable_memory(&replicas[0].base).await;
+    replicas[0].enable_memory("acme", "concierge").await;
     let mut ends = Vec::new();
     for i in 0..30 {
-        let base = replicas[i % 3].base.clone();
-        ends.push(tokio::spawn(async move { end_conversation(&base, &format!("user-{i}")).await }));
+        let api = replicas[i % 3].api.clone();
+        ends.push(tokio::spawn(async move { end_conversation(&api, &format!("user-{i}")).await }));
     }
     let mut ids = Vec::new();
     for end in ends {
         ids.push(end.await.expect("end task"));
     }
     for id in &ids {
-        let base = replicas[0].base.clone();
-        let done = eventually(Duration::from_secs(60), || {
-            let (base, id) = (base.clone(), id.clone());
-            async move { Some(job(&base, &id).await).filter(|j| j["status"] == "succeeded") }
-        })
-        .await
-        .unwrap_or_else(|| panic!("job {id} did not succeed"));
+        let done = job_reaching(&replicas[0], id, &["succeeded"], Duration::from_secs(60)).await;
         assert_eq!(done["attempts"], 1, "{done}");
     }
     let mut stored = 0;
     for i in 0..30 {
-        let (_, facts) = call(
-            &replicas[i % 3].base,
-            reqwest::Method::GET,
-            &format!("/api/agents/concierge/users/user-{i}/facts"),
-            &agent("acme"),
-            None,
-        )
-        .await;
+        let (_, facts) =
+            replicas[i % 3].get(&format!("/api/agents/concierge/users/user-{i}/facts"), &agent("acme")).await;
         let mut texts: Vec<&str> =
             facts["items"].as_array().expect("items").iter().filter_map(|f| f["fact"].as_str()).collect();
         let count = texts.len();
@@ -237,7 +171,7 @@ async fn three_replicas_run_each_job_exactly_once() {
     let mut after = 0;
     loop {
         let path = format!("/api/events?after={after}&limit=1000");
-        let (_, page) = call(&replicas[2].base, reqwest::Method::GET, &path, &admin("acme"), None).await;
+        let (_, page) = replicas[2].get(&path, &admin("acme")).await;
         let items = page["items"].as_array().expect("items").clone();
         if items.is_empty() {
             break;
@@ -261,7 +195,7 @@ async fn three_replicas_run_each_job_exactly_once() {
 async fn sigterm_drains_and_exits_zero() {
     let db = TestDb::fresh(Backend::Sqlite).await;
     let mut service = Service::start(&db, &[]).await;
-    enable_memory(&service.base).await;
+    service.enable_memory("acme", "concierge").await;
     let status = Command::new("kill").args(["-TERM", &service.child.id().to_string()]).status().expect("kill runs");
     assert!(status.success());
     let exited = eventually(Duration::from_secs(20), || {
@@ -273,8 +207,7 @@ async fn sigterm_drains_and_exits_zero() {
     assert!(exited.success(), "exit status {exited:?}");
     // What was written before the signal is there after a restart.
     let again = Service::start(&db, &[]).await;
-    let (status, config) =
-        call(&again.base, reqwest::Method::GET, "/api/agents-config/concierge", &admin("acme"), None).await;
+    let (status, config) = again.get("/api/agents-config/concierge", &admin("acme")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(config["memory_enabled"], true);
 }
@@ -290,24 +223,12 @@ async fn webhook_events_survive_a_kill_while_the_receiver_is_down() {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
         let args = ["--webhook-allow-private", "true", "--webhook-retry-base-ms", "200", "--webhook-timeout-secs", "2"];
         let mut first = Service::start(&db, &args).await;
-        let (status, created) = call(
-            &first.base,
-            reqwest::Method::POST,
-            "/api/webhooks",
-            &admin("acme"),
-            Some(json!({"url": format!("http://127.0.0.1:{port}/hook")})),
-        )
-        .await;
+        let hook = json!({"url": format!("http://127.0.0.1:{port}/hook")});
+        let (status, created) = first.post("/api/webhooks", &admin("acme"), hook).await;
         assert_eq!(status, StatusCode::CREATED, "{created}");
         for i in 0..10 {
-            let (status, _) = call(
-                &first.base,
-                reqwest::Method::POST,
-                "/api/agents/concierge/users/ann/facts",
-                &agent("acme"),
-                Some(json!({"fact": format!("Fact number {i}")})),
-            )
-            .await;
+            let fact = json!({"fact": format!("Fact number {i}")});
+            let (status, _) = first.post("/api/agents/concierge/users/ann/facts", &agent("acme"), fact).await;
             assert_eq!(status, StatusCode::CREATED);
         }
         first.kill();
@@ -316,8 +237,7 @@ async fn webhook_events_survive_a_kill_while_the_receiver_is_down() {
         let receiver = MockServer::builder().listener(listener).start().await;
         Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
         let second = Service::start(&db, &args).await;
-        let (status, feed) =
-            call(&second.base, reqwest::Method::GET, "/api/events?limit=100", &admin("acme"), None).await;
+        let (status, feed) = second.get("/api/events?limit=100", &admin("acme")).await;
         assert_eq!(status, StatusCode::OK, "{feed}");
         let written: Vec<i64> = feed["items"].as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()).collect();
         assert_eq!(written.len(), 10, "{backend:?}: one event per fact, kept through the kill");

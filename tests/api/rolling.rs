@@ -75,6 +75,13 @@ async fn say(app: &TestApp, id: &str, text: &str) -> Value {
     }
 }
 
+/// Says each of `texts` in conversation `id`, one request each, as a chat would.
+async fn say_each(app: &TestApp, id: &str, texts: &[impl AsRef<str>]) {
+    for text in texts {
+        say(app, id, text.as_ref()).await;
+    }
+}
+
 /// The conversation's extraction jobs, oldest first.
 async fn jobs_of(app: &TestApp, id: &str) -> Vec<Value> {
     let (status, page) = app.get(&format!("/api/jobs?conversation_id={id}&limit=100"), &admin("acme")).await;
@@ -180,9 +187,7 @@ async fn a_thread_learns_while_it_goes_on_and_ends_with_the_facts_of_an_end_only
 
     // The same turns in a thread of an agent that extracts at the end only.
     let id = open(&app, "ending", "alice", json!({})).await;
-    for text in &turns {
-        say(&app, &id, text).await;
-    }
+    say_each(&app, &id, &turns).await;
     assert!(jobs_of(&app, &id).await.is_empty(), "null keeps extraction for the end");
     let (_, ended) = app.post(&format!("/api/conversations/{id}/end"), &agent("acme"), json!({})).await;
     job_reaching(&app, &job_id(&ended), &["succeeded"], WAIT).await;
@@ -198,9 +203,7 @@ async fn each_message_is_in_one_segment_and_the_end_extracts_only_the_tail(backe
     configure(&app, "concierge", 1, json!(2)).await;
     let id = open(&app, "concierge", "bob", json!({})).await;
     let said = ["My name is Bob.", "I live in Ghent.", "I work as a nurse.", "I like jazz.", "I have a dog."];
-    for text in &said[..4] {
-        say(&app, &id, text).await;
-    }
+    say_each(&app, &id, &said[..4]).await;
     // One batch of two user turns makes one segment, not two.
     let batch = json!({"messages": [
         {"role": "user", "content": "I play chess."}, {"role": "user", "content": "I speak Dutch."}]});
@@ -235,9 +238,7 @@ async fn a_later_segment_waits_for_the_one_before_it(backend: Backend) {
     let (app, llm) = spawn_with_blocking_llm(backend, &[]).await;
     configure(&app, "concierge", 1, json!(1)).await;
     let id = open(&app, "concierge", "carol", json!({})).await;
-    for text in ["My name is Carol.", "I live in Oslo.", "I like tea."] {
-        say(&app, &id, text).await;
-    }
+    say_each(&app, &id, &["My name is Carol.", "I live in Oslo.", "I like tea."]).await;
     // The first segment is with the LLM, so the conversation's others stay queued
     // however many workers are free.
     llm.called().await;
@@ -265,13 +266,9 @@ async fn an_llm_reads_each_segment_as_new_with_the_one_before_as_context(backend
     let app = spawn_extracting(backend, "openai", &server, &[]).await;
     configure(&app, "concierge", 1, json!(2)).await;
     let id = open(&app, "concierge", "frida", json!({})).await;
-    for text in ["My name is Frida.", "I like tea."] {
-        say(&app, &id, text).await;
-    }
+    say_each(&app, &id, &["My name is Frida.", "I like tea."]).await;
     all_succeeded(&app, &id).await;
-    for text in ["I live in Oslo.", "Which book should I read?"] {
-        say(&app, &id, text).await;
-    }
+    say_each(&app, &id, &["I live in Oslo.", "Which book should I read?"]).await;
     let jobs = all_succeeded(&app, &id).await;
     assert_eq!(jobs.len(), 2, "{jobs:?}");
 
@@ -310,25 +307,19 @@ async fn memory_opt_out_and_consent_apply_to_every_segment(backend: Backend) {
 
     // A conversation opted out when created, and one opted out by a `PATCH`.
     let out = open(&app, "concierge", "dana", json!({"memory": false})).await;
-    for text in turns {
-        say(&app, &out, text).await;
-    }
+    say_each(&app, &out, &turns).await;
     assert!(jobs_of(&app, &out).await.is_empty(), "an opted-out conversation queues no segment");
     let half = open(&app, "concierge", "dana", json!({})).await;
     let (status, _) = app.patch(&format!("/api/conversations/{half}"), &agent("acme"), json!({"memory": false})).await;
     assert_eq!(status, StatusCode::OK);
-    for text in turns {
-        say(&app, &half, text).await;
-    }
+    say_each(&app, &half, &turns).await;
     assert!(jobs_of(&app, &half).await.is_empty());
 
     // A user who refused consent: no segment, nothing sent, nothing learned.
     let (status, _) = app.put("/api/users/erin/consent", &agent("acme"), json!({"ai_consent": false})).await;
     assert_eq!(status, StatusCode::OK);
     let refused = open(&app, "concierge", "erin", json!({})).await;
-    for text in turns {
-        say(&app, &refused, text).await;
-    }
+    say_each(&app, &refused, &turns).await;
     assert!(jobs_of(&app, &refused).await.is_empty(), "a refused user's segments are never queued");
     let (_, conversation) = app.get(&format!("/api/conversations/{refused}"), &agent("acme")).await;
     assert_eq!(conversation["extracted_through_seq"], 0, "{conversation}");
@@ -337,17 +328,13 @@ async fn memory_opt_out_and_consent_apply_to_every_segment(backend: Backend) {
     let (status, _) = app.put("/api/agents-config/concierge", &admin("acme"), json!({"memory_enabled": false})).await;
     assert_eq!(status, StatusCode::OK);
     let off = open(&app, "concierge", "dana", json!({})).await;
-    for text in turns {
-        say(&app, &off, text).await;
-    }
+    say_each(&app, &off, &turns).await;
     assert!(jobs_of(&app, &off).await.is_empty(), "memory off queues no segment");
 
     // The control: the same turns with memory on and consent given are extracted.
     app.put("/api/agents-config/concierge", &admin("acme"), json!({"memory_enabled": true})).await;
     let on = open(&app, "concierge", "dana", json!({})).await;
-    for text in turns {
-        say(&app, &on, text).await;
-    }
+    say_each(&app, &on, &turns).await;
     assert_eq!(all_succeeded(&app, &on).await.len(), 3);
     let (_, facts) = app.get("/api/agents/concierge/users/erin/facts", &agent("acme")).await;
     assert_eq!(facts["items"], json!([]), "{facts}");

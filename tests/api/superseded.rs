@@ -35,8 +35,7 @@ async fn in_context(app: &TestApp) -> Vec<String> {
 }
 
 async fn a_newer_fact_of_a_slot_supersedes_the_older(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &[]).await;
     let (_, lyon) = remember(&app, "Lives in Lyon").await;
     remember(&app, "Likes tea").await;
     let (status, paris) = remember(&app, "Moved to Paris").await;
@@ -101,8 +100,7 @@ async fn other_slots_users_and_agents_are_untouched(backend: Backend) {
 }
 
 async fn extraction_keeps_one_home_city(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50"]).await;
     converse(&app, "concierge", "ann", &["I live in Lyon.", "I like tea.", "I work as a nurse."]).await;
     let first = eventually(std::time::Duration::from_secs(20), || async {
         let facts = listed(&app, "").await;

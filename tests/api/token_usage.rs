@@ -57,11 +57,6 @@ async fn requests(server: &MockServer) -> usize {
     server.received_requests().await.unwrap_or_default().len()
 }
 
-async fn metrics(app: &TestApp) -> String {
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    metrics.as_str().unwrap_or_default().to_owned()
-}
-
 #[track_caller]
 fn tokens(job: &Value) -> (i64, i64) {
     (job["input_tokens"].as_i64().expect("input_tokens"), job["output_tokens"].as_i64().expect("output_tokens"))
@@ -79,7 +74,7 @@ async fn an_openai_job_records_the_tokens_its_provider_reported(backend: Backend
     let conversation = job["conversation_id"].as_str().expect("conversation_id");
     let (_, page) = app.get(&format!("/api/jobs?conversation_id={conversation}"), &admin("acme")).await;
     assert_eq!(tokens(&page["items"][0]), (120, 30), "the list shows them too: {page}");
-    assert!(metrics(&app).await.contains("engram_llm_tokens_total{provider=\"openai\",kind=\"input\"}"));
+    assert!(app.metrics().await.contains("engram_llm_tokens_total{provider=\"openai\",kind=\"input\"}"));
 }
 
 async fn an_anthropic_job_records_the_tokens_its_provider_reported(backend: Backend) {
@@ -104,8 +99,7 @@ async fn an_anthropic_job_records_the_tokens_its_provider_reported(backend: Back
 }
 
 async fn the_builtin_spends_no_tokens(backend: Backend) {
-    let app = TestApp::spawn_with(backend, &["--job-poll-ms", "50"]).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &["--job-poll-ms", "50"]).await;
 
     let job = extracted(&app, "alice").await;
 
@@ -190,7 +184,7 @@ async fn over_its_daily_budget_a_tenant_gets_the_builtin_and_the_job_says_so(bac
     let usage = usage(&app, "?days=1").await;
     assert_eq!(usage["agents"][0]["over_budget_jobs"], 1, "{usage}");
     assert_eq!(usage["budget"], json!({"daily_tokens": 100, "spent_today": 150, "over_budget": "builtin"}));
-    let metrics = metrics(&app).await;
+    let metrics = app.metrics().await;
     let series = "engram_jobs_over_budget_total{kind=\"extract_facts\",action=\"builtin\"}";
     assert!(metrics.contains(series), "{series} missing");
 }
@@ -227,7 +221,7 @@ async fn over_its_daily_budget_with_wait_a_job_waits_for_the_next_utc_day(backen
     assert_eq!(usage["agents"][0]["over_budget_jobs"], 1, "{usage}");
     assert_eq!(usage["budget"]["over_budget"], "waited", "{usage}");
     let series = "engram_jobs_over_budget_total{kind=\"extract_facts\",action=\"waited\"}";
-    assert!(metrics(&app).await.contains(series), "{series} missing");
+    assert!(app.metrics().await.contains(series), "{series} missing");
 }
 
 async fn a_tenant_budget_overrides_the_default(backend: Backend) {

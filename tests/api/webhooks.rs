@@ -46,25 +46,22 @@ async fn subscribe(app: &TestApp, url: &str, types: &[&str]) -> Value {
     created
 }
 
+/// Starts the app with `FAST` and `extra` flags, subscribes `receiver` to every event and
+/// writes one fact ("Likes tea" about ann): the app, the subscription's id and the event.
+async fn one_event_for(receiver: &MockServer, backend: Backend, extra: &[&str]) -> (TestApp, String, i64) {
+    let app = TestApp::spawn_with(backend, &[FAST, extra].concat()).await;
+    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
+    let id = subscription["id"].as_str().expect("subscription id").to_owned();
+    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let event = event_ids(&app).await[0];
+    (app, id, event)
+}
+
 /// The ids of the tenant's events, oldest first.
 async fn event_ids(app: &TestApp) -> Vec<i64> {
     let (status, page) = app.get("/api/events?limit=1000", &admin("acme")).await;
     assert_eq!(status, StatusCode::OK, "{page}");
     page["items"].as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()).collect()
-}
-
-/// Waits until the subscription's delivery of `event_id` is in `status`.
-async fn delivery_reaching(app: &TestApp, subscription: &str, event_id: i64, status: &str, within: Duration) -> Value {
-    let path = format!("/api/webhooks/{subscription}/deliveries/{event_id}");
-    let found = eventually(within, || async {
-        let (_, delivery) = app.get(&path, &admin("acme")).await;
-        (delivery["status"] == status).then_some(delivery)
-    })
-    .await;
-    match found {
-        Some(delivery) => delivery,
-        None => panic!("delivery never {status}: {}", app.get(&path, &admin("acme")).await.1),
-    }
 }
 
 async fn a_receiver_answering_500_then_200_gets_the_event_once_more(backend: Backend) {
@@ -96,16 +93,13 @@ async fn a_receiver_answering_500_then_200_gets_the_event_once_more(backend: Bac
     assert_eq!(body["data"]["id"], event);
     assert_eq!(body["data"]["data"]["fact"]["fact"], "Likes tea");
     assert_eq!(body["data"]["external_ref"], "ann");
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    let metrics = metrics.as_str().unwrap();
-    for series in [
+    app.assert_metrics(&[
         "engram_events_written_total{type=\"fact.added\"}",
         "engram_webhook_deliveries_total{outcome=\"failed\"}",
         "engram_webhook_deliveries_total{outcome=\"delivered\"}",
         "engram_webhook_delivery_seconds_count",
-    ] {
-        assert!(metrics.contains(series), "{series} in /metrics");
-    }
+    ])
+    .await;
     // A type it did not subscribe to is not delivered.
     app.patch(
         &format!("{}/{}", facts_path("ann"), body["data"]["data"]["fact_id"].as_str().unwrap()),
@@ -159,13 +153,8 @@ async fn a_receivers_retry_after_is_honoured(backend: Backend) {
     let busy = ResponseTemplate::new(503).insert_header("retry-after", "2");
     Mock::given(method("POST")).respond_with(busy).up_to_n_times(1).mount(&receiver).await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
-    let app = TestApp::spawn_with(backend, FAST).await;
-    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
-    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
-    let event = event_ids(&app).await[0];
-    let delivery =
-        delivery_reaching(&app, subscription["id"].as_str().unwrap(), event, "delivered", Duration::from_secs(20))
-            .await;
+    let (app, id, event) = one_event_for(&receiver, backend, &[]).await;
+    let delivery = delivery_reaching(&app, &id, event, "delivered", Duration::from_secs(20)).await;
     let log = delivery["attempt_log"].as_array().unwrap();
     let at = |i: usize| chrono::DateTime::parse_from_rfc3339(log[i]["attempted_at"].as_str().unwrap()).unwrap();
     let waited = at(1) - at(0);
@@ -181,6 +170,24 @@ async fn hanging_and_fast_receivers() -> (MockServer, MockServer) {
     let fast = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(204)).mount(&fast).await;
     (hanging, fast)
+}
+
+/// Tenant B ("globex") subscribes `receiver` and writes one fact; fails with `why` unless
+/// that delivery arrives within `within`, whatever tenant A's receivers are doing.
+async fn another_tenants_delivery_arrives(app: &TestApp, receiver: &MockServer, within: Duration, why: &str) {
+    let (status, subscription) = app.post("/api/webhooks", &admin("globex"), json!({"url": receiver.uri()})).await;
+    assert_eq!(status, StatusCode::CREATED, "{subscription}");
+    let (status, _) = app.post(&facts_path("bob"), &agent("globex"), json!({"fact": "Likes coffee"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, events) = app.get("/api/events", &admin("globex")).await;
+    let (id, event) = (subscription["id"].as_str().unwrap(), events["items"][0]["id"].as_i64().unwrap());
+    let path = format!("/api/webhooks/{id}/deliveries/{event}");
+    let delivered = eventually(within, || async {
+        let (_, delivery) = app.get(&path, &admin("globex")).await;
+        (delivery["status"] == "delivered").then_some(())
+    })
+    .await;
+    assert!(delivered.is_some(), "{why}: {}", app.get(&path, &admin("globex")).await.1);
 }
 
 /// Tenant A's five subscriptions to a receiver that sleeps past the delivery timeout, at
@@ -202,20 +209,7 @@ async fn hanging_receivers_of_one_tenant_hold_back_no_other_tenant(backend: Back
         delivery_reaching(&app, id, a_event, "running", Duration::from_secs(20)).await;
     }
 
-    let (status, b_subscription) = app.post("/api/webhooks", &admin("globex"), json!({"url": fast.uri()})).await;
-    assert_eq!(status, StatusCode::CREATED, "{b_subscription}");
-    let b_id = b_subscription["id"].as_str().unwrap();
-    let (status, _) = app.post(&facts_path("bob"), &agent("globex"), json!({"fact": "Likes coffee"})).await;
-    assert_eq!(status, StatusCode::CREATED);
-    let (_, b_events) = app.get("/api/events", &admin("globex")).await;
-    let b_event = b_events["items"][0]["id"].as_i64().unwrap();
-    let path = format!("/api/webhooks/{b_id}/deliveries/{b_event}");
-    let delivered = eventually(Duration::from_secs(90), || async {
-        let (_, delivery) = app.get(&path, &admin("globex")).await;
-        (delivery["status"] == "delivered").then_some(())
-    })
-    .await;
-    assert!(delivered.is_some(), "B's delivery never arrived: {}", app.get(&path, &admin("globex")).await.1);
+    another_tenants_delivery_arrives(&app, &fast, Duration::from_secs(90), "B's delivery never arrived").await;
 
     for id in &a_subscriptions {
         let (_, delivery) = app.get(&format!("/api/webhooks/{id}/deliveries/{a_event}"), &admin("acme")).await;
@@ -255,19 +249,8 @@ async fn a_hanging_receiver_holds_one_slot_and_a_tenant_its_share(backend: Backe
     }
     let (status, body) = app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Owns a canoe"})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let (status, b_subscription) = app.post("/api/webhooks", &admin("globex"), json!({"url": fast.uri()})).await;
-    assert_eq!(status, StatusCode::CREATED, "{b_subscription}");
-    let b_id = b_subscription["id"].as_str().unwrap();
-    let (status, _) = app.post(&facts_path("bob"), &agent("globex"), json!({"fact": "Likes coffee"})).await;
-    assert_eq!(status, StatusCode::CREATED);
-    let (_, b_events) = app.get("/api/events", &admin("globex")).await;
-    let path = format!("/api/webhooks/{b_id}/deliveries/{}", b_events["items"][0]["id"].as_i64().unwrap());
-    let delivered = eventually(Duration::from_secs(20), || async {
-        let (_, delivery) = app.get(&path, &admin("globex")).await;
-        (delivery["status"] == "delivered").then_some(())
-    })
-    .await;
-    assert!(delivered.is_some(), "B's delivery waited for A's receivers: {}", app.get(&path, &admin("globex")).await.1);
+    let why = "B's delivery waited for A's receivers";
+    another_tenants_delivery_arrives(&app, &fast, Duration::from_secs(20), why).await;
     let mut a_running = 0;
     for id in &slow_ones {
         let (_, deliveries) = app.get(&format!("/api/webhooks/{id}/deliveries"), &admin("acme")).await;
@@ -309,12 +292,8 @@ async fn a_redirect_is_not_followed(backend: Backend) {
     let receiver = MockServer::start().await;
     let moved = ResponseTemplate::new(307).insert_header("location", format!("{}/moved", elsewhere.uri()).as_str());
     Mock::given(method("POST")).respond_with(moved).mount(&receiver).await;
-    let app = TestApp::spawn_with(backend, FAST).await;
-    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
-    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
-    let event = event_ids(&app).await[0];
-    let failed =
-        delivery_reaching(&app, subscription["id"].as_str().unwrap(), event, "failed", Duration::from_secs(20)).await;
+    let (app, id, event) = one_event_for(&receiver, backend, &[]).await;
+    let failed = delivery_reaching(&app, &id, event, "failed", Duration::from_secs(20)).await;
     assert_eq!(failed["last_error"], "HTTP 307 (redirects are not followed)", "{failed}");
     assert_eq!(elsewhere.received_requests().await.unwrap().len(), 0, "the redirect's target is never called");
 }
@@ -323,14 +302,8 @@ async fn a_dead_delivery_is_redelivered_by_hand(backend: Backend) {
     let receiver = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(503)).up_to_n_times(2).mount(&receiver).await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
-    let mut args = FAST.to_vec();
-    args.extend(["--webhook-max-attempts", "2"]);
-    let app = TestApp::spawn_with(backend, &args).await;
-    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
-    let id = subscription["id"].as_str().unwrap();
-    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
-    let event = event_ids(&app).await[0];
-    let dead = delivery_reaching(&app, id, event, "dead", Duration::from_secs(20)).await;
+    let (app, id, event) = one_event_for(&receiver, backend, &["--webhook-max-attempts", "2"]).await;
+    let dead = delivery_reaching(&app, &id, event, "dead", Duration::from_secs(20)).await;
     assert_eq!((dead["attempts"].clone(), dead["last_error"].clone()), (json!(2), json!("HTTP 503")));
     let (_, page) = app.get(&format!("/api/webhooks/{id}/deliveries?status=dead"), &admin("acme")).await;
     assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
@@ -338,7 +311,7 @@ async fn a_dead_delivery_is_redelivered_by_hand(backend: Backend) {
     let retry = format!("/api/webhooks/{id}/deliveries/{event}/retry");
     let (status, queued) = app.post(&retry, &admin("acme"), json!({})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
-    let delivered = delivery_reaching(&app, id, event, "delivered", Duration::from_secs(20)).await;
+    let delivered = delivery_reaching(&app, &id, event, "delivered", Duration::from_secs(20)).await;
     assert_eq!(delivered["attempts"], 3);
     let (status, body) = app.post(&format!("/api/webhooks/{id}/deliveries/99/retry"), &admin("acme"), json!({})).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
@@ -347,12 +320,7 @@ async fn a_dead_delivery_is_redelivered_by_hand(backend: Backend) {
 async fn a_subscription_failing_too_long_is_disabled_and_says_so(backend: Backend) {
     let receiver = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(500)).mount(&receiver).await;
-    let mut args = FAST.to_vec();
-    args.extend(["--webhook-disable-after-secs", "1"]);
-    let app = TestApp::spawn_with(backend, &args).await;
-    let subscription = subscribe(&app, &receiver.uri(), &[]).await;
-    let id = subscription["id"].as_str().unwrap();
-    app.post(&facts_path("ann"), &agent("acme"), json!({"fact": "Likes tea"})).await;
+    let (app, id, _) = one_event_for(&receiver, backend, &["--webhook-disable-after-secs", "1"]).await;
     let path = format!("/api/webhooks/{id}");
     let disabled = eventually(Duration::from_secs(20), || async {
         let (_, found) = app.get(&path, &admin("acme")).await;
@@ -362,8 +330,7 @@ async fn a_subscription_failing_too_long_is_disabled_and_says_so(backend: Backen
     .expect("disabled");
     let reason = disabled["disabled_reason"].as_str().unwrap();
     assert!(reason.contains("every delivery failed since") && reason.contains("HTTP 500"), "{reason}");
-    let (_, metrics) = app.call(reqwest::Method::GET, "/metrics", None, None).await;
-    let disabled: Option<f64> = metrics.as_str().unwrap().lines().find_map(|line| {
+    let disabled: Option<f64> = app.metrics().await.lines().find_map(|line| {
         line.strip_prefix("engram_webhook_subscriptions_disabled_total ").and_then(|v| v.parse().ok())
     });
     assert!(disabled.is_some_and(|n| n >= 1.0), "counted in /metrics");

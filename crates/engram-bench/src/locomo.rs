@@ -23,7 +23,7 @@ use engram::store::facts::FactFilter;
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
 
-use crate::{Database, Embeddings, write_json};
+use crate::{Served, write_json};
 
 const KS: [usize; 3] = [5, 10, 25];
 
@@ -33,12 +33,7 @@ pub struct LocomoArgs {
     #[arg(value_name = "PATH", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/locomo10.json"))]
     data: PathBuf,
     #[command(flatten)]
-    database: Database,
-    #[command(flatten)]
-    embeddings: Embeddings,
-    /// Also write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
+    served: Served,
 }
 
 /// One sample: its facts (text, cited dialogue ids) and its questions (text, category,
@@ -60,7 +55,7 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(&args.data).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", args.data.display()))?;
     let samples = parse(&serde_json::from_str(&text)?)?;
-    let (store, scratch) = args.database.open().await?;
+    let (store, scratch) = args.served.database.open().await?;
     let tenant = TenantId::parse("bench".into()).map_err(anyhow::Error::msg)?;
     let agent = AgentId::parse("locomo".into()).map_err(anyhow::Error::msg)?;
     let words = Words::new();
@@ -92,8 +87,8 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
     let backend = store.backend();
     store.close().await;
 
-    let server = scratch.serve(&args.embeddings).await?;
-    if args.embeddings.on() {
+    let server = scratch.serve(&args.served.embeddings).await?;
+    if args.served.embeddings.on() {
         let rate = server.backfilled(usize::try_from(fact_count)?).await?;
         println!("locomo: {fact_count} facts embedded, {rate:.1} facts/s");
     }
@@ -143,8 +138,8 @@ pub async fn run(args: &LocomoArgs) -> anyhow::Result<()> {
     server.stop().await?;
     scratch.remove().await?;
     write_json(
-        args.json.as_deref(),
-        &json!({"command": "locomo", "backend": backend, "facts": fact_count, "embeddings": args.embeddings.on(), "rows": rows}),
+        args.served.json.as_deref(),
+        &json!({"command": "locomo", "backend": backend, "facts": fact_count, "embeddings": args.served.embeddings.on(), "rows": rows}),
     )
 }
 

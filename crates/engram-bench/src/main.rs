@@ -82,6 +82,19 @@ struct Database {
     database_url: Option<String>,
 }
 
+/// The flags of a benchmark that loads facts and serves them: its database, whether it
+/// recalls by meaning, and where its results are written too.
+#[derive(Args)]
+struct Served {
+    #[command(flatten)]
+    database: Database,
+    #[command(flatten)]
+    embeddings: Embeddings,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
 /// Whether the Engram a benchmark starts recalls by meaning.
 #[derive(Args, Default)]
 struct Embeddings {

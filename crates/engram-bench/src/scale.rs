@@ -13,7 +13,6 @@
 //! timed: facts per second) and the scenarios with a query recall by meaning too, the
 //! query's embedding included in their latency.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +28,7 @@ use engram::{
 use serde_json::json;
 
 use crate::drive::{Budget, Outcome, drive, succeeds};
-use crate::{Database, Embeddings, Server, write_json};
+use crate::{Served, Server, write_json};
 
 pub const TENANT: &str = "bench";
 pub const AGENT: &str = "bench-bot";
@@ -59,12 +58,7 @@ pub struct ScaleArgs {
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
     #[command(flatten)]
-    database: Database,
-    #[command(flatten)]
-    embeddings: Embeddings,
-    /// Also write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
+    served: Served,
 }
 
 /// What one scenario asks: the path of request `i`.
@@ -74,7 +68,7 @@ pub type PathOf = Box<dyn Fn(usize) -> String + Send + Sync>;
 const WARM_UP: usize = 100;
 
 pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
-    let (store, scratch) = args.database.open().await?;
+    let (store, scratch) = args.served.database.open().await?;
     let started = Instant::now();
     load(&store, args).await?;
     let total = args.users * args.facts_per_user + 2 * CAPPED_FACTS;
@@ -88,10 +82,10 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let backend = store.backend();
     store.close().await;
 
-    let server = scratch.serve(&args.embeddings).await?;
+    let server = scratch.serve(&args.served.embeddings).await?;
     let base = server.base.clone();
     let (client, token) = with_memory(&server).await?;
-    let backfill = if args.embeddings.on() { Some(server.backfilled(total).await?) } else { None };
+    let backfill = if args.served.embeddings.on() { Some(server.backfilled(total).await?) } else { None };
 
     let users = args.users.max(1);
     let user = move |i: usize| format!("/api/agents/{AGENT}/users/user-{}", (i * 7919) % users);
@@ -143,11 +137,11 @@ pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     server.stop().await?;
     scratch.remove().await?;
     write_json(
-        args.json.as_deref(),
+        args.served.json.as_deref(),
         &json!({
             "command": "scale", "backend": backend, "facts": total, "users": args.users,
             "facts_per_user": args.facts_per_user, "concurrency": args.concurrency, "rows": rows,
-            "embeddings": args.embeddings.on(), "backfill_facts_per_s": backfill,
+            "embeddings": args.served.embeddings.on(), "backfill_facts_per_s": backfill,
         }),
     )
 }

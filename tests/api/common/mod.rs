@@ -203,9 +203,16 @@ fn replace_db_name(url: &str, name: &str) -> String {
     }
 }
 
-pub struct TestApp {
+/// Where the API answers and the client that speaks to it: what a test calls, whether the
+/// app runs in the test ([`TestApp`], which derefs to it) or as a process of its own.
+#[derive(Clone)]
+pub struct Api {
     pub base: String,
     pub client: reqwest::Client,
+}
+
+pub struct TestApp {
+    pub api: Api,
     pub db: TestDb,
     pub extra: Vec<String>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -221,6 +228,14 @@ impl TestApp {
     pub async fn spawn_with(backend: Backend, extra: &[&str]) -> TestApp {
         let db = TestDb::fresh(backend).await;
         Self::start(db, extra.iter().map(|s| s.to_string()).collect()).await
+    }
+
+    /// Starts the app with `extra` flags and memory on for agent `concierge` of tenant
+    /// `acme` ([`Api::enable_memory`]): where the tests of what memory does begin.
+    pub async fn spawn_with_memory(backend: Backend, extra: &[&str]) -> TestApp {
+        let app = Self::spawn_with(backend, extra).await;
+        app.enable_memory("acme", "concierge").await;
+        app
     }
 
     pub async fn start(db: TestDb, extra: Vec<String>) -> TestApp {
@@ -248,14 +263,7 @@ impl TestApp {
         let task = tokio::spawn(app.run(async move {
             let _ = rx.await;
         }));
-        TestApp {
-            base: format!("http://{addr}"),
-            client: reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client"),
-            db,
-            extra,
-            shutdown: Some(tx),
-            task: Some(task),
-        }
+        TestApp { api: Api::at(format!("http://{addr}")), db, extra, shutdown: Some(tx), task: Some(task) }
     }
 
     /// Stops the app gracefully and starts a new one on the same database.
@@ -271,6 +279,21 @@ impl TestApp {
         if let Some(task) = self.task.take() {
             task.await.expect("app task").expect("app ran cleanly");
         }
+    }
+}
+
+impl std::ops::Deref for TestApp {
+    type Target = Api;
+
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
+impl Api {
+    /// A client of the API at `base` (`http://host:port`).
+    pub fn at(base: String) -> Api {
+        Api { base, client: reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client") }
     }
 
     pub async fn call(
@@ -373,6 +396,20 @@ impl TestApp {
         let settings = json!({"memory_enabled": true, "extract_every_user_turns": null});
         let (status, _) = self.put(&format!("/api/agents-config/{agent}"), &admin(tenant), settings).await;
         assert_eq!(status, StatusCode::OK);
+    }
+
+    /// The Prometheus text `/metrics` answers with.
+    pub async fn metrics(&self) -> String {
+        let (_, metrics) = self.call(Method::GET, "/metrics", None, None).await;
+        metrics.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// `/metrics` holds each of `series` (a name with its labels).
+    pub async fn assert_metrics(&self, series: &[&str]) {
+        let metrics = self.metrics().await;
+        for series in series {
+            assert!(metrics.contains(series), "{series} missing from /metrics");
+        }
     }
 }
 
@@ -533,14 +570,13 @@ pub async fn spawn_with_blocking_llm(backend: Backend, extra: &[&str]) -> (TestA
         vec!["--extractor", "openai", "--llm-base-url", &base, "--llm-model", "m", "--llm-timeout-secs", "60"];
     args.extend_from_slice(&["--job-poll-ms", "50"]);
     args.extend_from_slice(extra);
-    let app = TestApp::spawn_with(backend, &args).await;
-    app.enable_memory("acme", "concierge").await;
+    let app = TestApp::spawn_with_memory(backend, &args).await;
     (app, llm)
 }
 
 /// Creates a conversation, appends user turns with assistant replies, ends it, and
 /// returns the end response.
-pub async fn converse(app: &TestApp, agent_id: &str, user: &str, turns: &[&str]) -> (String, Value) {
+pub async fn converse(app: &Api, agent_id: &str, user: &str, turns: &[&str]) -> (String, Value) {
     let token = agent("acme");
     let (status, conversation) =
         app.post("/api/conversations", &token, json!({"agent_id": agent_id, "external_ref": user})).await;
@@ -560,7 +596,7 @@ pub async fn converse(app: &TestApp, agent_id: &str, user: &str, turns: &[&str])
 }
 
 /// Waits until the job reaches one of `states` and returns it.
-pub async fn job_reaching(app: &TestApp, job_id: &str, states: &[&str], timeout: Duration) -> Value {
+pub async fn job_reaching(app: &Api, job_id: &str, states: &[&str], timeout: Duration) -> Value {
     let token = admin("acme");
     let found = eventually(timeout, || async {
         let (_, job) = app.get(&format!("/api/jobs/{job_id}"), &token).await;
@@ -580,4 +616,18 @@ pub async fn job_reaching(app: &TestApp, job_id: &str, states: &[&str], timeout:
 pub fn job_id(ended: &Value) -> String {
     assert_eq!(ended["extraction"]["queued"], true, "{ended}");
     ended["extraction"]["job_id"].as_str().expect("job id").to_string()
+}
+
+/// Waits until the webhook subscription's delivery of `event_id` is in `status`.
+pub async fn delivery_reaching(app: &Api, subscription: &str, event_id: i64, status: &str, within: Duration) -> Value {
+    let path = format!("/api/webhooks/{subscription}/deliveries/{event_id}");
+    let found = eventually(within, || async {
+        let (_, delivery) = app.get(&path, &admin("acme")).await;
+        (delivery["status"] == status).then_some(delivery)
+    })
+    .await;
+    match found {
+        Some(delivery) => delivery,
+        None => panic!("delivery never {status}: {}", app.get(&path, &admin("acme")).await.1),
+    }
 }

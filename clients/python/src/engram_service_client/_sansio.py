@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from ._base import Call, CallBuilder, Operations
 from .client import AsyncEngram, Engram
@@ -76,6 +76,15 @@ LOG = logging.getLogger("engram_service_client")
 def _warn(error: EngramError) -> None:
     # The code only: an error's message may quote what the person said.
     LOG.warning("engram: answering without memory (%s)", error.code)
+
+
+class FailOpenOptions(TypedDict, total=False):
+    """The keyword arguments each adapter takes for its :class:`FailOpen`, whose defaults
+    apply to those left out."""
+
+    on_engram_error: OnEngramError
+    memory_timeout: float
+    on_error: Callable[[EngramError], None] | None
 
 
 @dataclass(frozen=True)

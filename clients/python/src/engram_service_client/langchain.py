@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ._sansio import FailOpen, OnEngramError, Steps, calls, every
+from ._sansio import FailOpen, FailOpenOptions, Steps, calls, every
 from .client import AsyncEngram, Engram
 from .errors import EngramError
 from .models import Message
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
@@ -81,16 +84,13 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
         client: Engram,
         conversation_id: str | None,
         aclient: AsyncEngram | None = None,
-        *,
-        on_engram_error: OnEngramError = "raise",
-        memory_timeout: float = 2.0,
-        on_error: Callable[[EngramError], None] | None = None,
+        **fail_open: Unpack[FailOpenOptions],
     ) -> None:
         self.client = client
         self.aclient = aclient
         # None: the conversation could not be found for an outage passed over (``for_key``).
         self.conversation_id = conversation_id
-        self.fail_open = FailOpen(on_engram_error, memory_timeout, on_error)
+        self.fail_open = FailOpen(**fail_open)
 
     @classmethod
     def for_key(
@@ -99,17 +99,13 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
         agent_id: str,
         external_ref: str,
         key: str,
-        *,
-        on_engram_error: OnEngramError = "raise",
-        memory_timeout: float = 2.0,
-        on_error: Callable[[EngramError], None] | None = None,
+        **fail_open: Unpack[FailOpenOptions],
     ) -> EngramChatMessageHistory:
         """The history of the conversation the client calls ``key``, created on first use.
         Keys are unique per agent: one naming another person's conversation raises ``conflict``
         here, before any model is called, whatever ``on_engram_error`` says."""
-        fail_open = FailOpen(on_engram_error, memory_timeout, on_error)
-        conversation_id = fail_open.run(client, _resolve(agent_id, external_ref, key), None, read=True)
-        return cls(client, conversation_id, on_engram_error=on_engram_error, memory_timeout=memory_timeout, on_error=on_error)
+        conversation_id = FailOpen(**fail_open).run(client, _resolve(agent_id, external_ref, key), None, read=True)
+        return cls(client, conversation_id, **fail_open)
 
     def _read(self) -> Steps[list[BaseMessage]]:
         if self.conversation_id is None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -28,10 +28,13 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from ._sansio import FailOpen, OnEngramError, Steps, calls, every
+from ._sansio import FailOpen, FailOpenOptions, Steps, calls, every
 from .client import AsyncEngram, Engram
 from .errors import EngramError
 from .models import Fact
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 KEY_TAG = "key:"
 
@@ -168,14 +171,11 @@ class EngramStore(BaseStore):
         self,
         client: Engram,
         aclient: AsyncEngram | None = None,
-        *,
-        on_engram_error: OnEngramError = "raise",
-        memory_timeout: float = 2.0,
-        on_error: Callable[[EngramError], None] | None = None,
+        **fail_open: Unpack[FailOpenOptions],
     ) -> None:
         self.client = client
         self.aclient = aclient
-        self.fail_open = FailOpen(on_engram_error, memory_timeout, on_error)
+        self.fail_open = FailOpen(**fail_open)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [self.fail_open.run(self.client, _steps(op), _nothing(op), read=_reads(op)) for op in ops]
