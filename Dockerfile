@@ -17,13 +17,18 @@ WORKDIR /src
 # change, not on every source edit. Empty targets stand in for the crate's own code.
 COPY Cargo.toml Cargo.lock ./
 COPY crates/engram-domain/Cargo.toml ./crates/engram-domain/
+COPY crates/engram-remote/Cargo.toml ./crates/engram-remote/
 COPY crates/engram-store/Cargo.toml ./crates/engram-store/
+COPY crates/engram-extract/Cargo.toml ./crates/engram-extract/
+COPY crates/engram-embed/Cargo.toml ./crates/engram-embed/
 COPY crates/engram-bench/Cargo.toml ./crates/engram-bench/
 # Build settings of the dependencies (the bundled SQLite's flags).
 COPY .cargo ./.cargo
-RUN mkdir -p src crates/engram-domain/src crates/engram-store/src crates/engram-bench/src crates/engram-bench/benches \
+RUN mkdir -p src crates/engram-domain/src crates/engram-remote/src crates/engram-store/src \
+    crates/engram-extract/src crates/engram-embed/src crates/engram-bench/src crates/engram-bench/benches \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs crates/engram-domain/src/lib.rs crates/engram-store/src/lib.rs \
+ && touch src/lib.rs crates/engram-domain/src/lib.rs crates/engram-remote/src/lib.rs crates/engram-store/src/lib.rs \
+    crates/engram-extract/src/lib.rs crates/engram-embed/src/lib.rs \
  && echo 'fn main() {}' > crates/engram-bench/src/main.rs \
  && echo 'fn main() {}' > crates/engram-bench/benches/memory_context.rs \
  && cargo build --release --locked --bin engram \

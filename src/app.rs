@@ -13,7 +13,6 @@ use crate::{
     auth::{Authenticator, Guard, KeySource, rate_limit::RateLimiter},
     config::{CoreConfig, MIN_SECRET_BYTES, Secret, ServeConfig},
     crypto,
-    embed::Embedder,
     extract::Extractor,
     http,
     service::{AppState, Shared, facts_changed, recall_counts::RecallCounts},
@@ -92,8 +91,8 @@ impl App {
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on ENGRAM_BIND {}: {e}", config.bind))?;
-        let extractor = Arc::new(Extractor::from_config(&config)?);
-        let embedder = Arc::new(Embedder::from_config(&config)?);
+        let extractor = Arc::new(config.build_extractor()?);
+        let embedder = Arc::new(config.build_embedder()?);
         let rate_limiter = RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst()).map(Arc::new);
         let guard = Guard { authenticator: Arc::new(auth), rate_limiter };
         let state = AppState::new(Shared {

@@ -21,6 +21,11 @@ use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, ValueEnum};
 
+use crate::{
+    embed::{Embedder, local::Local, openai::OpenAi as OpenAiEmbedder},
+    extract::{DEFAULT_LLM_MAX_TOKENS, Extractor, ResponseFormatKind, anthropic::Anthropic, openai::OpenAi},
+};
+
 /// A secret whose `Debug` never prints it, so settings can be logged whole.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(pub String);
@@ -61,17 +66,6 @@ pub enum ExtractorKind {
     Anthropic,
 }
 
-/// The `response_format` the OpenAI-compatible extractor sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ResponseFormatKind {
-    /// `{"type": "json_schema", …}`: OpenAI, vLLM, recent Ollama.
-    JsonSchema,
-    /// `{"type": "json_object", "schema": …}`: llama.cpp's server.
-    JsonObjectSchema,
-    /// `{"type": "json_object"}`: any JSON, the shape only asked for in the prompt.
-    JsonObject,
-}
-
 /// What the worker does when an LLM extractor gives up on a conversation
 /// (`ENGRAM_LLM_FALLBACK`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -103,13 +97,6 @@ fn parse_tenant_budgets(value: &str) -> Result<TenantBudgets, String> {
         "expected a JSON object of tenant ids to a number of tokens or null, e.g. {\"acme\": 200000}".to_owned()
     })
 }
-
-/// The default completion limit of an extraction, in tokens: about eleven `add`
-/// operations of a short fact each (some 33 tokens apiece), more than a conversation
-/// usually states. A small local model answers it in about 7 s at ~57 tokens/s (a cut
-/// answer keeps its complete operations), where the former 1 024 took 18 s, 36 s for the
-/// second of two jobs queued on one server: past the 30 s timeout.
-pub const DEFAULT_LLM_MAX_TOKENS: u32 = 384;
 
 /// How facts and queries are embedded for recall by meaning (`ENGRAM_EMBEDDINGS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -553,6 +540,54 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
     let number: u64 =
         number.trim().parse().map_err(|_| format!("`{value}` is not a duration such as 7d, 12h or 3600"))?;
     number.checked_mul(seconds_per).map(Duration::from_secs).ok_or_else(|| format!("`{value}` is too long"))
+}
+
+impl ServeConfig {
+    /// The extractor the settings name.
+    pub fn build_extractor(&self) -> anyhow::Result<Extractor> {
+        let client = || {
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(self.llm_timeout_secs))
+                .build()
+                .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
+        };
+        let key = self.llm_api_key.as_ref().map(|k| k.0.clone());
+        let model = self.llm_model.clone().unwrap_or_default();
+        Ok(match self.extractor {
+            ExtractorKind::Builtin => Extractor::Builtin,
+            ExtractorKind::Openai => {
+                let base = self.llm_base_url.clone().unwrap_or_else(|| "https://api.openai.com/v1".into());
+                Extractor::OpenAi(
+                    OpenAi::new(client()?, base, key, model)
+                        .with_response_format(self.llm_response_format)
+                        .with_max_tokens(self.llm_max_tokens),
+                )
+            }
+            ExtractorKind::Anthropic => {
+                let base = self.llm_base_url.clone().unwrap_or_else(|| "https://api.anthropic.com".into());
+                Extractor::Anthropic(Anthropic::new(client()?, base, key, model).with_max_tokens(self.llm_max_tokens))
+            }
+        })
+    }
+
+    /// The embedder the settings name. The local model is not loaded here (its files may
+    /// still have to be fetched): see [`Local::load`].
+    pub fn build_embedder(&self) -> anyhow::Result<Embedder> {
+        Ok(match self.embeddings {
+            EmbeddingsKind::Off => Embedder::Off,
+            EmbeddingsKind::Local => Embedder::Local(Local::new(self.embedding_model_dir())),
+            EmbeddingsKind::Openai => {
+                let client = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(self.embedding_timeout_secs))
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+                let base = self.embedding_base_url.clone().unwrap_or_else(|| "https://api.openai.com/v1".into());
+                let key = self.embedding_api_key.as_ref().map(|k| k.0.clone());
+                let model = self.embedding_model.clone().unwrap_or_default();
+                Embedder::OpenAi(OpenAiEmbedder::new(client, base, key, model))
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -5,11 +5,12 @@
 //! app                       builds and runs everything
 //! http, admin, worker       the doors: REST and tool calls, the panel, jobs
 //! service                   one home for each operation the doors share, and the state
-//! auth, extract, embed,    tokens; conversations → facts; texts → vectors;
-//! store                     SQL: the `engram-store` crate
+//! auth                      tokens, scopes, the rate limit
 //! telemetry                 logs and metrics
-//! config, error,            settings, the API error, calls to other servers
-//! remote_servers
+//! config                    settings, and the extractor and embedder they name
+//! extract, embed, store     conversations → facts; texts → vectors; SQL: the
+//!                           `engram-extract`, `engram-embed`, `engram-store` crates
+//! error, remote_servers     the API error; calls to other servers (`engram-remote`)
 //! domain, crypto            pure rules and types, hashes and secrets: the
 //!                           `engram-domain` crate
 //! ```
@@ -32,24 +33,25 @@ mod tests {
     use std::{collections::BTreeSet, fs, path::Path};
 
     /// Each top-level module's layer; higher layers use lower ones. `domain` and `crypto`
-    /// are the `engram-domain` crate and `store` the `engram-store` crate, re-exported under
-    /// their names: the compiler already keeps them from using anything of the server's.
+    /// (`engram-domain`), `remote_servers` (`engram-remote`), `extract`, `embed` and `store`
+    /// are crates of their own, re-exported under these names: the compiler already keeps
+    /// them from using anything of the server's.
     const LAYERS: &[(&str, u8)] = &[
         ("crypto", 0),
         ("domain", 0),
-        ("config", 1),
-        ("error", 1),
         ("remote_servers", 1),
-        ("telemetry", 2),
-        ("auth", 3),
-        ("extract", 3),
-        ("embed", 3),
-        ("store", 3),
-        ("service", 4),
-        ("http", 5),
-        ("worker", 5),
-        ("admin", 5),
-        ("app", 6),
+        ("error", 1),
+        ("extract", 2),
+        ("embed", 2),
+        ("store", 2),
+        ("config", 3),
+        ("telemetry", 4),
+        ("auth", 5),
+        ("service", 6),
+        ("http", 7),
+        ("worker", 7),
+        ("admin", 7),
+        ("app", 8),
     ];
 
     fn layer(module: &str) -> Option<u8> {

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use engram::config::ResponseFormatKind;
+use engram::extract::ResponseFormatKind;
 use engram::extract::openai::OpenAi;
 use engram::extract::{ExtractError, Extraction, Usage};
 use serde_json::{Value, json};

@@ -436,7 +436,7 @@ async fn through_api(
         extra.extend(["--extractor", "builtin"].map(str::to_owned));
     }
     let server = scratch.serve_with(&Embeddings::default(), &extra).await?;
-    let extractor = engram::extract::Extractor::from_config(&server.state.config)?.name();
+    let extractor = server.state.config.build_extractor()?.name();
     anyhow::ensure!(
         !llm || extractor != "builtin",
         "--llm needs an LLM extractor: set ENGRAM_EXTRACTOR and its ENGRAM_LLM_… settings"

@@ -1,6 +1,6 @@
 //! `train-extraction --msc DIR`: trains the built-in extractor's clause model, a logistic
 //! regression over the hashed features of each clause no rule reads, and writes the
-//! weights file the extractor builds in (`src/extract/builtin/clause_model.bin`).
+//! weights file the extractor builds in (`crates/engram-extract/src/builtin/clause_model.bin`).
 //!
 //! A clause is a positive example when its restatement matches one of the speaker's gold
 //! persona sentences by the scorer's own test (content-word F1 ≥ 0.5). Only the dialogues
@@ -24,7 +24,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "DIR")]
     msc: PathBuf,
     /// Where to write the weights.
-    #[arg(long, value_name = "FILE", default_value = "src/extract/builtin/clause_model.bin")]
+    #[arg(long, value_name = "FILE", default_value = "crates/engram-extract/src/builtin/clause_model.bin")]
     out: PathBuf,
     /// Passes over the training examples. 12 passes with an L2 of 0.01 scored the hold-out
     /// half 0.379 where 6 with 0.03 scored 0.377 (of six settings tried, the others in

@@ -9,7 +9,7 @@ use super::clauses::YES;
 use super::lexicon::{PASSING_PLACES, in_list, is_number};
 use super::phrase::fact;
 use super::tokens::Tok;
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 /// Relatives one has or not (everyone has parents, so "my mom" states nothing), the people
 /// one lives with, and pets. Nouns as often used for something else ("lab", "mouse",

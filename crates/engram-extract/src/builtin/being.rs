@@ -7,7 +7,7 @@ use super::names::name_fact;
 use super::phrase::{fact, lower_words, mentions_job, object_end, with_object};
 use super::tokens::Tok;
 use super::wants::match_want;
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 pub(super) fn match_was(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);

@@ -34,13 +34,7 @@ impl Anthropic {
     pub fn new(client: reqwest::Client, base_url: String, api_key: Option<String>, model: String) -> Self {
         let base_url = base_url.trim_end_matches('/');
         let base_url = base_url.strip_suffix("/v1").unwrap_or(base_url);
-        Self {
-            client,
-            base_url: base_url.to_owned(),
-            api_key,
-            model,
-            max_tokens: crate::config::DEFAULT_LLM_MAX_TOKENS,
-        }
+        Self { client, base_url: base_url.to_owned(), api_key, model, max_tokens: crate::DEFAULT_LLM_MAX_TOKENS }
     }
 
     /// The longest answer an extraction may have, in tokens (the default unless set).

@@ -5,7 +5,7 @@
 use super::lexicon::*;
 use super::phrase::fact;
 use super::tokens::Tok;
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 const TITLES: &[&str] = &["dr", "mr", "mrs", "ms", "miss", "prof"];
 

@@ -106,7 +106,7 @@ fn content_stems(stemmer: &Stemmer, text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extract::Turn;
+    use crate::Turn;
 
     fn request(turns: &[(Role, &str)]) -> ExtractionRequest {
         let turns = turns

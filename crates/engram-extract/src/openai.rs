@@ -11,7 +11,7 @@ use super::{
     ExtractError, Extraction, ExtractionRequest, KnownFact, MAX_SUMMARY_TOKENS, SummaryRequest, Usage,
     parse::parse_operations, prompt, summary_prompt,
 };
-use crate::config::ResponseFormatKind;
+use crate::ResponseFormatKind;
 
 /// An extractor that talks to an OpenAI-compatible `/chat/completions` endpoint.
 pub struct OpenAi {
@@ -37,7 +37,7 @@ impl OpenAi {
             api_key,
             model,
             format: ResponseFormatKind::JsonObject,
-            max_tokens: crate::config::DEFAULT_LLM_MAX_TOKENS,
+            max_tokens: crate::DEFAULT_LLM_MAX_TOKENS,
             schema_refused: AtomicBool::new(false),
         }
     }

@@ -10,6 +10,10 @@
 
 use std::time::Duration;
 
+/// The domain crate, under the name the server's layers know it by.
+use engram_domain as domain;
+use engram_remote as remote_servers;
+
 mod bert;
 pub mod fetch;
 pub mod local;
@@ -41,26 +45,6 @@ pub enum Embedder {
 }
 
 impl Embedder {
-    /// The embedder the settings name. The local model is not loaded here (its files may
-    /// still have to be fetched): see [`local::Local::load`].
-    pub fn from_config(config: &crate::config::ServeConfig) -> anyhow::Result<Embedder> {
-        use crate::config::EmbeddingsKind;
-        Ok(match config.embeddings {
-            EmbeddingsKind::Off => Embedder::Off,
-            EmbeddingsKind::Local => Embedder::Local(local::Local::new(config.embedding_model_dir())),
-            EmbeddingsKind::Openai => {
-                let client = reqwest::Client::builder()
-                    .timeout(Duration::from_secs(config.embedding_timeout_secs))
-                    .build()
-                    .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
-                let base = config.embedding_base_url.clone().unwrap_or_else(|| "https://api.openai.com/v1".into());
-                let key = config.embedding_api_key.as_ref().map(|k| k.0.clone());
-                let model = config.embedding_model.clone().unwrap_or_default();
-                Embedder::OpenAi(openai::OpenAi::new(client, base, key, model))
-            }
-        })
-    }
-
     /// Makes the local model ready, in the background of `serve`: fetches its files when
     /// missing (see [`fetch`]), then loads them. Until it is ready, and if it never is
     /// (offline), recall is full text only; that is said once, here, with how to provide

@@ -15,7 +15,7 @@ use std::{
 use aws_lc_rs::digest;
 
 use super::local::MODEL_FILES;
-use crate::{crypto::hex, remote_servers};
+use crate::{domain::crypto::hex, remote_servers};
 
 /// The public Python package index's simple API.
 pub const DEFAULT_INDEX_URL: &str = "https://pypi.org/simple/";

@@ -8,7 +8,7 @@ use super::names::{name_fact, name_words};
 use super::phrase::{fact, lower_words, object_end, render, with_object};
 use super::tokens::Tok;
 use super::verbs::{match_former_work, match_i, match_live};
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 /// The fact one clause states about the user, if any. `after_greeting` says the sentence
 /// before was a bare greeting ("Hi! I'm Bob."), which makes a capitalised word a name.

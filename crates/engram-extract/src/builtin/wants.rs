@@ -4,7 +4,7 @@
 use super::lexicon::*;
 use super::phrase::{lower_words, object_end, with_object};
 use super::tokens::Tok;
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 pub(super) fn match_want(c: &[Tok], rest: usize) -> Option<ExtractedFact> {
     let w = lower_words(c, 0);

@@ -15,7 +15,7 @@ use super::clauses::AUXILIARIES;
 use super::lexicon::{in_list, is_past, never_a_verb};
 use super::phrase::{fact, lower_words, object, tags_for, third_person};
 use super::tokens::Tok;
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 /// The score of such a fact: the service's default `min_confidence`, so that it is stored
 /// by default and dropped first by an agent that asks for more certainty. Measured on the

@@ -5,7 +5,7 @@
 use super::clauses::LEAD_WORDS;
 use super::lexicon::*;
 use super::tokens::Tok;
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 /// Longest fact these rules write. Facts are meant to be glanced at in a prompt; anything
 /// longer is a paraphrase of a whole message rather than a fact. (The domain's own
@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn the_users_own_words_in_the_third_person() {
-        let span = crate::extract::builtin::tokens::tokenize("my loans I am paying back, which I was told");
+        let span = crate::builtin::tokens::tokenize("my loans I am paying back, which I was told");
         assert_eq!(render(&span, false), "their loans they are paying back, which they were told");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::clause_model::ClauseModel;
 use super::{Candidate, read};
-use crate::extract::{ExtractedFact, ExtractionRequest};
+use crate::{ExtractedFact, ExtractionRequest};
 
 pub use super::clause_model::ClauseModel as Model;
 pub use super::features::BITS;

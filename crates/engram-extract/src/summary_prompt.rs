@@ -63,7 +63,7 @@ pub fn parse_summary(text: &str, ending: Ending) -> Result<String, ExtractError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{domain::message::Role, extract::Turn};
+    use crate::{Turn, domain::message::Role};
 
     #[test]
     fn the_user_prompt_quotes_the_summary_and_clips_long_messages() {

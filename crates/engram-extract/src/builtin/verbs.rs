@@ -15,7 +15,7 @@ use super::phrase::{
 use super::statement::plain_statement;
 use super::tokens::Tok;
 use super::wants::match_want;
-use crate::extract::ExtractedFact;
+use crate::ExtractedFact;
 
 /// A clause that starts with "I": adverbs are skipped, negations go to their own few
 /// rules, and the verb picks the rule.

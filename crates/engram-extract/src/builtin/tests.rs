@@ -1,7 +1,7 @@
 //! The builtin extractor's behaviour, one test per rule or guard, on whole requests.
 
 use super::*;
-use crate::extract::Turn;
+use crate::Turn;
 use phrase::MAX_BUILTIN_FACT_CHARS;
 
 fn request(turns: &[(Role, &str)], from_seq: i64) -> ExtractionRequest {
