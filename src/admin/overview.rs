@@ -32,13 +32,7 @@ pub struct Done {
 }
 
 pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Query<Done>) -> AdminResult {
-    let ready = match health::ready(&state).await {
-        Ok(ready) => ready,
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            false
-        }
-    };
+    let ready = health::ready(&state).await.is_ok();
     let config = &state.config;
     let extractor = config.extractor.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
     let model = (config.extractor != crate::config::ExtractorKind::Builtin).then(|| config.llm_model.clone()).flatten();

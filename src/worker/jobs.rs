@@ -5,7 +5,11 @@
 
 use std::time::Duration;
 
-use crate::{extract::ExtractError, service::AppState, store::jobs::queue::ClaimedJob};
+use crate::{
+    extract::ExtractError,
+    service::{AppState, error::ServiceError},
+    store::jobs::queue::ClaimedJob,
+};
 
 /// How a job of any kind ended one attempt.
 #[derive(Debug, PartialEq)]
@@ -56,6 +60,13 @@ impl From<sqlx::Error> for Failure {
         // sqlx errors name tables and constraints, never bound values.
         let database_unavailable = crate::service::error::is_unavailable(&error);
         Failure { message: format!("database error: {error}"), retry_after: None, database_unavailable }
+    }
+}
+
+impl From<ServiceError> for Failure {
+    fn from(error: ServiceError) -> Failure {
+        let database_unavailable = matches!(error, ServiceError::Unavailable(_));
+        Failure { message: error.for_log(), retry_after: None, database_unavailable }
     }
 }
 
