@@ -4,9 +4,8 @@
 use askama::Template;
 use axum::extract::{Query, State};
 use clap::ValueEnum;
-use serde::Deserialize;
 
-use super::{AdminResult, Layout, render, session::Operator};
+use super::{AdminResult, Done, Layout, render, session::Operator};
 use crate::{
     auth::Scope,
     service::{AppState, health, jobs},
@@ -24,11 +23,6 @@ struct Overview {
     workers: usize,
     /// `None` without the `admin` scope (the jobs API needs it).
     job_counts: Option<Vec<(&'static str, i64)>>,
-}
-
-#[derive(Deserialize)]
-pub struct Done {
-    done: Option<String>,
 }
 
 pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Query<Done>) -> AdminResult {
