@@ -86,4 +86,15 @@ mod tests {
         assert_eq!(Failure::from(ExtractError::TimedOut { after }).retry_after, Some(after));
         assert_eq!(Failure::from(ExtractError::Transient("HTTP 503".into())).retry_after, None);
     }
+
+    /// A service call that met a busy database gives the attempt back; a bug is a failure
+    /// whose message keeps its cause for the job's `last_error`.
+    #[test]
+    fn a_busy_database_behind_a_service_call_is_told_from_a_bug() {
+        let busy = Failure::from(ServiceError::from(sqlx::Error::PoolTimedOut));
+        assert!(busy.database_unavailable, "{}", busy.message);
+        let bug = Failure::from(ServiceError::from(sqlx::Error::RowNotFound));
+        assert!(!bug.database_unavailable);
+        assert!(bug.message.contains("database query failed"), "{}", bug.message);
+    }
 }
