@@ -7,7 +7,7 @@ use axum::extract::{Query, State};
 use serde::Deserialize;
 
 use super::{
-    AdminPath, AdminResult, Layout, Switch, encode_segment,
+    AdminPath, AdminResult, Done, Layout, Switch, encode_segment,
     forms::FieldErrors,
     render, see_other,
     session::{Guarded, Operator},
@@ -231,11 +231,6 @@ struct AgentPage {
     can_change: bool,
     values: SettingsValues,
     errors: FieldErrors,
-}
-
-#[derive(Deserialize)]
-pub struct Done {
-    done: Option<String>,
 }
 
 pub async fn show(

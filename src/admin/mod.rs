@@ -105,6 +105,13 @@ pub struct Layout {
     pub notice: Option<&'static str>,
 }
 
+/// The query of a page a form's post sends the operator back to: `done` names the
+/// notice of what the form did ([`Layout::notice`]).
+#[derive(serde::Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
 /// Why a panel request failed, rendered as an HTML page (or a redirect to sign in).
 #[derive(Debug)]
 pub enum AdminError {

@@ -4,9 +4,8 @@
 use askama::Template;
 use axum::extract::{Query, State};
 use clap::ValueEnum;
-use serde::Deserialize;
 
-use super::{AdminResult, Layout, render, session::Operator};
+use super::{AdminResult, Done, Layout, render, session::Operator};
 use crate::{
     auth::Scope,
     service::{AppState, health, jobs},
@@ -26,19 +25,8 @@ struct Overview {
     job_counts: Option<Vec<(&'static str, i64)>>,
 }
 
-#[derive(Deserialize)]
-pub struct Done {
-    done: Option<String>,
-}
-
 pub async fn page(State(state): State<AppState>, operator: Operator, Query(q): Query<Done>) -> AdminResult {
-    let ready = match health::ready(&state).await {
-        Ok(ready) => ready,
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            false
-        }
-    };
+    let ready = health::ready(&state).await.is_ok();
     let config = &state.config;
     let extractor = config.extractor.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
     let model = (config.extractor != crate::config::ExtractorKind::Builtin).then(|| config.llm_model.clone()).flatten();

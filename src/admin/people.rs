@@ -14,7 +14,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{
-    AdminError, AdminPath, AdminResult, Layout, Switch, encode_segment,
+    AdminError, AdminPath, AdminResult, Done, Layout, Switch, encode_segment,
     forms::FieldErrors,
     render, see_other,
     session::{Guarded, NoFields, Operator},
@@ -708,11 +708,6 @@ struct ReceiptPage {
     deleted: ErasedCounts,
     completed: String,
     purged: String,
-}
-
-#[derive(Deserialize)]
-pub struct Done {
-    done: Option<String>,
 }
 
 pub async fn receipt(

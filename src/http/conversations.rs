@@ -35,7 +35,6 @@ use crate::{
     service::{
         AppState, ConversationFilter, EndTrigger, Window,
         conversations::{self, message_error},
-        error::ServiceError,
     },
 };
 
@@ -366,9 +365,7 @@ async fn end_conversation(
     Ctx { state, caller }: Ctx<MemoryWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Ended>, ApiError> {
-    let ended = conversations::end(&state, &caller.tenant, id, EndTrigger::Request, Actor::Api)
-        .await
-        .map_err(ServiceError::from)?
-        .ok_or(NOT_FOUND)?;
+    let ended =
+        conversations::end(&state, &caller.tenant, id, EndTrigger::Request, Actor::Api).await?.ok_or(NOT_FOUND)?;
     Ok(Json(ended))
 }

@@ -25,14 +25,8 @@ async fn healthz() -> Json<Value> {
 /// Readiness: 200 when the database answers and every migration is applied, else 503.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "Ready", body = Value), (status = 503, description = "Database unreachable or not migrated", body = crate::error::ErrorBody)))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    match health::ready(&state).await {
-        Ok(true) => Ok(Json(json!({"status": "ready", "database": health::database(&state)}))),
-        Ok(false) => Err(ApiError::Unavailable("the database is unavailable or not migrated")),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            Err(ApiError::Unavailable("the database is unavailable or not migrated"))
-        }
-    }
+    health::ready(&state).await?;
+    Ok(Json(json!({"status": "ready", "database": health::database(&state)})))
 }
 
 /// Prometheus metrics: HTTP requests and latency by route and status, jobs, extraction

@@ -17,7 +17,6 @@ use crate::{
     },
     service::error::ServiceError,
     store::{
-        self,
         conversations::{ConversationFilter, Created, EndTrigger},
         messages::{AppendOutcome, Window},
     },
@@ -81,7 +80,7 @@ pub async fn end(
     id: Uuid,
     trigger: EndTrigger,
     actor: Actor,
-) -> store::Result<Option<Ended>> {
+) -> Result<Option<Ended>, ServiceError> {
     let ended = state.store.end_conversation(tenant, id, trigger, state.config.default_ai_consent, actor).await?;
     if ended.as_ref().is_some_and(|e| e.extraction.queued) {
         state.job_wakeup.notify_one();

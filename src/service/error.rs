@@ -46,6 +46,16 @@ impl ServiceError {
         ServiceError::Invalid(message.into())
     }
 
+    /// What a log may say of the failure: an internal error's cause chain, why the
+    /// service was unavailable, else only its kind (a message may carry what a client sent).
+    pub fn for_log(&self) -> String {
+        match self {
+            ServiceError::Internal(cause) => format!("{cause:#}"),
+            ServiceError::Unavailable(why) | ServiceError::TooMany(why) => (*why).to_owned(),
+            other => other.kind().to_owned(),
+        }
+    }
+
     /// The failure's meaning as a log field: its message may carry what a client sent.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -155,7 +155,7 @@ async fn embed_now(state: &AppState, fact: &Fact) {
     let Ok(vectors) = state.embedder.embed(std::slice::from_ref(&fact.fact)).await else { return };
     let Some(values) = vectors.first() else { return };
     if let Err(error) = super::vectors::store(state, &model, &[(fact.id, fact.fact.as_str(), &values[..])]).await {
-        tracing::warn!(%error, "a fact's vector was not stored on write; the embedding worker will");
+        tracing::warn!(error = error.for_log(), "a fact's vector was not stored on write; the embedding worker will");
     }
 }
 

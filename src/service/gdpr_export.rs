@@ -81,18 +81,10 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
             out.raw(b",\"working_memory\":");
             out.json(&extras.working_memory)?;
             out.raw(b",\"messages\":[");
-            let (mut after_seq, mut first_message) = (0, true);
-            loop {
-                let messages = reader.messages(conversation.id, after_seq, PAGE).await?;
-                for message in &messages {
-                    out.separator(&mut first_message);
-                    out.json(message)?;
-                }
-                out.flush_if_full().await?;
-                match messages.last() {
-                    Some(last) if is_full(&messages) => after_seq = last.seq,
-                    _ => break,
-                }
+            let (mut after_seq, mut first_message) = (Some(0), true);
+            while let Some(seq) = after_seq {
+                let messages = reader.messages(conversation.id, seq, PAGE).await?;
+                after_seq = out.rows(&mut first_message, &messages, |last| last.seq).await?;
             }
             out.raw(b"]}");
         }
@@ -103,89 +95,42 @@ async fn write_export(reader: &mut ExportReader, consent: &Consent, out: &mut Ou
         }
     }
     out.raw(b"],\"facts\":[");
-    let (mut after, mut first) = (None, true);
-    loop {
-        let page = reader.facts(after, PAGE).await?;
-        for fact in &page {
-            out.separator(&mut first);
-            out.json(fact)?;
-        }
-        out.flush_if_full().await?;
-        match page.last() {
-            Some(last) if is_full(&page) => after = Some(last.id),
-            _ => break,
-        }
+    let (mut after, mut first) = (Some(None), true);
+    while let Some(key) = after {
+        let page = reader.facts(key, PAGE).await?;
+        after = out.rows(&mut first, &page, |last| Some(last.id)).await?;
     }
     out.raw(b"],\"working_memories\":[");
-    let (mut after, mut first) = (None, true);
-    loop {
-        let page = reader.working_memories(after.as_deref(), PAGE).await?;
-        for document in &page {
-            out.separator(&mut first);
-            out.json(document)?;
-        }
-        out.flush_if_full().await?;
-        match page.last() {
-            Some(last) if is_full(&page) => after = Some(last.agent_id.as_str().to_owned()),
-            _ => break,
-        }
+    let (mut after, mut first) = (Some(None), true);
+    while let Some(key) = after {
+        let page = reader.working_memories(key.as_deref(), PAGE).await?;
+        after = out.rows(&mut first, &page, |last| Some(last.agent_id.as_str().to_owned())).await?;
     }
     out.raw(b"],\"fact_versions\":[");
-    let (mut after, mut first) = (None, true);
-    loop {
-        let page = reader.fact_versions(after, PAGE).await?;
-        for version in &page {
-            out.separator(&mut first);
-            out.json(version)?;
-        }
-        out.flush_if_full().await?;
-        match page.last() {
-            Some(last) if is_full(&page) => after = Some((last.fact_id, last.version.version)),
-            _ => break,
-        }
+    let (mut after, mut first) = (Some(None), true);
+    while let Some(key) = after {
+        let page = reader.fact_versions(key, PAGE).await?;
+        after = out.rows(&mut first, &page, |last| Some((last.fact_id, last.version.version))).await?;
     }
     out.raw(b"],\"events\":[");
-    let (mut after, mut first) = (0, true);
-    loop {
-        let page = reader.events(after, PAGE).await?;
-        for event in &page {
-            out.separator(&mut first);
-            out.json(event)?;
-        }
-        out.flush_if_full().await?;
-        match page.last() {
-            Some(last) if is_full(&page) => after = last.id,
-            _ => break,
-        }
+    let (mut after, mut first) = (Some(0), true);
+    while let Some(key) = after {
+        let page = reader.events(key, PAGE).await?;
+        after = out.rows(&mut first, &page, |last| last.id).await?;
     }
     out.raw(b"],\"webhook_deliveries\":[");
-    let (mut after, mut first) = (None, true);
-    loop {
-        let page = reader.deliveries(after, PAGE).await?;
-        for delivery in &page {
-            out.separator(&mut first);
-            out.json(delivery)?;
-        }
-        out.flush_if_full().await?;
-        match page.last() {
-            Some(last) if is_full(&page) => after = Some((last.event_id, last.subscription_id)),
-            _ => break,
-        }
+    let (mut after, mut first) = (Some(None), true);
+    while let Some(key) = after {
+        let page = reader.deliveries(key, PAGE).await?;
+        after = out.rows(&mut first, &page, |last| Some((last.event_id, last.subscription_id))).await?;
     }
     out.raw(b"],\"imported_ids\":[");
-    let (mut after, mut first) = (None, true);
-    loop {
-        let page =
-            reader.imported_ids(after.as_ref().map(|(k, c): &(String, String)| (k.as_str(), c.as_str())), PAGE).await?;
-        for id in &page {
-            out.separator(&mut first);
-            out.json(id)?;
-        }
-        out.flush_if_full().await?;
-        match page.last() {
-            Some(last) if is_full(&page) => after = Some((last.kind.clone(), last.client_id.clone())),
-            _ => break,
-        }
+    let (mut after, mut first) = (Some(None), true);
+    while let Some(key) = after {
+        let page = reader
+            .imported_ids(key.as_ref().map(|(kind, id): &(String, String)| (kind.as_str(), id.as_str())), PAGE)
+            .await?;
+        after = out.rows(&mut first, &page, |last| Some((last.kind.clone(), last.client_id.clone()))).await?;
     }
     out.raw(b"]}");
     out.flush().await
@@ -212,6 +157,22 @@ impl Out {
         if !std::mem::take(first) {
             self.raw(b",");
         }
+    }
+
+    /// Writes a page's rows as elements of the array being written; the key to read the
+    /// next page after, or `None` after the last page (one that is not full).
+    async fn rows<T: Serialize, K>(
+        &mut self,
+        first: &mut bool,
+        page: &[T],
+        key: impl Fn(&T) -> K,
+    ) -> Result<Option<K>, Stop> {
+        for row in page {
+            self.separator(first);
+            self.json(row)?;
+        }
+        self.flush_if_full().await?;
+        Ok(page.last().filter(|_| is_full(page)).map(key))
     }
 
     fn json(&mut self, value: &impl Serialize) -> Result<(), Stop> {

@@ -37,11 +37,7 @@ pub async fn build(
     let limit = i64::try_from(max_facts).unwrap_or(i64::MAX);
     // Shared memory: the facts of the agents it reads too, in the same reads.
     let owners = OwnerSet::new(owner, policy.shared_agents(state.config.default_ai_consent));
-    let recalled = async {
-        Ok::<_, ServiceError>(
-            super::recall::for_context(state, owners, request.query.as_ref(), request.as_of, limit).await?,
-        )
-    };
+    let recalled = super::recall::for_context(state, owners, request.query.as_ref(), request.as_of, limit);
     let context = if request.working_memory {
         // Asked for: the document is read beside the facts, not after them.
         let (candidates, document) = tokio::try_join!(recalled, working_memory::read_optional(state, owner))?;

@@ -15,10 +15,8 @@ use uuid::Uuid;
 use super::AppState;
 use crate::{
     domain::{fact::Fact, owner::OwnerSet, search_query::SearchQuery, vector},
-    store::{
-        Result,
-        facts::{FactFilter, Hit},
-    },
+    service::error::ServiceError,
+    store::facts::{FactFilter, Hit},
 };
 
 /// Longest a query waits for its own embedding; past it the query is answered by full
@@ -65,9 +63,9 @@ pub async fn search(
     query: &SearchQuery,
     filter: FactFilter<'_>,
     limit: i64,
-) -> Result<Vec<Hit>> {
+) -> Result<Vec<Hit>, ServiceError> {
     let Some(model) = state.embedder.ready_model() else {
-        return state.store.search_facts(owners, query, filter, limit).await;
+        return Ok(state.store.search_facts(owners, query, filter, limit).await?);
     };
     let (hits, query_vector, vectors) = tokio::join!(
         state.store.search_facts(owners, query, filter, limit),
@@ -109,7 +107,7 @@ pub async fn for_context(
     query: Option<&SearchQuery>,
     as_of: Option<DateTime<Utc>>,
     limit: i64,
-) -> Result<Vec<Fact>> {
+) -> Result<Vec<Fact>, ServiceError> {
     let Some(query) = query else {
         return by_full_text(state, owners, None, as_of, limit).await;
     };
@@ -118,10 +116,9 @@ pub async fn for_context(
     }
     let filter = FactFilter { as_of, ..FactFilter::CURRENT };
     // The newest facts do not depend on the matches: both are read at once.
-    let (hits, newest) = tokio::try_join!(
-        search(state, owners, query, filter, limit),
-        state.store.list_facts(owners, filter, None, None, limit),
-    )?;
+    let (hits, newest) = tokio::try_join!(search(state, owners, query, filter, limit), async {
+        Ok(state.store.list_facts(owners, filter, None, None, limit).await?)
+    },)?;
     Ok(hits.into_iter().map(|hit| hit.fact).chain(newest).collect())
 }
 
@@ -134,6 +131,6 @@ pub async fn by_full_text<'o>(
     query: Option<&SearchQuery>,
     as_of: Option<DateTime<Utc>>,
     limit: i64,
-) -> Result<Vec<Fact>> {
-    state.store.context_facts(owners, query, as_of, limit).await
+) -> Result<Vec<Fact>, ServiceError> {
+    Ok(state.store.context_facts(owners, query, as_of, limit).await?)
 }

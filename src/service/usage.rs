@@ -26,7 +26,7 @@ pub async fn report(state: &AppState, tenant: &TenantId, days: u32) -> Result<To
 }
 
 /// The tenant's budget and what it spent since midnight UTC.
-pub async fn budget(state: &AppState, tenant: &TenantId) -> Result<Budget, sqlx::Error> {
+pub async fn budget(state: &AppState, tenant: &TenantId) -> Result<Budget, ServiceError> {
     let spent_today = state.store.tokens_spent_on(tenant, Utc::now().date_naive()).await?;
     let over_budget = match state.config.over_budget {
         OverBudgetAction::Wait => OverBudget::Waited,
@@ -38,7 +38,7 @@ pub async fn budget(state: &AppState, tenant: &TenantId) -> Result<Budget, sqlx:
 /// What a job of `tenant` does instead of calling the LLM, when the tenant's budget is
 /// spent (see [`usage::within_budget`]); `None` when it may call. Tenants without a
 /// budget cost no read.
-pub async fn over_budget(state: &AppState, tenant: &TenantId) -> Result<Option<Budget>, sqlx::Error> {
+pub async fn over_budget(state: &AppState, tenant: &TenantId) -> Result<Option<Budget>, ServiceError> {
     if state.config.daily_tokens(tenant.as_str()).is_none() {
         return Ok(None);
     }

@@ -6,13 +6,14 @@ use uuid::Uuid;
 use super::AppState;
 use crate::{
     domain::owner::OwnerSet,
-    store::{Result, facts::FactFilter, vectors::FactVector},
+    service::error::ServiceError,
+    store::{facts::FactFilter, vectors::FactVector},
 };
 
 /// Stores the vectors `model` made, each `(fact id, text, values)`, in one transaction;
 /// how many were stored.
-pub async fn store(state: &AppState, model: &str, vectors: &[(Uuid, &str, &[f32])]) -> Result<u64> {
-    state.store.store_vectors(model, vectors).await
+pub async fn store(state: &AppState, model: &str, vectors: &[(Uuid, &str, &[f32])]) -> Result<u64, ServiceError> {
+    Ok(state.store.store_vectors(model, vectors).await?)
 }
 
 /// The owners' current vectors of `model` whose facts `filter` takes.
@@ -21,6 +22,6 @@ pub async fn of_facts<'o>(
     owners: impl Into<OwnerSet<'o>>,
     model: &str,
     filter: FactFilter<'_>,
-) -> Result<Vec<FactVector>> {
-    state.store.fact_vectors(owners, model, filter).await
+) -> Result<Vec<FactVector>, ServiceError> {
+    Ok(state.store.fact_vectors(owners, model, filter).await?)
 }

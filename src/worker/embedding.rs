@@ -74,7 +74,7 @@ async fn backfill(state: &AppState, model: &str, stop: &watch::Receiver<bool>) -
             .map(|(pending, values)| (pending.id, pending.fact.as_str(), &values[..]))
             .collect();
         let stored = vectors::store(state, model, &made).await.map_err(|error| {
-            tracing::warn!(%error, "vectors were not stored; retrying");
+            tracing::warn!(error = error.for_log(), "vectors were not stored; retrying");
             RETRY_DELAY
         })?;
         metrics::counter!("engram_facts_embedded_total").increment(stored);

@@ -18,7 +18,6 @@ use crate::{
     domain::{
         extracted::{self, Candidate, Revision},
         fact::{MAX_SOURCE_MESSAGES, NewFact},
-        message::Role,
         near_duplicate::{self, Known},
         owner::Owner,
         search_query::{MAX_QUERY_CHARS, SearchQuery},
@@ -202,12 +201,7 @@ async fn known_facts(
     owner: Owner<'_>,
     request: &ExtractionRequest,
 ) -> Result<Vec<KnownFact>, Failure> {
-    let said: Vec<&str> = request
-        .turns
-        .iter()
-        .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
-        .map(|turn| turn.text.as_str())
-        .collect();
+    let said: Vec<&str> = request.new_user_turns().map(|turn| turn.text.as_str()).collect();
     let said: String = said.join(" ").chars().take(MAX_QUERY_CHARS).collect();
     let query = SearchQuery::parse(&said).ok();
     let facts = recall::by_full_text(state, owner, query.as_ref(), None, KNOWN_FACTS).await?;

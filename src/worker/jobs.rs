@@ -5,7 +5,11 @@
 
 use std::time::Duration;
 
-use crate::{extract::ExtractError, service::AppState, store::jobs::queue::ClaimedJob};
+use crate::{
+    extract::ExtractError,
+    service::{AppState, error::ServiceError},
+    store::jobs::queue::ClaimedJob,
+};
 
 /// How a job of any kind ended one attempt.
 #[derive(Debug, PartialEq)]
@@ -59,6 +63,13 @@ impl From<sqlx::Error> for Failure {
     }
 }
 
+impl From<ServiceError> for Failure {
+    fn from(error: ServiceError) -> Failure {
+        let database_unavailable = matches!(error, ServiceError::Unavailable(_));
+        Failure { message: error.for_log(), retry_after: None, database_unavailable }
+    }
+}
+
 /// Ends the job as `cancelled` for `reason`, unless it lost its lease meanwhile.
 pub(super) async fn cancel(state: &AppState, job: &ClaimedJob, reason: &'static str) -> Result<Outcome, Failure> {
     // Worker-only: only the worker holding a job's lease ends it.
@@ -74,5 +85,16 @@ mod tests {
         let after = Duration::from_secs(30);
         assert_eq!(Failure::from(ExtractError::TimedOut { after }).retry_after, Some(after));
         assert_eq!(Failure::from(ExtractError::Transient("HTTP 503".into())).retry_after, None);
+    }
+
+    /// A service call that met a busy database gives the attempt back; a bug is a failure
+    /// whose message keeps its cause for the job's `last_error`.
+    #[test]
+    fn a_busy_database_behind_a_service_call_is_told_from_a_bug() {
+        let busy = Failure::from(ServiceError::from(sqlx::Error::PoolTimedOut));
+        assert!(busy.database_unavailable, "{}", busy.message);
+        let bug = Failure::from(ServiceError::from(sqlx::Error::RowNotFound));
+        assert!(!bug.database_unavailable);
+        assert!(bug.message.contains("database query failed"), "{}", bug.message);
     }
 }

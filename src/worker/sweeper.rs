@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use crate::domain::event::Actor;
 use crate::{
-    service::{AppState, conversations},
+    service::{AppState, conversations, error::ServiceError},
     store::{
         conversations::EndTrigger,
         forgetting::{FactPolicy, PolicyAgent},
@@ -38,7 +38,12 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut ticks = super::every(Duration::from_secs(state.config.sweep_interval_secs));
     while super::tick(&mut ticks, &mut stop).await {
         if let Err(error) = end_idle_conversations(&state, &stop).await {
-            tracing::warn!(error = format!("{error:#}"), "idle sweep failed; retrying at the next interval");
+            // The kind tells a busy database (`unavailable`) from a bug (`internal`).
+            tracing::warn!(
+                kind = error.kind(),
+                error = error.for_log(),
+                "idle sweep failed; retrying at the next interval"
+            );
         }
         // Worker-only: expired idempotency keys are swept in the background only.
         match state.store.delete_expired_idempotency_keys().await {
@@ -222,7 +227,7 @@ async fn apply_retention(
     Ok((messages, conversations))
 }
 
-async fn end_idle_conversations(state: &AppState, stop: &watch::Receiver<bool>) -> sqlx::Result<()> {
+async fn end_idle_conversations(state: &AppState, stop: &watch::Receiver<bool>) -> Result<(), ServiceError> {
     let idle = TimeDelta::seconds(i64::try_from(state.config.idle_end_secs).unwrap_or(i64::MAX));
     let idle_before = crate::store::now() - idle;
     loop {

@@ -129,6 +129,23 @@ fn serialized<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json
     serde_json::to_writer(&mut *out, value)
 }
 
+/// A field serde leaves out when it is `None`: `key` (with its leading comma) and the
+/// value `write` writes, or nothing.
+fn present<T: ?Sized>(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: Option<&T>,
+    write: impl FnOnce(&mut Vec<u8>, &T) -> serde_json::Result<()>,
+) -> serde_json::Result<()> {
+    match value {
+        Some(value) => {
+            out.extend_from_slice(key);
+            write(out, value)
+        }
+        None => Ok(()),
+    }
+}
+
 /// A JSON array of `items`.
 fn array<T: WriteJson>(out: &mut Vec<u8>, items: &[T]) -> serde_json::Result<()> {
     out.push(b'[');
@@ -238,22 +255,10 @@ impl WriteJson for Message {
             serde_json::Value::String(text) => string(out, text)?,
             content => serialized(out, content)?,
         }
-        if let Some(name) = &self.name {
-            out.extend_from_slice(b",\"name\":");
-            string(out, name)?;
-        }
-        if let Some(tool_calls) = &self.tool_calls {
-            out.extend_from_slice(b",\"tool_calls\":");
-            serialized(out, tool_calls)?;
-        }
-        if let Some(tool_call_id) = &self.tool_call_id {
-            out.extend_from_slice(b",\"tool_call_id\":");
-            string(out, tool_call_id)?;
-        }
-        if let Some(metadata) = &self.metadata {
-            out.extend_from_slice(b",\"metadata\":");
-            serialized(out, metadata)?;
-        }
+        present(out, b",\"name\":", self.name.as_deref(), string)?;
+        present(out, b",\"tool_calls\":", self.tool_calls.as_deref(), serialized)?;
+        present(out, b",\"tool_call_id\":", self.tool_call_id.as_deref(), string)?;
+        present(out, b",\"metadata\":", self.metadata.as_ref(), serialized)?;
         out.extend_from_slice(b",\"created_at\":");
         timestamp::write_json(out, &self.created_at)?;
         out.push(b'}');
@@ -298,10 +303,7 @@ impl WriteJson for MemoryContext {
         array(out, &self.facts)?;
         out.extend_from_slice(b",\"prompt\":");
         string(out, &self.prompt)?;
-        if let Some(working_memory) = &self.working_memory {
-            out.extend_from_slice(b",\"working_memory\":");
-            serialized(out, working_memory)?;
-        }
+        present(out, b",\"working_memory\":", self.working_memory.as_ref(), serialized)?;
         out.push(b'}');
         Ok(())
     }

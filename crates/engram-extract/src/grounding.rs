@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use rust_stemmers::{Algorithm, Stemmer};
 
 use super::ExtractionRequest;
-use crate::domain::{message::Role, search_query::STOP_WORDS};
+use crate::domain::search_query::STOP_WORDS;
 
 /// The words facts are framed with ("Name is …", "Likes …", "Works as …"): they say what
 /// kind of fact it is, not what the user said, so they never ground one.
@@ -31,12 +31,7 @@ pub struct Said {
 impl Said {
     pub fn new(request: &ExtractionRequest) -> Said {
         let stemmer = Stemmer::create(Algorithm::English);
-        let stems = request
-            .turns
-            .iter()
-            .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
-            .flat_map(|turn| content_stems(&stemmer, &turn.text))
-            .collect();
+        let stems = request.new_user_turns().flat_map(|turn| content_stems(&stemmer, &turn.text)).collect();
         Said { stemmer, stems }
     }
 
@@ -58,10 +53,8 @@ impl Sources {
     pub fn new(request: &ExtractionRequest) -> Sources {
         let stemmer = Stemmer::create(Algorithm::English);
         let turns = request
-            .turns
-            .iter()
+            .new_user_turns()
             .rev()
-            .filter(|turn| turn.role == Role::User && turn.seq > request.from_seq)
             .map(|turn| (turn.seq, content_stems(&stemmer, &turn.text).into_iter().collect()))
             .collect();
         Sources { stemmer, turns }
@@ -106,7 +99,7 @@ fn content_stems(stemmer: &Stemmer, text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Turn;
+    use crate::{Turn, domain::message::Role};
 
     fn request(turns: &[(Role, &str)]) -> ExtractionRequest {
         let turns = turns

@@ -34,6 +34,13 @@ pub struct ExtractionRequest {
     pub instructions: Option<String>,
 }
 
+impl ExtractionRequest {
+    /// The turns facts are taken from, oldest first: the user's, after `from_seq`.
+    pub fn new_user_turns(&self) -> impl DoubleEndedIterator<Item = &Turn> {
+        self.turns.iter().filter(|turn| turn.role == crate::domain::message::Role::User && turn.seq > self.from_seq)
+    }
+}
+
 /// What a summariser is asked: fold `turns` (oldest first) into the summary so far.
 #[derive(Debug, Clone)]
 pub struct SummaryRequest {
