@@ -1,0 +1,96 @@
+//! Binds that the statements about facts share, each written once: the owner, an owner
+//! set, and a [`FactFilter`].
+
+use chrono::{DateTime, Utc};
+use sqlx::{
+    Database, Encode, Type,
+    query::{Query, QueryAs},
+};
+
+use super::FactFilter;
+use crate::domain::owner::{Owner, OwnerSet};
+
+/// Binds an owner as `$1, $2, $3`, the way every statement about one owner's facts
+/// starts.
+pub(crate) trait BindOwner<'q> {
+    fn bind_owner(self, owner: Owner<'q>) -> Self;
+}
+
+impl<'q, DB: Database> BindOwner<'q> for Query<'q, DB, <DB as Database>::Arguments>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_owner(self, owner: Owner<'q>) -> Self {
+        self.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
+    }
+}
+
+impl<'q, DB: Database, O> BindOwner<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_owner(self, owner: Owner<'q>) -> Self {
+        self.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
+    }
+}
+
+/// Binds an owner set as `$1, $2, $3` for the reads of [`super::reads`]: `$2` is the
+/// agent alone without sharing (the statements test `agent_id = $2`), else a JSON array of
+/// every agent of the set (the shared statements test membership, see
+/// [`super::reads::Dialect::shared_agents`]).
+pub(crate) trait BindOwners<'q> {
+    fn bind_owners(self, owners: OwnerSet<'q>) -> Self;
+}
+
+/// The agents of a shared read, as the JSON array its `$2` is.
+fn agents_json(owners: OwnerSet<'_>) -> String {
+    serde_json::Value::from(owners.owners().map(|owner| owner.agent().as_str()).collect::<Vec<_>>()).to_string()
+}
+
+impl<'q, DB: Database, O> BindOwners<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    String: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_owners(self, owners: OwnerSet<'q>) -> Self {
+        let owner = owners.owner();
+        let query = self.bind(owner.tenant().as_str());
+        let query = if owners.shared().is_empty() {
+            query.bind(owner.agent().as_str())
+        } else {
+            query.bind(agents_json(owners))
+        };
+        query.bind(owner.user().as_str())
+    }
+}
+
+/// Binds a [`FactFilter`] as `$5`–`$8`: its tag, whether superseded facts are wanted, the
+/// time asked about and the expiry horizon ([`FactFilter::horizon`]), the binds of the
+/// reads' `{filter}` test (see [`super::reads`]).
+pub(crate) trait BindFilter<'q> {
+    fn bind_filter(self, filter: FactFilter<'q>) -> Self;
+}
+
+impl<'q, DB: Database> BindFilter<'q> for Query<'q, DB, <DB as Database>::Arguments>
+where
+    Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    bool: Encode<'q, DB> + Type<DB>,
+    Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
+    DateTime<Utc>: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_filter(self, filter: FactFilter<'q>) -> Self {
+        self.bind(filter.tag).bind(filter.superseded).bind(filter.as_of).bind(filter.horizon())
+    }
+}
+
+impl<'q, DB: Database, O> BindFilter<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
+where
+    Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    bool: Encode<'q, DB> + Type<DB>,
+    Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
+    DateTime<Utc>: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_filter(self, filter: FactFilter<'q>) -> Self {
+        self.bind(filter.tag).bind(filter.superseded).bind(filter.as_of).bind(filter.horizon())
+    }
+}
