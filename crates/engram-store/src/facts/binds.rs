@@ -10,29 +10,50 @@ use sqlx::{
 use super::FactFilter;
 use crate::domain::owner::{Owner, OwnerSet};
 
+/// Implements a bind trait for both kinds of statement, `sqlx::query`'s and
+/// `sqlx::query_as`'s, whose `bind` methods share no trait: one body serves both, binding
+/// to `$query`. The bounds cover every type these traits bind.
+macro_rules! for_both_queries {
+    ($trait:ident, fn $method:ident($query:ident, $arg:ident: $ty:ty) $body:block) => {
+        impl<'q, DB: Database> $trait<'q> for Query<'q, DB, <DB as Database>::Arguments>
+        where
+            &'q str: Encode<'q, DB> + Type<DB>,
+            Option<&'q str>: Encode<'q, DB> + Type<DB>,
+            bool: Encode<'q, DB> + Type<DB>,
+            Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
+            DateTime<Utc>: Encode<'q, DB> + Type<DB>,
+        {
+            fn $method(self, $arg: $ty) -> Self {
+                let $query = self;
+                $body
+            }
+        }
+
+        impl<'q, DB: Database, O> $trait<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
+        where
+            &'q str: Encode<'q, DB> + Type<DB>,
+            Option<&'q str>: Encode<'q, DB> + Type<DB>,
+            bool: Encode<'q, DB> + Type<DB>,
+            Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
+            DateTime<Utc>: Encode<'q, DB> + Type<DB>,
+        {
+            fn $method(self, $arg: $ty) -> Self {
+                let $query = self;
+                $body
+            }
+        }
+    };
+}
+
 /// Binds an owner as `$1, $2, $3`, the way every statement about one owner's facts
 /// starts.
 pub(crate) trait BindOwner<'q> {
     fn bind_owner(self, owner: Owner<'q>) -> Self;
 }
 
-impl<'q, DB: Database> BindOwner<'q> for Query<'q, DB, <DB as Database>::Arguments>
-where
-    &'q str: Encode<'q, DB> + Type<DB>,
-{
-    fn bind_owner(self, owner: Owner<'q>) -> Self {
-        self.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
-    }
-}
-
-impl<'q, DB: Database, O> BindOwner<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
-where
-    &'q str: Encode<'q, DB> + Type<DB>,
-{
-    fn bind_owner(self, owner: Owner<'q>) -> Self {
-        self.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
-    }
-}
+for_both_queries!(BindOwner, fn bind_owner(query, owner: Owner<'q>) {
+    query.bind(owner.tenant().as_str()).bind(owner.agent().as_str()).bind(owner.user().as_str())
+});
 
 /// Binds an owner set as `$1, $2, $3` for the reads of [`super::reads`]: `$2` is the
 /// agent alone without sharing (the statements test `agent_id = $2`), else a JSON array of
@@ -71,26 +92,6 @@ pub(crate) trait BindFilter<'q> {
     fn bind_filter(self, filter: FactFilter<'q>) -> Self;
 }
 
-impl<'q, DB: Database> BindFilter<'q> for Query<'q, DB, <DB as Database>::Arguments>
-where
-    Option<&'q str>: Encode<'q, DB> + Type<DB>,
-    bool: Encode<'q, DB> + Type<DB>,
-    Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
-    DateTime<Utc>: Encode<'q, DB> + Type<DB>,
-{
-    fn bind_filter(self, filter: FactFilter<'q>) -> Self {
-        self.bind(filter.tag).bind(filter.superseded).bind(filter.as_of).bind(filter.horizon())
-    }
-}
-
-impl<'q, DB: Database, O> BindFilter<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
-where
-    Option<&'q str>: Encode<'q, DB> + Type<DB>,
-    bool: Encode<'q, DB> + Type<DB>,
-    Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
-    DateTime<Utc>: Encode<'q, DB> + Type<DB>,
-{
-    fn bind_filter(self, filter: FactFilter<'q>) -> Self {
-        self.bind(filter.tag).bind(filter.superseded).bind(filter.as_of).bind(filter.horizon())
-    }
-}
+for_both_queries!(BindFilter, fn bind_filter(query, filter: FactFilter<'q>) {
+    query.bind(filter.tag).bind(filter.superseded).bind(filter.as_of).bind(filter.horizon())
+});

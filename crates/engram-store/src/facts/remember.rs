@@ -20,12 +20,27 @@ use crate::{
     with_tx, word_index,
 };
 
-/// A new fact as [`INSERT`] stores it, every column computed here (times at the
+/// A fact to insert, and what its row is computed from: the owner, where it came from,
+/// the cap (`None`: none), now and when it was first stored (now, or an imported fact's
+/// original time).
+#[derive(Clone, Copy)]
+struct Insertion<'a> {
+    owner: Owner<'a>,
+    fact: &'a NewFact,
+    origin: Origin,
+    cap: Option<i64>,
+    now: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+}
+
+/// The new fact as [`INSERT`] stores it, every column computed here (times at the
 /// precision both databases keep), so that an event written by the same statement (see
-/// [`Tx::insert_unslotted`]) carries the stored fact.
-fn new_row(owner: Owner<'_>, fact: &NewFact, origin: Origin, now: DateTime<Utc>, created_at: DateTime<Utc>) -> Fact {
-    let created_at = stored_precision(created_at);
-    Fact {
+/// [`Tx::insert_unslotted`]) carries the stored fact; and its terms of the word index
+/// under `key`.
+fn new_row(insertion: Insertion<'_>, key: &word_index::WordKey) -> (Fact, String) {
+    let Insertion { owner, fact, origin, now, .. } = insertion;
+    let created_at = stored_precision(insertion.created_at);
+    let row = Fact {
         id: Uuid::now_v7(),
         agent_id: owner.agent().clone(),
         external_ref: owner.user().clone(),
@@ -44,7 +59,9 @@ fn new_row(owner: Owner<'_>, fact: &NewFact, origin: Origin, now: DateTime<Utc>,
         expires_at: fact.expires_at.map(stored_precision),
         recall_count: 0,
         last_recalled_at: None,
-    }
+    };
+    let terms = word_index::fact_terms(key, owner, &row.fact);
+    (row, terms)
 }
 
 /// The messages of `origin`'s conversation numbered `said_in`, as a fact stores them;
@@ -56,16 +73,13 @@ pub(crate) fn sources(origin: Origin, said_in: &[i64]) -> Vec<SourceMessage> {
     }
 }
 
-/// Binds [`INSERT`]'s `$1`–`$18`: the owner, `stored` (from [`new_row`]) with its
-/// duplicate key `normalized`, now, the cap and the text's terms of the word index. The
-/// statements built on it add their own parameters after these.
+/// Binds [`INSERT`]'s `$1`–`$18`: the insertion's owner, `stored` and `terms` (from
+/// [`new_row`]) with the duplicate key, now and the cap. The statements built on it add
+/// their own parameters after these.
 fn bind_insert<'q, DB: Database, O>(
     query: QueryAs<'q, DB, O, <DB as Database>::Arguments>,
-    owner: Owner<'q>,
+    insertion: Insertion<'q>,
     stored: &'q Fact,
-    normalized: &'q str,
-    now: DateTime<Utc>,
-    cap: Option<i64>,
     terms: String,
 ) -> QueryAs<'q, DB, O, <DB as Database>::Arguments>
 where
@@ -80,18 +94,19 @@ where
     DateTime<Utc>: Encode<'q, DB> + Type<DB>,
     Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
     String: Encode<'q, DB> + Type<DB>,
+    bool: Encode<'q, DB> + Type<DB>,
 {
     query
-        .bind_owner(owner)
+        .bind_owner(insertion.owner)
         .bind(stored.id)
         .bind(stored.fact.as_str())
-        .bind(normalized)
+        .bind(insertion.fact.text.normalized())
         .bind(Json(&stored.tags))
         .bind(stored.score)
         .bind::<&'q str>(stored.source.as_str())
         .bind(stored.conversation_id)
-        .bind(now)
-        .bind(cap)
+        .bind(insertion.now)
+        .bind(insertion.cap)
         .bind(Slot::of(&stored.fact).map(|slot| -> &'q str { slot.as_str() }))
         .bind(stored.observed_at)
         .bind(stored.expires_at)
@@ -297,15 +312,15 @@ impl Tx {
         created_at: Option<DateTime<Utc>>,
     ) -> Result<Remembered> {
         let now = crate::now();
-        let created_at = created_at.unwrap_or(now);
+        let insertion = Insertion { owner, fact, origin, cap, now, created_at: created_at.unwrap_or(now) };
         let observed_at = fact.observed_at.unwrap_or(now);
         let slot = Slot::of(fact.text.text());
         let mut inserted = match slot {
-            None => match self.insert_unslotted(owner, fact, origin, cap, now, created_at).await? {
+            None => match self.insert_unslotted(insertion).await? {
                 Some(fact) => return Ok(Remembered::Created(fact)),
                 None => None,
             },
-            Some(_) => self.insert_row(owner, fact, origin, cap, now, created_at).await?,
+            Some(_) => self.insert_row(insertion).await?,
         };
         if inserted.is_none() {
             // The duplicate key, or the cap. An expired fact of the same text is gone: it
@@ -321,7 +336,7 @@ impl Tx {
             });
             if let Some(row) = expired {
                 self.record_deleted(owner, row, Some("expired"))?;
-                inserted = self.insert_row(owner, fact, origin, cap, now, created_at).await?;
+                inserted = self.insert_row(insertion).await?;
             }
         }
         let (created, row): (bool, Option<FactRow>) = match inserted {
@@ -378,22 +393,10 @@ impl Tx {
     }
 
     /// Runs [`INSERT`]: the new row, or `None` when the duplicate key or the cap stopped it.
-    async fn insert_row(
-        &mut self,
-        owner: Owner<'_>,
-        fact: &NewFact,
-        origin: Origin,
-        cap: Option<i64>,
-        now: DateTime<Utc>,
-        created_at: DateTime<Utc>,
-    ) -> Result<Option<FactRow>> {
-        let stored = new_row(owner, fact, origin, now, created_at);
-        let normalized = fact.text.normalized();
-        let terms = word_index::fact_terms(&self.2, owner, &stored.fact);
+    async fn insert_row(&mut self, insertion: Insertion<'_>) -> Result<Option<FactRow>> {
+        let (stored, terms) = new_row(insertion, &self.2);
         Ok(with_tx!(self, tx => {
-            bind_insert(sqlx::query_as(INSERT), owner, &stored, normalized, now, cap, terms)
-                .fetch_optional(&mut **tx)
-                .await?
+            bind_insert(sqlx::query_as(INSERT), insertion, &stored, terms).fetch_optional(&mut **tx).await?
         }))
     }
 
@@ -403,40 +406,25 @@ impl Tx {
     /// ([`INSERT_WITH_EVENT_PG`]; a remember's round trips go from four to three), and
     /// the event carries the fact as that statement stores it ([`new_row`]). Otherwise
     /// the event is recorded for the commit.
-    async fn insert_unslotted(
-        &mut self,
-        owner: Owner<'_>,
-        fact: &NewFact,
-        origin: Origin,
-        cap: Option<i64>,
-        now: DateTime<Utc>,
-        created_at: DateTime<Utc>,
-    ) -> Result<Option<Fact>> {
+    async fn insert_unslotted(&mut self, insertion: Insertion<'_>) -> Result<Option<Fact>> {
+        let owner = insertion.owner;
         if let (Some((place, actor)), crate::Backend::Postgres(tx)) = (self.inline_event(), &mut self.0) {
-            let stored = new_row(owner, fact, origin, now, created_at);
+            let (stored, terms) = new_row(insertion, &self.2);
             let data = EventData::fact(&stored);
-            let terms = word_index::fact_terms(&self.2, owner, &stored.fact);
-            let row: Option<InsertedRow> = bind_insert(
-                sqlx::query_as(INSERT_WITH_EVENT_PG.as_str()),
-                owner,
-                &stored,
-                fact.text.normalized(),
-                now,
-                cap,
-                terms,
-            )
-            .bind(place)
-            .bind(actor.kind())
-            .bind(actor.job_id())
-            .bind(Json(&data))
-            .bind(data.fact.as_ref().map(Json))
-            .fetch_optional(&mut **tx)
-            .await?;
+            let row: Option<InsertedRow> =
+                bind_insert(sqlx::query_as(INSERT_WITH_EVENT_PG.as_str()), insertion, &stored, terms)
+                    .bind(place)
+                    .bind(actor.kind())
+                    .bind(actor.job_id())
+                    .bind(Json(&data))
+                    .bind(data.fact.as_ref().map(Json))
+                    .fetch_optional(&mut **tx)
+                    .await?;
             let Some(row) = row else { return Ok(None) };
             self.wrote_event(EventType::FactAdded, owner.tenant().as_str(), row.deliveries);
             return Ok(Some(row.fact.try_into()?));
         }
-        let Some(row) = self.insert_row(owner, fact, origin, cap, now, created_at).await? else { return Ok(None) };
+        let Some(row) = self.insert_row(insertion).await? else { return Ok(None) };
         let fact: Fact = row.try_into()?;
         self.record_fact(owner, EventType::FactAdded, EventData::fact(&fact));
         Ok(Some(fact))

@@ -205,16 +205,7 @@ impl Store {
         };
         let words = i64::try_from(search.words()).unwrap_or(i64::MAX);
         if let Some(scored) = self.scored(owners, &search) {
-            let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-                sqlx::query_as(scored.search.as_str())
-                    .bind_owners(owners)
-                    .bind(search.terms())
-                    .bind_filter(filter)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            });
-            crate::counted(&rows);
+            let rows = self.scored_rows(scored.search.as_str(), owners, &search, filter, limit).await?;
             return rows
                 .into_iter()
                 .map(|row| {
@@ -241,6 +232,29 @@ impl Store {
     /// PostgreSQL's statements that rank `search` in SQL, when it is short enough.
     fn scored(&self, owners: OwnerSet<'_>, search: &word_index::WordSearch) -> Option<&'static Scored> {
         SEARCHES.of(self, owners).scored.as_ref().filter(|_| search.words() <= SCORED_MAX_WORDS)
+    }
+
+    /// Runs `sql`, a statement that ranks `search` in SQL ([`Scored`]), for the `limit`
+    /// best of the owners' facts that `filter` takes.
+    async fn scored_rows(
+        &self,
+        sql: &'static str,
+        owners: OwnerSet<'_>,
+        search: &word_index::WordSearch,
+        filter: FactFilter<'_>,
+        limit: i64,
+    ) -> Result<Vec<ScoredRow>> {
+        let rows: Vec<ScoredRow> = with_pool!(self, pool => {
+            sqlx::query_as(sql)
+                .bind_owners(owners)
+                .bind(search.terms())
+                .bind_filter(filter)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        crate::counted(&rows);
+        Ok(rows)
     }
 
     /// The `limit` best matches of `search` among the owners' facts that `filter` takes,
@@ -328,16 +342,7 @@ impl Store {
             return self.list_facts(owners, filter, None, None, limit).await;
         };
         if let Some(scored) = self.scored(owners, &search) {
-            let rows: Vec<ScoredRow> = with_pool!(self, pool => {
-                sqlx::query_as(scored.context.as_str())
-                    .bind_owners(owners)
-                    .bind(search.terms())
-                    .bind_filter(filter)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            });
-            crate::counted(&rows);
+            let rows = self.scored_rows(scored.context.as_str(), owners, &search, filter, limit).await?;
             return rows.into_iter().map(|row| Fact::try_from(row.fact)).collect();
         }
         let ranked = self.rank_matches(&search, owners, filter, limit).await?;
