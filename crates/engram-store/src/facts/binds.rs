@@ -15,22 +15,16 @@ use crate::domain::owner::{Owner, OwnerSet};
 /// to `$query`. The bounds cover every type these traits bind.
 macro_rules! for_both_queries {
     ($trait:ident, fn $method:ident($query:ident, $arg:ident: $ty:ty) $body:block) => {
-        impl<'q, DB: Database> $trait<'q> for Query<'q, DB, <DB as Database>::Arguments>
+        for_both_queries!(@impl [DB] Query<'q, DB, <DB as Database>::Arguments>,
+            $trait, $method, $query, $arg, $ty, $body);
+        for_both_queries!(@impl [DB, O] QueryAs<'q, DB, O, <DB as Database>::Arguments>,
+            $trait, $method, $query, $arg, $ty, $body);
+    };
+    (@impl [$($param:ident),+] $target:ty,
+        $trait:ident, $method:ident, $query:ident, $arg:ident, $ty:ty, $body:block) => {
+        impl<'q, $($param),+> $trait<'q> for $target
         where
-            &'q str: Encode<'q, DB> + Type<DB>,
-            Option<&'q str>: Encode<'q, DB> + Type<DB>,
-            bool: Encode<'q, DB> + Type<DB>,
-            Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
-            DateTime<Utc>: Encode<'q, DB> + Type<DB>,
-        {
-            fn $method(self, $arg: $ty) -> Self {
-                let $query = self;
-                $body
-            }
-        }
-
-        impl<'q, DB: Database, O> $trait<'q> for QueryAs<'q, DB, O, <DB as Database>::Arguments>
-        where
+            DB: Database,
             &'q str: Encode<'q, DB> + Type<DB>,
             Option<&'q str>: Encode<'q, DB> + Type<DB>,
             bool: Encode<'q, DB> + Type<DB>,
