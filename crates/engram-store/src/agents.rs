@@ -11,7 +11,7 @@ use crate::domain::{
 };
 
 #[derive(sqlx::FromRow)]
-struct ConfigRow {
+pub(super) struct ConfigRow {
     agent_id: AgentId,
     memory_enabled: bool,
     min_user_turns: i32,
@@ -60,7 +60,7 @@ impl From<ConfigRow> for AgentConfig {
     }
 }
 
-macro_rules! columns {
+macro_rules! config_columns {
     () => {
         "agent_id, memory_enabled, min_user_turns, max_injected_facts, min_confidence, extraction_instructions, \
          summarize_after_messages, summary_window, forget_extracted_after_days, forget_unrecalled_after_days, \
@@ -68,11 +68,12 @@ macro_rules! columns {
          created_at, updated_at, extract_every_user_turns, delete_facts_with_conversation, reads_facts_of"
     };
 }
+pub(super) use config_columns;
 
 impl Store {
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "get_agent_config", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn get_agent_config(&self, tenant: &TenantId, agent: &AgentId) -> Result<Option<AgentConfig>> {
-        let sql = concat!("SELECT ", columns!(), " FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2");
+        let sql = concat!("SELECT ", config_columns!(), " FROM agent_configs WHERE tenant_id = $1 AND agent_id = $2");
         let row: Option<ConfigRow> = with_pool!(self, pool => {
             sqlx::query_as(sql).bind(tenant.as_str()).bind(agent.as_str()).fetch_optional(pool).await?
         });
@@ -100,7 +101,7 @@ impl Store {
         let keep_instructions = patch.extraction_instructions.is_none();
         let sql = concat!(
             "INSERT INTO agent_configs (",
-            columns!(),
+            config_columns!(),
             ", tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $14, $15, $18, $19, $20, $21, $22, $23, $7, $7, $30, $32, $34, $8) \
              ON CONFLICT (tenant_id, agent_id) DO UPDATE SET \
                memory_enabled = COALESCE($9, agent_configs.memory_enabled), \
@@ -121,7 +122,7 @@ impl Store {
                reads_facts_of = CASE WHEN $35 THEN agent_configs.reads_facts_of ELSE $34 END, \
                updated_at = $7 \
              RETURNING ",
-            columns!()
+            config_columns!()
         );
         let mut tx = self.begin_change(actor).await?;
         let row: ConfigRow = with_tx!(tx, tx => {
@@ -180,7 +181,7 @@ impl Store {
     ) -> Result<Vec<AgentConfig>> {
         let sql = concat!(
             "SELECT ",
-            columns!(),
+            config_columns!(),
             " FROM agent_configs WHERE tenant_id = $1 AND ($2 IS NULL OR agent_id > $2) ORDER BY agent_id LIMIT $3"
         );
         let rows: Vec<ConfigRow> = with_pool!(self, pool => {

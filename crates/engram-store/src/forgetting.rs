@@ -11,9 +11,14 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Result, Store, facts::ExpiredRow, facts::fact_columns, with_pool, with_tx};
+use super::{
+    Result, Store,
+    agents::{ConfigRow, config_columns},
+    facts::{ExpiredRow, fact_columns},
+    with_pool, with_tx,
+};
 use crate::domain::{
-    agent_config::{Forgetting, Retention},
+    agent_config::{AgentConfig, Forgetting, Retention, Settings},
     event::{Actor, EventData, EventType},
     ids::{AgentId, ExternalRef, TenantId},
 };
@@ -30,17 +35,12 @@ pub struct PolicyAgent {
     pub summarizes: bool,
 }
 
+/// An agent's stored settings with its tenant.
 #[derive(sqlx::FromRow)]
 struct PolicyAgentRow {
     tenant_id: TenantId,
-    agent_id: AgentId,
-    forget_extracted_after_days: i32,
-    forget_unrecalled_after_days: i32,
-    keep_best_facts: i32,
-    forget_curated_facts: bool,
-    max_messages_per_conversation: i32,
-    delete_conversations_after_days: i32,
-    summarize_after_messages: i32,
+    #[sqlx(flatten)]
+    config: ConfigRow,
 }
 
 /// The facts a policy may delete: extracted ones, or every one when `$5` (the agent's
@@ -110,14 +110,15 @@ impl Store {
     /// policy (index `agent_configs_forgetting`).
     #[tracing::instrument(level = "debug", name = "statement", skip_all, fields(statement = "policy_agents", backend = self.backend(), rows = tracing::field::Empty))]
     pub async fn policy_agents(&self, after: Option<(&TenantId, &AgentId)>, limit: i64) -> Result<Vec<PolicyAgent>> {
-        let sql = "SELECT tenant_id, agent_id, forget_extracted_after_days, forget_unrecalled_after_days, \
-               keep_best_facts, forget_curated_facts, max_messages_per_conversation, \
-               delete_conversations_after_days, summarize_after_messages \
-             FROM agent_configs \
+        let sql = concat!(
+            "SELECT tenant_id, ",
+            config_columns!(),
+            " FROM agent_configs \
              WHERE (forget_extracted_after_days > 0 OR forget_unrecalled_after_days > 0 OR keep_best_facts > 0 \
                     OR max_messages_per_conversation > 0 OR delete_conversations_after_days > 0) \
                AND ($1 IS NULL OR tenant_id > $1 OR (tenant_id = $1 AND agent_id > $2)) \
-             ORDER BY tenant_id, agent_id LIMIT $3";
+             ORDER BY tenant_id, agent_id LIMIT $3"
+        );
         let rows: Vec<PolicyAgentRow> = with_pool!(self, pool => {
             sqlx::query_as(sql)
                 .bind(after.map(|(tenant, _)| tenant.as_str()))
@@ -129,20 +130,17 @@ impl Store {
         super::counted(&rows);
         Ok(rows
             .into_iter()
-            .map(|row| PolicyAgent {
-                tenant: row.tenant_id,
-                agent: row.agent_id,
-                forgetting: Forgetting {
-                    extracted_after_days: row.forget_extracted_after_days,
-                    unrecalled_after_days: row.forget_unrecalled_after_days,
-                    keep_best: row.keep_best_facts,
-                    curated: row.forget_curated_facts,
-                },
-                retention: Retention {
-                    max_messages: row.max_messages_per_conversation,
-                    conversations_after_days: row.delete_conversations_after_days,
-                },
-                summarizes: row.summarize_after_messages > 0,
+            .map(|row| {
+                let config = AgentConfig::from(row.config);
+                let agent = config.agent_id.clone();
+                let settings = Settings::from(config);
+                PolicyAgent {
+                    tenant: row.tenant_id,
+                    agent,
+                    forgetting: settings.forgetting,
+                    retention: settings.retention,
+                    summarizes: settings.summarize_after_messages > 0,
+                }
             })
             .collect())
     }

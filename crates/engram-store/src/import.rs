@@ -10,22 +10,23 @@ use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::Remembered,
+    facts::{FactRow, Remembered, fact_columns},
     jobs::NewJob,
+    messages::{MessageRow, message_columns},
     policy::{POLICY_SQL, PolicyRow},
     with_pool, with_tx, with_writer,
 };
 use crate::domain::{
     conversation::{ExtractionInputs, extraction_decision},
     event::{EventData, EventType},
-    fact::Origin,
+    fact::{Fact, Origin},
     ids::{AgentId, ConversationKey, ExternalRef, TenantId},
     import::{
         ConsentRecord, ConversationRecord, FactRecord, ImportJob, ImportOptions, ImportRecord, LineError, LineReport,
         MessageRecord, Progress, RecordKind, ValidConversation, ValidFact, ValidRecord,
     },
     job::JobKind,
-    message::{Role, ToolCall, is_user_turn},
+    message::{Message, is_user_turn},
     owner::Owner,
     policy::Policy,
 };
@@ -447,7 +448,7 @@ impl Tx {
             with_tx!(self, tx => {
                 let mut insert = sqlx::QueryBuilder::new(concat!(
                     "INSERT INTO messages (",
-                    super::messages::message_columns!(),
+                    message_columns!(),
                     ", tenant_id) "
                 ));
                 insert.push_values(chunk, |mut values, (seq, (m, at))| {
@@ -579,14 +580,19 @@ const CONVERSATION_PAGE: &str = "SELECT id, agent_id, external_ref, key, title, 
 
 /// A page of a conversation's messages. Binds: conversation, tenant, after seq, limit.
 /// Reads messages' `(conversation_id, seq)` range.
-const MESSAGE_PAGE: &str = "SELECT seq, role, content, name, tool_calls, tool_call_id, metadata, created_at \
-     FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 ORDER BY seq LIMIT $4";
+const MESSAGE_PAGE: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND tenant_id = $2 AND seq > $3 ORDER BY seq LIMIT $4"
+);
 
 /// A page of facts, expired ones left out. Binds: tenant, after id (nil for the first
 /// page), limit, now. Reads `facts_tenant_id`'s range.
-const FACT_PAGE: &str = "SELECT id, agent_id, external_ref, fact, tags, score, source, conversation_id, \
-     created_at, observed_at, expires_at FROM facts \
-     WHERE tenant_id = $1 AND id > $2 AND (expires_at IS NULL OR expires_at > $4) ORDER BY id LIMIT $3";
+const FACT_PAGE: &str = concat!(
+    "SELECT ",
+    fact_columns!(),
+    " FROM facts WHERE tenant_id = $1 AND id > $2 AND (expires_at IS NULL OR expires_at > $4) ORDER BY id LIMIT $3"
+);
 
 /// The client ids of a page's records, `keys` of them: binds tenant, kind, then the
 /// keys (`key` is `record_id`, read through `import_ids_record`, or `external_ref`,
@@ -613,33 +619,6 @@ struct ConversationExportRow {
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     ended_at: Option<DateTime<Utc>>,
-}
-
-#[derive(sqlx::FromRow)]
-struct FactExportRow {
-    id: Uuid,
-    agent_id: AgentId,
-    external_ref: ExternalRef,
-    fact: String,
-    tags: Json<Vec<String>>,
-    score: Option<f64>,
-    source: String,
-    conversation_id: Option<Uuid>,
-    created_at: DateTime<Utc>,
-    observed_at: DateTime<Utc>,
-    expires_at: Option<DateTime<Utc>>,
-}
-
-#[derive(sqlx::FromRow)]
-struct MessageExportRow {
-    seq: i64,
-    role: String,
-    content: Json<serde_json::Value>,
-    name: Option<String>,
-    tool_calls: Option<Json<Vec<ToolCall>>>,
-    tool_call_id: Option<String>,
-    metadata: Option<Json<serde_json::Value>>,
-    created_at: DateTime<Utc>,
 }
 
 fn decode(e: String) -> sqlx::Error {
@@ -744,23 +723,23 @@ impl RecordReader {
         limit: i64,
     ) -> Result<Vec<(i64, MessageRecord)>> {
         let sql = MESSAGE_PAGE;
-        let rows: Vec<MessageExportRow> = with_tx!(self.tx, tx => {
+        let rows: Vec<MessageRow> = with_tx!(self.tx, tx => {
             sqlx::query_as(sql).bind(conversation_id).bind(self.tenant.as_str()).bind(after_seq).bind(limit).fetch_all(&mut **tx).await?
         });
         super::counted(&rows);
         rows.into_iter()
             .map(|row| {
-                let role = Role::parse(&row.role).ok_or_else(|| decode(format!("unknown role {:?}", row.role)))?;
+                let message = Message::try_from(row)?;
                 Ok((
-                    row.seq,
+                    message.seq,
                     MessageRecord {
-                        role,
-                        content: row.content.0,
-                        name: row.name,
-                        tool_calls: row.tool_calls.map(|calls| calls.0),
-                        tool_call_id: row.tool_call_id,
-                        metadata: row.metadata.map(|m| m.0),
-                        created_at: row.created_at,
+                        role: message.role,
+                        content: message.content,
+                        name: message.name,
+                        tool_calls: message.tool_calls,
+                        tool_call_id: message.tool_call_id,
+                        metadata: message.metadata,
+                        created_at: message.created_at,
                     },
                 ))
             })
@@ -770,10 +749,11 @@ impl RecordReader {
     /// Facts after id `after`, oldest first (ids are time-ordered), expired ones left out.
     pub async fn facts(&mut self, after: Option<Uuid>, limit: i64) -> Result<Vec<(Uuid, FactRecord)>> {
         let sql = FACT_PAGE;
-        let rows: Vec<FactExportRow> = with_tx!(self.tx, tx => {
+        let rows: Vec<FactRow> = with_tx!(self.tx, tx => {
             sqlx::query_as(sql).bind(self.tenant.as_str()).bind(after.unwrap_or(Uuid::nil())).bind(limit).bind(super::now()).fetch_all(&mut **tx).await?
         });
         super::counted(&rows);
+        let rows = rows.into_iter().map(Fact::try_from).collect::<Result<Vec<Fact>>>()?;
         let ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
         let mut client_ids = self.client_ids(RecordKind::Fact, "record_id", &ids).await?;
         let mut conversations: Vec<Uuid> = rows.iter().filter_map(|row| row.conversation_id).collect();
@@ -788,9 +768,9 @@ impl RecordReader {
                     agent_id: row.agent_id,
                     external_ref: row.external_ref,
                     fact: row.fact,
-                    tags: row.tags.0,
+                    tags: row.tags,
                     score: row.score,
-                    source: crate::domain::fact::Source::parse(&row.source).map_err(decode)?,
+                    source: row.source,
                     conversation_id: row
                         .conversation_id
                         .map(|id| conversation_ids.get(&id).cloned().unwrap_or_else(|| id.to_string())),

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{
     Result, Store, Tx,
-    facts::{self, BindOwners, FactFilter},
+    facts::{self, BindFilter, BindOwners, FactFilter},
     with_pool, with_tx,
 };
 use crate::domain::{owner::OwnerSet, vector};
@@ -60,19 +60,16 @@ struct VectorRow {
 }
 
 /// The owner's current vectors whose facts the filter takes. $1 tenant, $2 agent, $3 user,
-/// $4 model, $5 tag (or NULL), $6 whether superseded facts are included, $7 the time asked
-/// about (or NULL) and $8 the expiry horizon (`{current}`, see [`facts::current_test`]).
+/// $4 model, $5–$8 the filter (`{filter}`, see [`facts::with_filter_test`]).
 const OWNER_VECTORS: &str = "SELECT facts.id, facts.fact, v.dims, v.vector FROM facts JOIN fact_vectors v ON v.fact_id = facts.id \
      WHERE facts.tenant_id = $1 AND facts.agent_id = $2 AND facts.external_ref = $3 \
-     AND v.model = $4 AND v.fact_updated_at = facts.updated_at \
-     AND ($5 IS NULL OR {has_tag}) AND {current}";
+     AND v.model = $4 AND v.fact_updated_at = facts.updated_at AND {filter}";
 
 /// [`OWNER_VECTORS`] for PostgreSQL and SQLite, built once.
-static OWNER_VECTORS_SQL: LazyLock<(String, String)> =
-    LazyLock::new(|| facts::with_tag_test(&OWNER_VECTORS.replace("{current}", &facts::current_test("$6", "$7", "$8"))));
+static OWNER_VECTORS_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::with_filter_test(OWNER_VECTORS, false));
 
-/// [`OWNER_VECTORS`] of an owner set (shared memory; see [`facts::shared_reads`]).
-static SHARED_VECTORS_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::shared_reads(&OWNER_VECTORS_SQL));
+/// [`OWNER_VECTORS`] of an owner set (shared memory).
+static SHARED_VECTORS_SQL: LazyLock<(String, String)> = LazyLock::new(|| facts::with_filter_test(OWNER_VECTORS, true));
 
 impl Store {
     /// Up to `limit` facts, of any owner, in id order after `after`, whose vector of
@@ -119,10 +116,7 @@ impl Store {
             sqlx::query_as(sql)
                 .bind_owners(owners)
                 .bind(model)
-                .bind(filter.tag)
-                .bind(filter.superseded)
-                .bind(filter.as_of)
-                .bind(filter.horizon())
+                .bind_filter(filter)
                 .fetch_all(pool)
                 .await?
         });
