@@ -20,6 +20,7 @@ on_both_backends!(
     idempotent_retry_stores_once_and_returns_the_first_response,
     idempotency_key_with_another_body_is_a_conflict,
     concurrent_requests_with_one_key_store_once,
+    a_conflict_over_a_conversation_key_is_answered_once_the_conversation_is_readable,
     invalid_idempotency_key_is_rejected,
     batch_with_one_bad_message_stores_nothing,
     batch_size_must_be_1_to_100,
@@ -370,6 +371,38 @@ async fn concurrent_requests_with_one_key_store_once(backend: Backend) {
         assert_eq!(answer["messages"], answers[0].1["messages"], "every answer is the first response");
     }
     assert_eq!(seqs(&messages(&app, &id, "").await), [1]);
+}
+
+/// Two creates racing for one key with different fields: the loser's 409 says the key is
+/// taken, so a read right after it must find the winner's conversation. On SQLite both
+/// writers may share one group commit; the conflict is answered only once that group is
+/// in the file, never from a row another writer has not yet committed.
+async fn a_conflict_over_a_conversation_key_is_answered_once_the_conversation_is_readable(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = agent("acme");
+    for round in 0..40 {
+        let key = format!("thread-{round}");
+        let creates = ["first", "second"].map(|title| {
+            let body =
+                json!({"agent_id": "bot", "external_ref": "u1", "key": key, "title": format!("{title} {round}")});
+            let (app, token) = (&app, &token);
+            async move {
+                let (status, created) = app.post("/api/conversations", token, body).await;
+                if status == StatusCode::CONFLICT {
+                    let (_, found) = app
+                        .get(&format!("/api/conversations?agent_id=bot&key={}", enc(&format!("thread-{round}"))), token)
+                        .await;
+                    let items = found["items"].as_array().map_or(0, Vec::len);
+                    assert_eq!(items, 1, "round {round}: a 409 for a key no read finds yet: {found}");
+                } else {
+                    assert_eq!(status, StatusCode::CREATED, "{created}");
+                }
+                status
+            }
+        });
+        let statuses = join_all(creates).await;
+        assert!(statuses.contains(&StatusCode::CREATED), "round {round}: {statuses:?}");
+    }
 }
 
 async fn invalid_idempotency_key_is_rejected(backend: Backend) {

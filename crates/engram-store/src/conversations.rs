@@ -194,6 +194,10 @@ impl Store {
                     .await?
             });
             if let Some(row) = existing {
+                // Committed (it changed nothing) rather than dropped: on SQLite the row may
+                // be another writer's of this same group commit, so the answer waits until
+                // the group is in the file and a read after it finds the row.
+                tx.commit().await?;
                 return Ok(Created::Existing(row.try_into()?));
             }
         }
