@@ -229,6 +229,20 @@ impl Tx {
         Ok(())
     }
 
+    /// Undoes the transaction's writes and returns once what it read is committed. A
+    /// replay or a conflict found inside SQLite's group commit may be another writer's row
+    /// of the same group: answered before the group's `COMMIT`, a read right after it would
+    /// not find the row, and a failed group would make the answer untrue. PostgreSQL reads
+    /// only what is committed, so dropping is enough there.
+    pub async fn roll_back(self) -> Result<()> {
+        let Tx(tx, _, _) = self;
+        match tx {
+            Backend::Postgres(tx) => drop(tx),
+            Backend::Sqlite(tx) => tx.roll_back().await?,
+        }
+        Ok(())
+    }
+
     /// Picks the statement written for this transaction's backend.
     fn dialect<T>(&self, postgres: T, sqlite: T) -> T {
         self.0.pick(postgres, sqlite)

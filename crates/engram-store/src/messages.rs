@@ -198,7 +198,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         // Binds: conversation, tenant, user turns.
         let checked_sql = "UPDATE conversations SET segment_user_turns = $3 WHERE id = $1 AND tenant_id = $2";
-        let (appended, summary, segment) = with_tx!(tx, tx => {
+        let step = with_tx!(tx, tx => 'step: {
             // The row bumped, or on a miss the conversation's last seq: a stale
             // `expected_last_seq`, or a replay (whose seq has moved on by design).
             let bumped: Option<BumpedRow> = sqlx::query_as(bump_sql)
@@ -219,7 +219,7 @@ impl Store {
                         .bind(tenant.as_str())
                         .fetch_optional(&mut **tx)
                         .await?;
-                    let Some(last_seq) = last_seq else { return Ok(AppendOutcome::NotFound) };
+                    let Some(last_seq) = last_seq else { break 'step Err(AppendOutcome::NotFound) };
                     Err(last_seq)
                 }
             };
@@ -230,14 +230,13 @@ impl Store {
                     .bind(tenant.as_str())
                     .fetch_optional(&mut **tx)
                     .await?;
-                // Returning drops the transaction, which rolls it back.
                 if let Some(outcome) = replay(stored, fingerprint)? {
-                    return Ok(outcome);
+                    break 'step Err(outcome);
                 }
             }
             let BumpedRow { conversation: row, summarize_after_messages, summary_window, memory_enabled, extract_every_user_turns } = match bumped {
                 Ok(bumped) => bumped,
-                Err(last_seq) => return Ok(AppendOutcome::StaleSeq(last_seq)),
+                Err(last_seq) => break 'step Err(AppendOutcome::StaleSeq(last_seq)),
             };
 
             let first_seq = row.last_seq - counts.messages + 1;
@@ -308,8 +307,17 @@ impl Store {
                     .execute(&mut **tx)
                     .await?;
             }
-            (appended, summary, segment)
+            Ok((appended, summary, segment))
         });
+        let (appended, summary, segment) = match step {
+            Ok(step) => step,
+            // A missing conversation, a stale seq or a replay stores nothing: rolled back,
+            // and answered once what it read is committed (see [`Tx::roll_back`]).
+            Err(outcome) => {
+                tx.roll_back().await?;
+                return Ok(outcome);
+            }
+        };
         let mut job_queued = false;
         if let Some(row) = segment {
             let policy: PolicyRow = with_tx!(tx, tx => {

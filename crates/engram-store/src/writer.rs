@@ -322,6 +322,15 @@ impl WriteTx {
     }
 }
 
+impl WriteTx {
+    /// Undoes the writer's part and returns once its group has committed: what it read
+    /// may be another writer's of the same group, not yet in the file.
+    async fn roll_back(mut self) -> Result<()> {
+        sqlx::query("ROLLBACK TO member").execute(&mut self.slot.conn).await?;
+        self.commit(None).await
+    }
+}
+
 /// Queues behind the writers in line when `group`'s writer released its part, and ends
 /// the group when its turn comes, unless the group ended first (another of its writers'
 /// turn came earlier). So a group is the writers that were in line when its first one
@@ -382,6 +391,15 @@ impl SqliteTx {
         match self {
             SqliteTx::Write(tx) => tx.commit(ended).await,
             SqliteTx::Snapshot(tx) => tx.commit().await,
+        }
+    }
+
+    /// Undoes a write's changes, returning once what it read is committed (see
+    /// [`super::Tx::roll_back`]); a snapshot is simply rolled back.
+    pub(super) async fn roll_back(self) -> Result<()> {
+        match self {
+            SqliteTx::Write(tx) => tx.roll_back().await,
+            SqliteTx::Snapshot(tx) => tx.rollback().await,
         }
     }
 
