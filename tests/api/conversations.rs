@@ -390,16 +390,15 @@ async fn a_conflict_over_a_conversation_key_is_answered_once_the_conversation_is
     let token = agent("acme");
     for round in 0..40 {
         let key = format!("thread-{round}");
+        let by_key = format!("/api/conversations?agent_id=bot&key={}", enc(&key));
         let creates = ["first", "second"].map(|title| {
             let body =
                 json!({"agent_id": "bot", "external_ref": "u1", "key": key, "title": format!("{title} {round}")});
-            let (app, token) = (&app, &token);
+            let (app, token, by_key) = (&app, &token, &by_key);
             async move {
                 let (status, created) = app.post("/api/conversations", token, body).await;
                 if status == StatusCode::CONFLICT {
-                    let (_, found) = app
-                        .get(&format!("/api/conversations?agent_id=bot&key={}", enc(&format!("thread-{round}"))), token)
-                        .await;
+                    let (_, found) = app.get(by_key, token).await;
                     let items = found["items"].as_array().map_or(0, Vec::len);
                     assert_eq!(items, 1, "round {round}: a 409 for a key no read finds yet: {found}");
                 } else {

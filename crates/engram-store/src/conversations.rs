@@ -194,10 +194,9 @@ impl Store {
                     .await?
             });
             if let Some(row) = existing {
-                // Committed (it changed nothing) rather than dropped: on SQLite the row may
-                // be another writer's of this same group commit, so the answer waits until
-                // the group is in the file and a read after it finds the row.
-                tx.commit().await?;
+                // The row may be another writer's of this same SQLite group commit: the
+                // answer waits until it is in the file (see [`Tx::roll_back`]).
+                tx.roll_back().await?;
                 return Ok(Created::Existing(row.try_into()?));
             }
         }
